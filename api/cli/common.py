@@ -1,0 +1,64 @@
+"""Helpers shared by the CLI commands: reading inputs and failing with one clear line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn, TypeVar
+
+import typer
+from pydantic import BaseModel, ValidationError
+
+from models import Plan, PlanRequest
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print one line on stderr and exit with `code` (2 = bad input or arguments)."""
+    typer.echo(f"gpuplan: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def format_validation_error(err: ValidationError, limit: int = 3) -> str:
+    """A one-line summary of a pydantic error: `path: message; ...`."""
+    parts = []
+    for e in err.errors()[:limit]:
+        loc = ".".join(str(x) for x in e["loc"]) or "(root)"
+        parts.append(f"{loc}: {e['msg']}")
+    more = len(err.errors()) - limit
+    if more > 0:
+        parts.append(f"(+{more} more)")
+    return "; ".join(parts)
+
+
+def read_json(path: Path | str) -> object:
+    """Parse a JSON file ('-' = stdin); exit 2 with one line when it cannot be read."""
+    try:
+        text = sys.stdin.read() if str(path) == "-" else Path(path).read_text()
+    except OSError as e:
+        fail(f"cannot read {path}: {e.strerror or e}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        fail(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}")
+
+
+def load_model(path: Path | str, model: type[M]) -> M:
+    """Read and validate a JSON file as `model`; exit 2 with the field path on failure."""
+    data = read_json(path)
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        fail(f"{path}: {format_validation_error(e)}")
+
+
+def load_request(path: Path | str) -> PlanRequest:
+    """Read a PlanRequest file (exit 2 on unreadable or invalid input)."""
+    return load_model(path, PlanRequest)
+
+
+def load_plan(path: Path | str) -> Plan:
+    """Read a Plan file (exit 2 on unreadable or invalid input)."""
+    return load_model(path, Plan)

@@ -1,0 +1,7 @@
+"""`gpuplan k8s` (being written)."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to `app`."""

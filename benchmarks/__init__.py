@@ -1,0 +1,1 @@
+"""Benchmarks, instance generators, the trace simulator and data loaders."""

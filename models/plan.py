@@ -1,0 +1,87 @@
+"""The response side of the wire contract: Plan, Assignment, Unplaced, MigChange, stats."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.request import MigInstance, Placement
+
+PlanStatus = Literal["optimal", "feasible", "heuristic", "infeasible"]
+
+#: Reason codes for unplaced jobs. The first five are the contract's; `preempted` marks a
+#: running job the plan stops, `priority_order` a job held back by `priority_fifo` and
+#: `invalid_current` a running job whose current placement is itself inconsistent.
+UnplacedReason = Literal[
+    "no_eligible_gpu",
+    "insufficient_capacity",
+    "gang_too_large",
+    "infeasible_constraints",
+    "time_limit",
+    "preempted",
+    "priority_order",
+]
+
+
+class Assignment(BaseModel):
+    """Where a placed job runs: one placement per GPU (a gang of N has N)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: str
+    placements: list[Placement]
+
+
+class Unplaced(BaseModel):
+    """A job the plan does not place, with a reason code and a human explanation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: str
+    reason: str = Field(description="One of the reason codes, e.g. insufficient_capacity.")
+    detail: str = ""
+
+
+class MigChange(BaseModel):
+    """MIG instances to destroy and create on one GPU (destroys apply first)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node: str
+    gpu: int
+    destroy: list[MigInstance] = Field(default_factory=list)
+    create: list[MigInstance] = Field(default_factory=list)
+
+
+class PlanStats(BaseModel):
+    """Summary figures of a plan. Extra figures are allowed and documented in README."""
+
+    model_config = ConfigDict(extra="allow")
+
+    gpus_total: int = 0
+    gpus_allocated: float = 0.0
+    utilization: float = 0.0
+
+
+class Plan(BaseModel):
+    """An allocation plan answering a PlanRequest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: PlanStatus
+    solver: str
+    objective_value: float
+    best_bound: float | None = None
+    gap: float | None = None
+    solve_time_s: float = 0.0
+    assignments: list[Assignment] = Field(default_factory=list)
+    unplaced: list[Unplaced] = Field(default_factory=list)
+    preempted: list[str] = Field(default_factory=list)
+    migrated: list[str] = Field(default_factory=list)
+    mig_changes: list[MigChange] = Field(default_factory=list)
+    stats: PlanStats = Field(default_factory=PlanStats)
+    explanation: list[str] = Field(
+        default_factory=list,
+        description="Optional human-readable notes on how the plan was reached.",
+    )

@@ -1,0 +1,290 @@
+"""The request side of the wire contract: PlanRequest, Cluster, Node, Gpu, Job, Policy.
+
+Everything is checked at the boundary (pydantic v2, unknown fields forbidden) so that the
+solver only ever sees consistent input: unique names, one demand shape per job, finite
+non-negative numbers, MIG layouts that are valid for their model, and `current` placements
+that name GPUs that exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
+
+from models.catalog import BUILTIN_CATALOG, GpuModel, Instance, layout_violations
+
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+Objective = Literal["throughput", "fairness", "makespan", "priority_fifo", "jct"]
+SolverName = Literal["auto", "cp_sat", "milp", "heuristic"]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MigInstance(_Wire):
+    """A MIG GPU instance: a profile at a start memory slice."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    profile: str = Field(min_length=1, examples=["3g.40gb"])
+    start: int = Field(ge=0, le=7)
+
+    def key(self) -> Instance:
+        return Instance(self.profile, self.start)
+
+
+class Placement(_Wire):
+    """One GPU of a placement: a whole GPU, a MIG instance on it, or a fraction of it."""
+
+    node: str = Field(min_length=1)
+    gpu: int = Field(ge=0)
+    mig: MigInstance | None = None
+    fraction: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Placement:
+        if self.mig is not None and self.fraction is not None:
+            raise ValueError("a placement is a MIG instance or a fraction, not both")
+        return self
+
+
+class Gpu(_Wire):
+    """One physical GPU of a node."""
+
+    index: int = Field(ge=0)
+    model: str = Field(min_length=1, examples=["A100-SXM4-80GB"])
+    healthy: bool = True
+    mig_enabled: bool = False
+    mig_instances: list[MigInstance] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _mig_only_when_enabled(self) -> Gpu:
+        if self.mig_instances and not self.mig_enabled:
+            raise PydanticCustomError(
+                "mig_on_non_mig_gpu",
+                "MIG instances given for a GPU whose mig_enabled is false",
+            )
+        return self
+
+
+class Node(_Wire):
+    """A host with GPUs, optional host capacity and an optional topology domain."""
+
+    name: str = Field(min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+    schedulable: bool = True
+    topology_domain: str | None = None
+    cpu_millicores: NonNegFloat | None = None
+    memory_gib: NonNegFloat | None = None
+    gpus: list[Gpu] = Field(default_factory=list)
+
+    @field_validator("gpus")
+    @classmethod
+    def _unique_indices(cls, gpus: list[Gpu]) -> list[Gpu]:
+        seen: set[int] = set()
+        for g in gpus:
+            if g.index in seen:
+                raise ValueError(f"duplicate GPU index {g.index}")
+            seen.add(g.index)
+        return gpus
+
+
+class Cluster(_Wire):
+    """The cluster snapshot: nodes and optional GPU model overrides."""
+
+    nodes: list[Node] = Field(default_factory=list)
+    gpu_models: dict[str, GpuModel] = Field(default_factory=dict)
+
+    def catalog(self) -> dict[str, GpuModel]:
+        """The effective catalog: built-in models overridden/extended by `gpu_models`."""
+        return {**BUILTIN_CATALOG, **self.gpu_models}
+
+
+class MigDemand(_Wire):
+    """A MIG demand: an instance with at least this many compute slices and memory."""
+
+    compute_slices: int = Field(ge=1, le=8)
+    memory_gib: NonNegFloat = 0.0
+
+
+class Job(_Wire):
+    """A job: training or inference, with exactly one demand shape."""
+
+    name: str = Field(min_length=1)
+    kind: Literal["training", "inference"] = "training"
+    tenant: str = "default"
+    weight: PosFloat = 1.0
+    # Demand shapes (exactly one).
+    gpus: int | None = Field(default=None, ge=1, le=4096)
+    single_node: bool = True
+    same_domain: bool = False
+    mig: MigDemand | None = None
+    mig_profile: str | None = Field(default=None, min_length=1)
+    gpu_share: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
+    # Eligibility and host resources.
+    gpu_memory_gib: NonNegFloat | None = None
+    throughput: dict[str, NonNegFloat] | None = None
+    allowed_models: list[str] | None = None
+    cpu_millicores: NonNegFloat | None = None
+    host_memory_gib: NonNegFloat | None = None
+    # Running state.
+    preemptible: bool = True
+    current: list[Placement] | None = None
+    remaining_work: NonNegFloat | None = None
+    submitted_at: NonNegFloat | None = None
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> Job:
+        shapes = [
+            s for s, v in (("gpus", self.gpus), ("mig", self.mig),
+                           ("mig_profile", self.mig_profile), ("gpu_share", self.gpu_share))
+            if v is not None
+        ]
+        if len(shapes) != 1:
+            raise PydanticCustomError(
+                "demand_shape",
+                "a job needs exactly one demand shape (gpus, mig, mig_profile or gpu_share); "
+                "got {got}",
+                {"got": ", ".join(shapes) or "none"},
+            )
+        cur = self.current
+        if cur is not None:
+            if not cur:
+                raise ValueError("current, when given, lists at least one placement")
+            if self.gpus is not None:
+                if len(cur) != self.gpus or any(p.mig or p.fraction for p in cur):
+                    raise ValueError(f"current must list {self.gpus} whole-GPU placements")
+                if len({(p.node, p.gpu) for p in cur}) != len(cur):
+                    raise ValueError("current lists the same GPU twice")
+            elif self.gpu_share is not None:
+                if len(cur) != 1 or cur[0].fraction is None or cur[0].mig is not None:
+                    raise ValueError("current of a shared job is one placement with a fraction")
+            elif len(cur) != 1 or cur[0].mig is None:
+                raise ValueError("current of a MIG job is one placement with a mig instance")
+        return self
+
+    @property
+    def shape(self) -> Literal["whole", "mig", "share"]:
+        if self.gpus is not None:
+            return "whole"
+        if self.gpu_share is not None:
+            return "share"
+        return "mig"
+
+
+class Policy(_Wire):
+    """How to plan: objective, backend, limits and the costs of disturbing running jobs."""
+
+    objective: Objective = "throughput"
+    solver: SolverName = "auto"
+    milp_backend: Literal["cbc", "highs"] = "cbc"
+    time_limit_s: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
+    mip_gap: float = Field(default=0.0001, ge=0, le=1, allow_inf_nan=False)
+    seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    threads: int | None = Field(default=None, ge=1, le=256)
+    migration_cost: NonNegFloat = 0.5
+    preemption_cost: NonNegFloat = 1.0
+    allow_preemption: bool = True
+    allow_mig_reconfiguration: bool = True
+
+
+def _err(loc: tuple[str | int, ...], msg: str) -> InitErrorDetails:
+    return InitErrorDetails(
+        type=PydanticCustomError("invalid_reference", msg),  # type: ignore[typeddict-item]
+        loc=loc,
+        input=None,
+    )
+
+
+class PlanRequest(_Wire):
+    """A planning request: the cluster snapshot, the jobs and the policy."""
+
+    cluster: Cluster
+    jobs: list[Job] = Field(default_factory=list)
+    policy: Policy = Field(default_factory=Policy)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> PlanRequest:
+        errors = list(_request_errors(self))
+        if errors:
+            raise ValidationError.from_exception_data("PlanRequest", errors)
+        return self
+
+
+def _request_errors(req: PlanRequest) -> list[InitErrorDetails]:
+    """Cross-object checks that a single field validator cannot see."""
+    errors: list[InitErrorDetails] = []
+    catalog = req.cluster.catalog()
+    gpus: dict[tuple[str, int], Gpu] = {}
+    seen_nodes: set[str] = set()
+    for ni, node in enumerate(req.cluster.nodes):
+        if node.name in seen_nodes:
+            errors.append(_err(("cluster", "nodes", ni, "name"),
+                               f"duplicate node name {node.name!r}"))
+        seen_nodes.add(node.name)
+        for gi, gpu in enumerate(node.gpus):
+            loc: tuple[str | int, ...] = ("cluster", "nodes", ni, "gpus", gi)
+            gpus[(node.name, gpu.index)] = gpu
+            model = catalog.get(gpu.model)
+            if model is None:
+                errors.append(_err((*loc, "model"),
+                                   f"GPU model {gpu.model!r} is in neither the catalog nor "
+                                   "cluster.gpu_models"))
+                continue
+            if gpu.mig_enabled and not model.mig_capable:
+                errors.append(_err((*loc, "mig_enabled"),
+                                   f"model {gpu.model} is not MIG-capable"))
+                continue
+            if gpu.mig_instances:
+                bad = layout_violations(model, [m.key() for m in gpu.mig_instances])
+                if bad:
+                    errors.append(_err((*loc, "mig_instances"),
+                                       "invalid MIG layout: " + "; ".join(bad)))
+    seen_jobs: set[str] = set()
+    for ji, job in enumerate(req.jobs):
+        if job.name in seen_jobs:
+            errors.append(_err(("jobs", ji, "name"), f"duplicate job name {job.name!r}"))
+        seen_jobs.add(job.name)
+        if job.mig_profile is not None and not any(
+            m.profile(job.mig_profile) for m in catalog.values()
+        ):
+            errors.append(_err(("jobs", ji, "mig_profile"),
+                               f"no model in the catalog has MIG profile {job.mig_profile!r}"))
+        for pi, p in enumerate(job.current or []):
+            ploc: tuple[str | int, ...] = ("jobs", ji, "current", pi)
+            gpu = gpus.get((p.node, p.gpu))
+            if gpu is None:
+                what = "node" if p.node not in seen_nodes else "GPU"
+                errors.append(_err(ploc, f"current placement names a missing {what}: "
+                                         f"{p.node}/{p.gpu}"))
+                continue
+            if p.mig is not None:
+                if not gpu.mig_enabled:
+                    errors.append(_err((*ploc, "mig"),
+                                       f"MIG placement on non-MIG GPU {p.node}/{p.gpu}"))
+                elif p.mig not in gpu.mig_instances:
+                    errors.append(_err((*ploc, "mig"),
+                                       f"instance {p.mig.profile}@{p.mig.start} is not in the "
+                                       f"current layout of {p.node}/{p.gpu}"))
+            elif gpu.mig_enabled:
+                errors.append(_err(ploc, f"whole or shared placement on MIG GPU "
+                                         f"{p.node}/{p.gpu}"))
+    return errors
+
+
+def speed(job: Job, model_name: str, catalog: Mapping[str, GpuModel]) -> float:
+    """speed_j(model): the throughput map entry if the map is non-empty, else the catalog's.
+
+    A model absent from a non-empty throughput map has speed 0 (it is ineligible).
+    """
+    if job.throughput:
+        return job.throughput.get(model_name, 0.0)
+    spec = catalog.get(model_name)
+    return spec.relative_speed if spec is not None else 0.0
+

@@ -1,0 +1,171 @@
+"""Dress a planner's placements as a wire Plan: MIG changes, moves, reasons, objective, stats.
+
+Every backend (exact or heuristic) ends here, so the bookkeeping is written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from heuristics.result import HeuristicResult
+from models import (
+    Assignment,
+    Instance,
+    MigChange,
+    MigInstance,
+    Placement,
+    Plan,
+    PlanRequest,
+    PlanStats,
+    PlanStatus,
+    Unplaced,
+    is_valid_layout,
+)
+from models.objective import evaluate
+
+
+def final_layouts(
+    request: PlanRequest,
+    placements: Mapping[str, Sequence[Placement]],
+) -> dict[tuple[str, int], frozenset[Instance]]:
+    """The final layout of every MIG GPU.
+
+    Instances hosting a placed job always stay; current instances that host nothing are
+    kept when they fit beside those (fewer reconfigurations, in current-layout order), and
+    nothing else is created.
+    """
+    catalog = request.cluster.catalog()
+    used: dict[tuple[str, int], set[Instance]] = {}
+    for pls in placements.values():
+        for p in pls:
+            if p.mig is not None:
+                used.setdefault((p.node, p.gpu), set()).add(p.mig.key())
+    out: dict[tuple[str, int], frozenset[Instance]] = {}
+    for node in request.cluster.nodes:
+        for gpu in node.gpus:
+            if not gpu.mig_enabled:
+                continue
+            key = (node.name, gpu.index)
+            model = catalog[gpu.model]
+            layout = set(used.get(key, set()))
+            current = [m.key() for m in gpu.mig_instances]
+            if not request.policy.allow_mig_reconfiguration:
+                layout |= set(current)
+            else:
+                for inst in current:
+                    if inst not in layout and is_valid_layout(model, [*layout, inst]):
+                        layout.add(inst)
+            out[key] = frozenset(layout)
+    return out
+
+
+def mig_changes(
+    request: PlanRequest, layouts: Mapping[tuple[str, int], frozenset[Instance]]
+) -> list[MigChange]:
+    """Per MIG GPU, the instances to destroy and create to reach its final layout."""
+    out: list[MigChange] = []
+    for node in request.cluster.nodes:
+        for gpu in node.gpus:
+            key = (node.name, gpu.index)
+            if not gpu.mig_enabled or key not in layouts:
+                continue
+            cur = {m.key() for m in gpu.mig_instances}
+            fin = layouts[key]
+            destroy = sorted(cur - fin, key=lambda i: (i.start, i.profile))
+            create = sorted(fin - cur, key=lambda i: (i.start, i.profile))
+            if destroy or create:
+                out.append(MigChange(
+                    node=node.name, gpu=gpu.index,
+                    destroy=[MigInstance(profile=i.profile, start=i.start) for i in destroy],
+                    create=[MigInstance(profile=i.profile, start=i.start) for i in create],
+                ))
+    return out
+
+
+def plan_stats(
+    request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
+) -> dict[str, float | int]:
+    """gpus_total, gpus_allocated, utilization and job counts (docs/semantics.md)."""
+    catalog = request.cluster.catalog()
+    models = {(n.name, g.index): g.model for n in request.cluster.nodes for g in n.gpus}
+    total = len(models)
+    alloc: dict[tuple[str, int], float] = {}
+    for pls in placements.values():
+        for p in pls:
+            key = (p.node, p.gpu)
+            if p.mig is not None:
+                spec = catalog[models[key]]
+                prof = spec.profile(p.mig.profile)
+                share = prof.compute_slices / spec.compute_slices if prof else 0.0
+            elif p.fraction is not None:
+                share = p.fraction
+            else:
+                share = 1.0
+            alloc[key] = min(1.0, alloc.get(key, 0.0) + share)
+    allocated = sum(alloc.values())
+    placed = sum(1 for j in request.jobs if placements.get(j.name))
+    return {
+        "gpus_total": total,
+        "gpus_allocated": round(allocated, 9),
+        "utilization": round(allocated / total, 9) if total else 0.0,
+        "jobs_placed": placed,
+        "jobs_unplaced": len(request.jobs) - placed,
+    }
+
+
+def build_plan(
+    request: PlanRequest,
+    result: HeuristicResult,
+    *,
+    status: PlanStatus,
+    solver: str,
+    best_bound: float | None = None,
+    solve_time_s: float = 0.0,
+    default_reason: tuple[str, str] = ("insufficient_capacity",
+                                       "eligible GPUs exist but are taken by other work"),
+    extra_stats: Mapping[str, float | int | str] | None = None,
+    explanation: Sequence[str] = (),
+) -> Plan:
+    """A complete Plan for `result`; reasons default to `default_reason` where missing."""
+    placements = {j: list(p) for j, p in result.placements.items() if p}
+    layouts = final_layouts(request, placements)
+    ev = evaluate(request, placements)
+    assignments: list[Assignment] = []
+    unplaced: list[Unplaced] = []
+    for job in request.jobs:
+        pl = placements.get(job.name)
+        if pl:
+            assignments.append(Assignment(job=job.name, placements=pl))
+            continue
+        if job.current:
+            reason, detail = "preempted", "a running job this plan stops"
+            if job.name in result.reasons and result.reasons[job.name][0] != "preempted":
+                detail = f"stopped: {result.reasons[job.name][1]}"
+        else:
+            reason, detail = result.reasons.get(job.name, default_reason)
+        unplaced.append(Unplaced(job=job.name, reason=reason, detail=detail))
+    value = ev.objective_value
+    gap = None
+    if best_bound is not None:
+        best_bound = max(best_bound, value)
+        gap = max(0.0, (best_bound - value) / max(1.0, abs(best_bound)))
+    stats = PlanStats(**plan_stats(request, placements))
+    extras: dict[str, float | int | str] = {"throughput": round(ev.throughput, 9)}
+    extras.update(extra_stats or {})
+    for k, v in extras.items():
+        setattr(stats, k, v)
+    return Plan(
+        status=status,
+        solver=solver,
+        objective_value=value,
+        best_bound=best_bound,
+        gap=gap,
+        solve_time_s=round(solve_time_s, 6),
+        assignments=assignments,
+        unplaced=unplaced,
+        preempted=list(ev.preempted),
+        migrated=list(ev.migrated),
+        mig_changes=mig_changes(request, layouts),
+        stats=stats,
+        explanation=list(explanation),
+    )
