@@ -50,10 +50,12 @@ def objective_value_of(job: Job, model: str, catalog: Mapping[str, GpuModel],
 def tenant_demands(request: PlanRequest) -> dict[str, float]:
     """D_k: per tenant, the sum over its jobs of their best value on an eligible model."""
     catalog = request.cluster.catalog()
-    present = {g.model for n in request.cluster.nodes for g in n.gpus}
+    # Models the cluster has in each mode: MIG jobs need MIG GPUs, the others non-MIG ones.
+    present = {mig: {g.model for n in request.cluster.nodes for g in n.gpus
+                     if g.mig_enabled == mig} for mig in (False, True)}
     out: dict[str, float] = {}
     for job in request.jobs:
-        models = [m for m in eligible_models(job, catalog) if m in present]
+        models = [m for m in eligible_models(job, catalog) if m in present[job.shape == "mig"]]
         if job.current:
             # A running job's own model counts even when no longer eligible.
             models.append(gpu_models_of(request)[(job.current[0].node, job.current[0].gpu)])

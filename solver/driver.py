@@ -1,15 +1,320 @@
-"""Planning driver (being written)."""
+"""The planning driver: `plan(request) -> Plan`, the one entry point of gpuplan.
+
+Flow: compile the request once (solver/formulation.py), pick a planner from `PLANNERS` by
+`policy.solver`, run it within `policy.time_limit_s`, dress the result as a Plan
+(solver/build.py), validate it (solver/validate.py) and return it. A plan that fails
+validation is a bug: `PlanningError` is raised, never a wrong plan returned.
+
+Lexicographic objectives run as several exact solves of the same model:
+- `fairness`: maximise the minimum tenant share T (phase 1), then throughput with T fixed.
+- `priority_fifo`: walk the jobs in priority order, committing each job that can still be
+  placed beside the committed ones (a feasibility solve), then maximise throughput.
+"""
 
 from __future__ import annotations
 
+import logging
+import math
+import os
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from threading import Event
 
-from models import Plan, PlanRequest
+from heuristics.result import HeuristicResult
+from models import Plan, PlanRequest, PlanStatus
+from models.objective import tenant_demands
+from solver.backends import BACKENDS
+from solver.build import build_plan
+from solver.formulation import FAIRNESS_STEPS, Compiled, compile_request, decode, priority_key
+from solver.linear import Limits, LinearModel, Solution, add_terms
+from solver.reasons import static_reasons
+
+log = logging.getLogger(__name__)
 
 
 class PlanningError(RuntimeError):
     """A planner produced a plan that fails validation: a bug, raised loudly."""
+
+
+@dataclass
+class Context:
+    """One planning call: the request, its deadline and the caller's hooks."""
+
+    request: PlanRequest
+    started: float
+    deadline: float
+    cancel: Event | None = None
+    on_incumbent: Callable[[Plan], None] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.perf_counter())
+
+    def limits(self, share: float = 1.0) -> Limits:
+        pol = self.request.policy
+        return Limits(time_limit_s=max(0.05, self.remaining() * share),
+                      threads=pol.threads or max(1, os.cpu_count() or 1),
+                      seed=pol.seed, mip_gap=pol.mip_gap)
+
+
+@dataclass
+class Outcome:
+    """A planner's result before it becomes a Plan."""
+
+    result: HeuristicResult
+    status: PlanStatus
+    solver: str
+    bound: float | None = None
+    stats: dict[str, float | int | str] = field(default_factory=dict)
+
+
+Planner = Callable[[Context], Outcome]
+
+#: Seconds kept back from the budget for decoding, building and validating the plan.
+RESERVE_S = 0.15
+
+
+def _keep_all(request: PlanRequest) -> HeuristicResult:
+    """Every running job stays where it is; nothing new is placed."""
+    return HeuristicResult(placements={j.name: list(j.current) for j in request.jobs
+                                       if j.current})
+
+
+def heuristic_result(ctx: Context) -> HeuristicResult:
+    """The best fast plan available: the greedy planner (plus local search when time
+    allows), or keep-everything-running when the heuristics package lacks it."""
+    try:
+        from heuristics.greedy import plan_greedy
+    except ImportError:
+        return _keep_all(ctx.request)
+    return plan_greedy(ctx.request, seed=ctx.request.policy.seed,
+                       deadline=ctx.deadline)
+
+
+def _infeasible(ctx: Context, solver: str, why: str) -> Outcome:
+    reasons = {j.name: ("infeasible_constraints", why) for j in ctx.request.jobs}
+    return Outcome(HeuristicResult(reasons=reasons), "infeasible", solver)
+
+
+def _solve(ctx: Context, backend: str, model: LinearModel, share: float,
+           compiled: Compiled | None = None, stream: bool = False) -> Solution:
+    on_inc = None
+    if stream and ctx.on_incumbent is not None and compiled is not None:
+        hook = ctx.on_incumbent
+
+        def on_inc(values: list[int], _obj: float) -> None:
+            try:
+                res = decode(compiled, values)
+                hook(build_plan(ctx.request, res, status="feasible", solver=backend,
+                                solve_time_s=time.perf_counter() - ctx.started))
+            except Exception:  # an incumbent report must never break the solve
+                log.exception("incumbent callback failed")
+    lim = ctx.limits(share)
+    lim.time_limit_s = max(0.05, lim.time_limit_s - RESERVE_S)
+    return BACKENDS[backend].solve(model, lim, cancel=ctx.cancel, on_incumbent=on_inc)
+
+
+def _with_hints(ctx: Context, compiled: Compiled) -> None:
+    """Warm start from the heuristic plan (or from keeping every running job)."""
+    from solver.formulation import encode_hints
+
+    try:
+        res = heuristic_result(ctx)
+    except Exception:  # a heuristic failure must not cost the exact solve
+        log.exception("heuristic warm start failed")
+        return
+    compiled.model.hints.update(encode_hints(compiled, res.placements))
+
+
+def exact_outcome(ctx: Context, backend: str) -> Outcome:
+    """Solve the request exactly with `backend` ("cp_sat", "cbc" or "highs")."""
+    req = ctx.request
+    objective = req.policy.objective
+    compiled = compile_request(req)
+    _with_hints(ctx, compiled)
+    if objective == "fairness":
+        return _fairness(ctx, backend, compiled)
+    if objective == "priority_fifo":
+        return _priority(ctx, backend, compiled)
+    sol = _solve(ctx, backend, compiled.model, 1.0, compiled, stream=True)
+    return _finish(ctx, backend, compiled, sol)
+
+
+def _finish(ctx: Context, backend: str, compiled: Compiled, sol: Solution,
+            bound: float | None = None, status: PlanStatus | None = None) -> Outcome:
+    name = "cp_sat" if backend == "cp_sat" else f"milp/{backend}"
+    stats: dict[str, float | int | str] = {f"model_{k}": v for k, v in sol.info.items()}
+    if sol.status == "infeasible":
+        return _infeasible(ctx, name, "the hard constraints conflict (e.g. non-preemptible "
+                                      "running jobs that cannot all keep their GPUs)")
+    if sol.values is None:
+        res = heuristic_result(ctx)
+        ctx.notes.append(f"{name} found no solution within the time limit; "
+                         "returning the heuristic plan")
+        for j in ctx.request.jobs:
+            if j.name not in res.placements and j.name not in res.reasons:
+                res.reasons[j.name] = ("time_limit", "the exact solver ran out of time")
+        return Outcome(res, "heuristic", name, None, stats)
+    res = decode(compiled, sol.values)
+    st: PlanStatus = status or ("optimal" if sol.status == "optimal" else "feasible")
+    return Outcome(res, st, name, sol.bound if bound is None else bound, stats)
+
+
+def _fairness(ctx: Context, backend: str, compiled: Compiled) -> Outcome:
+    demands = tenant_demands(ctx.request)
+    base = compiled.model
+    phase1 = base.copy()
+    t = phase1.new_var("min_share", 0, FAIRNESS_STEPS)
+    for tenant, d in demands.items():
+        # T / S <= share_k  <=>  sum(value terms of k) - (D_k / S) T >= 0
+        row = dict(compiled.tenant_terms.get(tenant, {}))
+        add_terms(row, {t: -d / FAIRNESS_STEPS})
+        phase1.add(row, lo=0.0, name=f"share[{tenant}]")
+    if not demands:
+        phase1.fix(t, 0)
+    phase1.objective = {t: 1.0}
+    phase1.objective_const = 0.0
+    s1 = _solve(ctx, backend, phase1, 0.5)
+    if s1.values is None or s1.status == "infeasible":
+        return _finish(ctx, backend, compiled, s1)
+    t_star = s1.values[t]
+    bound1 = None if s1.bound is None else min(1.0, (math.floor(s1.bound + 1e-9) + 1)
+                                               / FAIRNESS_STEPS)
+    if s1.status == "optimal":
+        bound1 = min(1.0, (t_star + 1) / FAIRNESS_STEPS)
+    phase2 = phase1.copy()
+    phase2.lbs[t] = t_star
+    phase2.objective = dict(compiled.throughput_terms)
+    phase2.objective_const = compiled.model.objective_const
+    phase2.hints = {**base.hints, **{i: v for i, v in enumerate(s1.values)}}
+    s2 = _solve(ctx, backend, phase2, 1.0, compiled, stream=True)
+    sol = s2 if s2.values is not None else s1
+    status: PlanStatus = "optimal" if s1.status == "optimal" and s2.status == "optimal" \
+        else "feasible"
+    out = _finish(ctx, backend, compiled, sol, bound=bound1, status=status)
+    if s1.status == "optimal" and out.bound is not None:
+        # Min share is proven to the model's resolution; report the decoded value as bound
+        # when it is higher (finer than the resolution).
+        out.stats["fairness_resolution"] = 1.0 / FAIRNESS_STEPS
+    return out
+
+
+def _priority(ctx: Context, backend: str, compiled: Compiled) -> Outcome:
+    """Lexicographic placement in priority order, then throughput."""
+    req = ctx.request
+    order = sorted(range(len(req.jobs)), key=lambda i: priority_key(req.jobs[i]))
+    reasons = static_reasons(req)
+    model = compiled.model.copy()
+    model.objective = {}
+    model.objective_const = 0.0
+    committed: list[int] = []
+    left_out: dict[int, str] = {}
+    failed_sigs: set[tuple[object, ...]] = set()
+    exhaustive = True
+    base_values: list[int] | None = None
+    for i in order:
+        job = req.jobs[i]
+        if job.name in reasons and not job.current:
+            left_out[i] = "static"
+            continue
+        sig = _shape_sig(compiled, i)
+        if sig is not None and sig in failed_sigs:
+            left_out[i] = "priority"
+            continue
+        if ctx.remaining() <= RESERVE_S * 2:
+            exhaustive = False
+            left_out[i] = "time"
+            continue
+        trial = model.copy()
+        terms, need = compiled.placed_expr(i)
+        trial.add(terms, lo=need)
+        if base_values is not None:
+            trial.hints = dict(enumerate(base_values))
+        s = _solve(ctx, backend, trial, 0.25)
+        if s.status in ("optimal", "feasible"):
+            model = trial
+            committed.append(i)
+            base_values = s.values
+        else:
+            if s.status == "unknown":
+                exhaustive = False
+                left_out[i] = "time"
+            else:
+                left_out[i] = "priority"
+                if sig is not None:
+                    failed_sigs.add(sig)
+    final = model.copy()
+    final.objective = dict(compiled.model.objective)
+    final.objective_const = compiled.model.objective_const
+    if base_values is not None:
+        final.hints = dict(enumerate(base_values))
+    sol = _solve(ctx, backend, final, 1.0, compiled, stream=True)
+    if sol.values is None and base_values is not None:
+        sol = Solution("feasible", base_values, None, None)
+    out = _finish(ctx, backend, compiled, sol,
+                  status=None if exhaustive else "feasible")
+    for i, why in left_out.items():
+        name = req.jobs[i].name
+        if why == "priority":
+            out.result.reasons.setdefault(name, (
+                "insufficient_capacity",
+                "no room beside the jobs before it in priority order"))
+        elif why == "time":
+            out.result.reasons.setdefault(name, ("time_limit",
+                                                 "not reached in priority order in time"))
+    if not exhaustive and out.status == "optimal":
+        out.status = "feasible"
+    return out
+
+
+def _shape_sig(compiled: Compiled, i: int) -> tuple[object, ...] | None:
+    """Identical new jobs share a group; a failed member means later ones fail too."""
+    if i in compiled.group_of:
+        return ("group", compiled.group_of[i][0])
+    return None
+
+
+# ------------------------------------------------------------------------ planners
+def _cp_sat(ctx: Context) -> Outcome:
+    return exact_outcome(ctx, "cp_sat")
+
+
+def _milp(ctx: Context) -> Outcome:
+    return exact_outcome(ctx, ctx.request.policy.milp_backend)
+
+
+def _heuristic(ctx: Context) -> Outcome:
+    res = heuristic_result(ctx)
+    bound = None
+    try:
+        from solver.bound import upper_bound
+    except ImportError:
+        pass
+    else:
+        bound = upper_bound(ctx.request)
+    return Outcome(res, "heuristic", "heuristic", bound)
+
+
+def _auto(ctx: Context) -> Outcome:
+    """Exact CP-SAT for small and medium requests; heuristics for the largest."""
+    n_gpus = sum(len(n.gpus) for n in ctx.request.cluster.nodes)
+    if n_gpus * max(1, len(ctx.request.jobs)) > 4_000_000:
+        out = _heuristic(ctx)
+        out.solver = "auto/heuristic"
+        return out
+    out = exact_outcome(ctx, "cp_sat")
+    out.solver = f"auto/{out.solver}"
+    return out
+
+
+#: policy.solver -> planner.
+PLANNERS: dict[str, Planner] = {
+    "cp_sat": _cp_sat,
+    "milp": _milp,
+    "heuristic": _heuristic,
+    "auto": _auto,
+}
 
 
 def plan(
@@ -18,5 +323,26 @@ def plan(
     cancel: Event | None = None,
     on_incumbent: Callable[[Plan], None] | None = None,
 ) -> Plan:
-    """Solve `request` and return a validated Plan."""
-    raise NotImplementedError
+    """Solve `request` within `policy.time_limit_s` and return a validated Plan.
+
+    `cancel` stops an exact search early (the best plan so far comes back);
+    `on_incumbent` receives intermediate plans as the exact search improves.
+    """
+    from solver.validate import validate_plan
+
+    t0 = time.perf_counter()
+    ctx = Context(request, t0, t0 + request.policy.time_limit_s, cancel, on_incumbent)
+    out = PLANNERS[request.policy.solver](ctx)
+    reasons = static_reasons(request)
+    for name, why in reasons.items():
+        if name not in out.result.placements:
+            out.result.reasons[name] = why
+    result = build_plan(request, out.result, status=out.status, solver=out.solver,
+                        best_bound=out.bound, solve_time_s=time.perf_counter() - t0,
+                        extra_stats=out.stats, explanation=ctx.notes)
+    violations = validate_plan(request, result)
+    if violations:
+        raise PlanningError(
+            f"{out.solver} produced an invalid plan: "
+            + "; ".join(f"[{v.rule}] {v.message}" for v in violations[:5]))
+    return result

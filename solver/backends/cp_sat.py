@@ -1,0 +1,136 @@
+"""The CP-SAT backend (OR-Tools): translate a LinearModel, solve, read back.
+
+CP-SAT needs integer constraint coefficients: each row is scaled by the smallest power of
+ten (up to 1e6) that makes it integral; rows that stay fractional (e.g. 2/7 for MIG sizes)
+are scaled by 1e6 and rounded conservatively (coefficients up, bounds inwards), so every
+solution CP-SAT returns satisfies the original row. The objective keeps float coefficients.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from threading import Event
+
+from ortools.sat.python import cp_model
+
+from solver.linear import Limits, LinearModel, Solution
+
+_SCALES = (1, 10, 100, 1000, 10_000, 100_000, 1_000_000)
+
+
+def _integral(x: float, tol: float = 1e-9) -> bool:
+    return abs(x - round(x)) <= tol * max(1.0, abs(x))
+
+
+def scale_row(coefs: list[float], lo: float | None, hi: float | None
+              ) -> tuple[list[int], int | None, int | None]:
+    """Integer coefficients and bounds for lo <= sum c x <= hi, exact or conservative.
+
+    Conservative rounding is only sound for variables >= 0, which all gpuplan variables are.
+    """
+    for s in _SCALES:
+        vals = [c * s for c in coefs]
+        bnds = [b * s for b in (lo, hi) if b is not None]
+        if all(_integral(v) for v in vals) and all(_integral(b) for b in bnds):
+            return ([round(v) for v in vals],
+                    None if lo is None else round(lo * s),
+                    None if hi is None else round(hi * s))
+    s = _SCALES[-1]
+    if lo is not None and hi is not None:
+        # Two-sided fractional rows do not occur in gpuplan's formulation; round nearest.
+        return [round(c * s) for c in coefs], math.ceil(lo * s - 1e-6), math.floor(hi * s + 1e-6)
+    if hi is not None:
+        # sum c x <= hi: rounding c up and hi down only shrinks the feasible set.
+        return [math.ceil(c * s - 1e-6) for c in coefs], None, math.floor(hi * s + 1e-6)
+    assert lo is not None
+    # sum c x >= lo: rounding c down and lo up only shrinks the feasible set.
+    return [math.floor(c * s + 1e-6) for c in coefs], math.ceil(lo * s - 1e-6), None
+
+
+class _Incumbents(cp_model.CpSolverSolutionCallback):
+    def __init__(self, xs: list[cp_model.IntVar], report: Callable[[list[int], float], None],
+                 cancel: Event | None):
+        super().__init__()
+        self._xs = xs
+        self._report = report
+        self._cancel = cancel
+
+    def on_solution_callback(self) -> None:
+        self._report([int(self.value(x)) for x in self._xs], float(self.objective_value))
+        if self._cancel is not None and self._cancel.is_set():
+            self.stop_search()
+
+
+class CpSatBackend:
+    """OR-Tools CP-SAT on the neutral model."""
+
+    name = "cp_sat"
+
+    def build(self, model: LinearModel) -> tuple[cp_model.CpModel, list[cp_model.IntVar]]:
+        """The CP-SAT model and its variables, index-aligned with `model`."""
+        m = cp_model.CpModel()
+        xs = [m.new_int_var(lb, ub, name)
+              for name, lb, ub in zip(model.names, model.lbs, model.ubs, strict=True)]
+        for con in model.constraints:
+            if not con.terms:
+                m.add_bool_or([])  # an unsatisfiable empty row
+                continue
+            vars_ = list(con.terms)
+            coefs, lo, hi = scale_row([con.terms[v] for v in vars_], con.lo, con.hi)
+            expr = cp_model.LinearExpr.weighted_sum([xs[v] for v in vars_], coefs)
+            if lo is not None and hi is not None:
+                if lo == hi:
+                    m.add(expr == lo)
+                else:
+                    m.add_linear_constraint(expr, lo, hi)
+            elif lo is not None:
+                m.add(expr >= lo)
+            elif hi is not None:
+                m.add(expr <= hi)
+        if model.objective:
+            vars_ = list(model.objective)
+            m.maximize(cp_model.LinearExpr.weighted_sum(
+                [xs[v] for v in vars_], [model.objective[v] for v in vars_]))
+        for v, val in model.hints.items():
+            m.add_hint(xs[v], val)
+        return m, xs
+
+    def solve(self, model: LinearModel, limits: Limits, *, cancel: Event | None = None,
+              on_incumbent: Callable[[list[int], float], None] | None = None) -> Solution:
+        """Solve with CP-SAT within `limits`."""
+        t0 = time.perf_counter()
+        m, xs = self.build(model)
+        solver = cp_model.CpSolver()
+        p = solver.parameters
+        p.max_time_in_seconds = max(0.01, limits.time_limit_s - (time.perf_counter() - t0))
+        p.num_workers = limits.threads or max(1, os.cpu_count() or 1)
+        if limits.seed is not None:
+            p.random_seed = limits.seed
+        p.relative_gap_limit = limits.mip_gap
+        p.absolute_gap_limit = 1e-6
+        cb = None
+        if on_incumbent is not None or cancel is not None:
+            def report(values: list[int], obj: float) -> None:
+                if on_incumbent is not None:
+                    on_incumbent(values, obj + model.objective_const)
+            cb = _Incumbents(xs, report, cancel)
+        status = solver.solve(m, cb)
+        wall = time.perf_counter() - t0
+        info: dict[str, float | int | str] = {
+            "branches": int(solver.num_branches), "conflicts": int(solver.num_conflicts),
+            "vars": len(xs), "constraints": len(model.constraints),
+        }
+        if status == cp_model.INFEASIBLE:
+            return Solution("infeasible", wall_s=wall, info=info)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return Solution("unknown", wall_s=wall, info=info)
+        values = [int(solver.value(x)) for x in xs]
+        const = model.objective_const
+        obj = (solver.objective_value if model.objective else 0.0) + const
+        bound = (solver.best_objective_bound if model.objective else 0.0) + const
+        optimal = status == cp_model.OPTIMAL
+        return Solution("optimal" if optimal else "feasible", values, obj,
+                        max(bound, obj), wall, info)

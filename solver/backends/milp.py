@@ -1,0 +1,152 @@
+"""The MILP backend: the neutral model through PuLP, solved by CBC (default) or HiGHS.
+
+PuLP reports `Optimal` for a MILP stopped by its time limit with an incumbent, so the status
+is read from `sol_status` (integer-feasible vs optimal) and, for HiGHS, from the model
+status itself. HiGHS reports its dual bound; for CBC a stopped search is bounded by the LP
+relaxation (solved with HiGHS), which is weaker but always valid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from threading import Event
+from typing import Any, Literal
+
+import highspy
+import pulp
+
+from solver.linear import Limits, LinearModel, Solution
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """Silence native writes to fd 1 (HiGHS prints a banner even with output off), so the
+    CLI's stdout carries only the plan."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _build(model: LinearModel, relax: bool = False) -> tuple[pulp.LpProblem, list[Any]]:
+    prob = pulp.LpProblem("gpuplan", pulp.LpMaximize)
+    cat = pulp.LpContinuous if relax else pulp.LpInteger
+    xs = [pulp.LpVariable(f"x{i}", lowBound=lb, upBound=ub, cat=cat)
+          for i, (lb, ub) in enumerate(zip(model.lbs, model.ubs, strict=True))]
+    for k, con in enumerate(model.constraints):
+        expr = pulp.lpSum(c * xs[v] for v, c in con.terms.items())
+        if not con.terms:
+            expr = pulp.LpAffineExpression()
+        if con.lo is not None and con.hi is not None and con.lo == con.hi:
+            prob += (expr == con.lo, f"c{k}")
+            continue
+        if con.lo is not None:
+            prob += (expr >= con.lo, f"c{k}l")
+        if con.hi is not None:
+            prob += (expr <= con.hi, f"c{k}u")
+    prob += pulp.lpSum(c * xs[v] for v, c in model.objective.items()) + model.objective_const
+    return prob, xs
+
+
+def lp_relaxation_bound(model: LinearModel, time_limit_s: float = 5.0) -> float | None:
+    """The LP relaxation's optimum (an upper bound on the model), via HiGHS; None if unknown."""
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", max(0.05, time_limit_s))
+    inf = highspy.kHighsInf
+    n = model.num_vars
+    cost = [0.0] * n
+    for v, c in model.objective.items():
+        cost[v] = -c  # HiGHS minimises
+    for i in range(n):
+        h.addVar(float(model.lbs[i]), float(model.ubs[i]))
+        if cost[i]:
+            h.changeColCost(i, cost[i])
+    for con in model.constraints:
+        idx = list(con.terms)
+        h.addRow(-inf if con.lo is None else con.lo, inf if con.hi is None else con.hi,
+                 len(idx), idx, [con.terms[v] for v in idx])
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    return -h.getInfo().objective_function_value + model.objective_const
+
+
+class MilpBackend:
+    """PuLP with CBC or HiGHS."""
+
+    def __init__(self, engine: Literal["cbc", "highs"]):
+        self.engine = engine
+        self.name = f"milp/{engine}"
+
+    def solve(self, model: LinearModel, limits: Limits, *, cancel: Event | None = None,
+              on_incumbent: object = None) -> Solution:
+        """Solve with CBC or HiGHS within `limits` (incumbent streaming is CP-SAT only)."""
+        t0 = time.perf_counter()
+        prob, xs = _build(model)
+        for v, val in model.hints.items():
+            xs[v].setInitialValue(val)
+        remaining = max(0.05, limits.time_limit_s - (time.perf_counter() - t0))
+        threads = limits.threads or max(1, os.cpu_count() or 1)
+        solver: Any
+        if self.engine == "cbc":
+            opts = [f"randomSeed {limits.seed}", f"randomCbcSeed {limits.seed}"] \
+                if limits.seed is not None else []
+            solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, math.ceil(remaining)),
+                                       gapRel=limits.mip_gap, threads=threads,
+                                       warmStart=bool(model.hints), options=opts)
+            # CBC takes whole seconds; leave room for the rest of the call.
+            if remaining < 1.0:
+                solver.timeLimit = 1
+        else:
+            params: dict[str, Any] = {}
+            if limits.seed is not None:
+                params["random_seed"] = limits.seed
+            solver = pulp.HiGHS(msg=False, timeLimit=remaining, gapRel=limits.mip_gap,
+                                threads=threads, **params)
+        with _quiet_stdout():
+            prob.solve(solver)
+        wall = time.perf_counter() - t0
+        status = pulp.LpStatus[prob.status]
+        info: dict[str, float | int | str] = {"engine": self.engine, "vars": len(xs),
+                                              "constraints": len(model.constraints)}
+        if status == "Infeasible":
+            return Solution("infeasible", wall_s=wall, info=info)
+        if prob.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+            return Solution("unknown", wall_s=wall, info=info)
+        values = []
+        for x, lb, ub in zip(xs, model.lbs, model.ubs, strict=True):
+            v = x.varValue
+            values.append(lb if v is None else min(ub, max(lb, round(v))))
+        obj = sum(c * values[v] for v, c in model.objective.items()) + model.objective_const
+        optimal = prob.sol_status == pulp.LpSolutionOptimal
+        bound: float | None = None
+        if self.engine == "highs":
+            hm = getattr(solver, "solverModel", None) or getattr(prob, "solverModel", None)
+            if hm is not None:
+                hs = hm.getModelStatus()
+                optimal = hs == highspy.HighsModelStatus.kOptimal
+                dual = hm.getInfo().mip_dual_bound
+                if math.isfinite(dual):
+                    bound = dual
+        if optimal:
+            bound = obj if bound is None else max(bound, obj)
+        elif bound is None:
+            lp = lp_relaxation_bound(model, time_limit_s=1.0)
+            bound = lp
+        return Solution("optimal" if optimal else "feasible", values, obj,
+                        None if bound is None else max(bound, obj), wall, info)

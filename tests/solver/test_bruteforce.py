@@ -1,0 +1,41 @@
+"""Both exact backends return the brute-force optimum, with valid plans, on tiny instances."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from solver import plan
+from solver.validate import validate_plan
+from tests.solver.brute import brute_force
+from tests.solver.strategies import random_request
+
+
+def _check(seed: int, solver: str) -> None:
+    req = random_request(random.Random(seed), solver=solver)
+    ref = brute_force(req)
+    result = plan(req)
+    assert validate_plan(req, result) == []
+    if ref is None:
+        assert result.status == "infeasible"
+        return
+    assert result.status == "optimal", (seed, result.status)
+    tol = 1.5e-4 if req.policy.objective == "fairness" else 1e-6
+    assert result.objective_value == pytest.approx(ref[0], abs=tol, rel=1e-9), (seed, ref)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_cp_sat_matches_brute_force(seed: int) -> None:
+    _check(seed, "cp_sat")
+
+
+@settings(max_examples=100, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_milp_matches_brute_force(seed: int) -> None:
+    _check(seed, "milp")
