@@ -196,7 +196,7 @@ class Policy(_Wire):
 
 def _err(loc: tuple[str | int, ...], msg: str) -> InitErrorDetails:
     return InitErrorDetails(
-        type=PydanticCustomError("invalid_reference", msg),  # type: ignore[typeddict-item]
+        type=PydanticCustomError("invalid_reference", msg),
         loc=loc,
         input=None,
     )
@@ -258,21 +258,21 @@ def _request_errors(req: PlanRequest) -> list[InitErrorDetails]:
                                f"no model in the catalog has MIG profile {job.mig_profile!r}"))
         for pi, p in enumerate(job.current or []):
             ploc: tuple[str | int, ...] = ("jobs", ji, "current", pi)
-            gpu = gpus.get((p.node, p.gpu))
-            if gpu is None:
+            held = gpus.get((p.node, p.gpu))
+            if held is None:
                 what = "node" if p.node not in seen_nodes else "GPU"
                 errors.append(_err(ploc, f"current placement names a missing {what}: "
                                          f"{p.node}/{p.gpu}"))
                 continue
             if p.mig is not None:
-                if not gpu.mig_enabled:
+                if not held.mig_enabled:
                     errors.append(_err((*ploc, "mig"),
                                        f"MIG placement on non-MIG GPU {p.node}/{p.gpu}"))
-                elif p.mig not in gpu.mig_instances:
+                elif p.mig not in held.mig_instances:
                     errors.append(_err((*ploc, "mig"),
                                        f"instance {p.mig.profile}@{p.mig.start} is not in the "
                                        f"current layout of {p.node}/{p.gpu}"))
-            elif gpu.mig_enabled:
+            elif held.mig_enabled:
                 errors.append(_err(ploc, f"whole or shared placement on MIG GPU "
                                          f"{p.node}/{p.gpu}"))
     return errors
