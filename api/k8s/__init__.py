@@ -1,0 +1,40 @@
+"""Kubernetes integration: snapshot import, a kube-scheduler extender and plan export.
+
+- `build_snapshot(nodes, pods)`: `kubectl get nodes/pods -o json` -> PlanRequest + issues;
+- `extender_filter` / `extender_prioritize`: the k8s.io/kube-scheduler/extender/v1 verbs;
+- `export_plan(plan, request, job_pods)`: mig-parted configs, drains, Bindings, patches.
+
+docs/kubernetes.md documents the labels, annotations and alias table.
+"""
+
+from api.k8s.export import K8sExport, apply_script, bindings_yaml, export_plan, mig_parted_yaml
+from api.k8s.extender import (
+    ExtenderArgs,
+    ExtenderFilterResult,
+    HostPriority,
+    K8sState,
+    extender_filter,
+    extender_prioritize,
+)
+from api.k8s.issues import ImportIssue, SnapshotError
+from api.k8s.names import PRODUCT_ALIASES
+from api.k8s.snapshot import Snapshot, build_snapshot
+
+__all__ = [
+    "PRODUCT_ALIASES",
+    "ExtenderArgs",
+    "ExtenderFilterResult",
+    "HostPriority",
+    "ImportIssue",
+    "K8sExport",
+    "K8sState",
+    "Snapshot",
+    "SnapshotError",
+    "apply_script",
+    "bindings_yaml",
+    "build_snapshot",
+    "export_plan",
+    "extender_filter",
+    "extender_prioritize",
+    "mig_parted_yaml",
+]
