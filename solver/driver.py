@@ -21,14 +21,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from threading import Event
 
+from heuristics.greedy import plan_greedy
+from heuristics.local_search import improve
 from heuristics.result import HeuristicResult
 from models import Plan, PlanRequest, PlanStatus
-from models.objective import tenant_demands
+from models.objective import evaluate, same_placement, tenant_demands
 from solver.backends import BACKENDS
+from solver.bound import upper_bound
 from solver.build import build_plan
-from solver.formulation import FAIRNESS_STEPS, Compiled, compile_request, decode, priority_key
+from solver.formulation import (
+    FAIRNESS_STEPS,
+    Compiled,
+    compile_request,
+    decode,
+    encode_hints,
+    priority_key,
+)
 from solver.linear import Limits, LinearModel, Solution, add_terms
-from solver.reasons import static_reasons
+from solver.reasons import hard_conflicts, static_reasons
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +57,23 @@ class Context:
     cancel: Event | None = None
     on_incumbent: Callable[[Plan], None] | None = None
     notes: list[str] = field(default_factory=list)
+    _heuristic: HeuristicResult | None = None
 
     def remaining(self) -> float:
-        return max(0.0, self.deadline - time.perf_counter())
+        return max(0.0, self.deadline - time.monotonic())
 
     def limits(self, share: float = 1.0) -> Limits:
         pol = self.request.policy
         return Limits(time_limit_s=max(0.05, self.remaining() * share),
                       threads=pol.threads or max(1, os.cpu_count() or 1),
                       seed=pol.seed, mip_gap=pol.mip_gap)
+
+    def heuristic(self) -> HeuristicResult:
+        """The greedy plan of this request (computed once)."""
+        if self._heuristic is None:
+            self._heuristic = plan_greedy(self.request, seed=self.request.policy.seed,
+                                          deadline=self.deadline - RESERVE_S)
+        return self._heuristic
 
 
 @dataclass
@@ -75,23 +93,6 @@ Planner = Callable[[Context], Outcome]
 RESERVE_S = 0.15
 
 
-def _keep_all(request: PlanRequest) -> HeuristicResult:
-    """Every running job stays where it is; nothing new is placed."""
-    return HeuristicResult(placements={j.name: list(j.current) for j in request.jobs
-                                       if j.current})
-
-
-def heuristic_result(ctx: Context) -> HeuristicResult:
-    """The best fast plan available: the greedy planner (plus local search when time
-    allows), or keep-everything-running when the heuristics package lacks it."""
-    try:
-        from heuristics.greedy import plan_greedy
-    except ImportError:
-        return _keep_all(ctx.request)
-    return plan_greedy(ctx.request, seed=ctx.request.policy.seed,
-                       deadline=ctx.deadline)
-
-
 def _infeasible(ctx: Context, solver: str, why: str) -> Outcome:
     reasons = {j.name: ("infeasible_constraints", why) for j in ctx.request.jobs}
     return Outcome(HeuristicResult(reasons=reasons), "infeasible", solver)
@@ -107,7 +108,7 @@ def _solve(ctx: Context, backend: str, model: LinearModel, share: float,
             try:
                 res = decode(compiled, values)
                 hook(build_plan(ctx.request, res, status="feasible", solver=backend,
-                                solve_time_s=time.perf_counter() - ctx.started))
+                                solve_time_s=time.monotonic() - ctx.started))
             except Exception:  # an incumbent report must never break the solve
                 log.exception("incumbent callback failed")
     lim = ctx.limits(share)
@@ -115,47 +116,60 @@ def _solve(ctx: Context, backend: str, model: LinearModel, share: float,
     return BACKENDS[backend].solve(model, lim, cancel=ctx.cancel, on_incumbent=on_inc)
 
 
-def _with_hints(ctx: Context, compiled: Compiled) -> None:
-    """Warm start from the heuristic plan (or from keeping every running job)."""
-    from solver.formulation import encode_hints
-
-    try:
-        res = heuristic_result(ctx)
-    except Exception:  # a heuristic failure must not cost the exact solve
-        log.exception("heuristic warm start failed")
-        return
-    compiled.model.hints.update(encode_hints(compiled, res.placements))
-
-
-def exact_outcome(ctx: Context, backend: str) -> Outcome:
-    """Solve the request exactly with `backend` ("cp_sat", "cbc" or "highs")."""
+def exact_outcome(ctx: Context, backend: str, prune: int | None = None) -> Outcome:
+    """Solve the request with `backend` ("cp_sat", "cbc" or "highs"): exactly, or on the
+    model restricted to each job's `prune` best targets (then at best `feasible`, with the
+    aggregated LP bound)."""
     req = ctx.request
     objective = req.policy.objective
-    compiled = compile_request(req)
-    _with_hints(ctx, compiled)
+    start = ctx.heuristic().placements
+    compiled = compile_request(req, prune=prune, hint=start)
+    compiled.model.hints.update(encode_hints(compiled, start))
+    if ctx.remaining() < 2 * RESERVE_S + 0.05:
+        ctx.notes.append("no time left for the exact search after compiling the model")
+        return _fallback(ctx, backend_name(backend))
     if objective == "fairness":
-        return _fairness(ctx, backend, compiled)
-    if objective == "priority_fifo":
-        return _priority(ctx, backend, compiled)
-    sol = _solve(ctx, backend, compiled.model, 1.0, compiled, stream=True)
-    return _finish(ctx, backend, compiled, sol)
+        out = _fairness(ctx, backend, compiled)
+    elif objective == "priority_fifo":
+        out = _priority(ctx, backend, compiled)
+    else:
+        sol = _solve(ctx, backend, compiled.model, 1.0, compiled, stream=True)
+        out = _finish(ctx, backend, compiled, sol)
+    if compiled.pruned and out.status == "optimal":
+        out.status = "feasible"
+        out.bound = upper_bound(req, time_limit_s=min(2.0, max(0.1, ctx.remaining() / 2)))
+        ctx.notes.append(f"large request: each job was offered its {prune} best targets; "
+                         "the bound is the aggregated LP relaxation")
+    return out
+
+
+def backend_name(backend: str) -> str:
+    """The wire name of an exact backend."""
+    return "cp_sat" if backend == "cp_sat" else f"milp/{backend}"
+
+
+def _fallback(ctx: Context, name: str) -> Outcome:
+    """The heuristic plan, with `time_limit` as the reason of jobs it leaves out."""
+    res = ctx.heuristic()
+    for j in ctx.request.jobs:
+        if j.name not in res.placements and j.name not in res.reasons:
+            res.reasons[j.name] = ("time_limit", "the exact solver ran out of time")
+    return Outcome(res, "heuristic", name, None)
 
 
 def _finish(ctx: Context, backend: str, compiled: Compiled, sol: Solution,
             bound: float | None = None, status: PlanStatus | None = None) -> Outcome:
-    name = "cp_sat" if backend == "cp_sat" else f"milp/{backend}"
+    name = backend_name(backend)
     stats: dict[str, float | int | str] = {f"model_{k}": v for k, v in sol.info.items()}
-    if sol.status == "infeasible":
+    if sol.status == "infeasible" and not compiled.pruned:
         return _infeasible(ctx, name, "the hard constraints conflict (e.g. non-preemptible "
                                       "running jobs that cannot all keep their GPUs)")
     if sol.values is None:
-        res = heuristic_result(ctx)
         ctx.notes.append(f"{name} found no solution within the time limit; "
                          "returning the heuristic plan")
-        for j in ctx.request.jobs:
-            if j.name not in res.placements and j.name not in res.reasons:
-                res.reasons[j.name] = ("time_limit", "the exact solver ran out of time")
-        return Outcome(res, "heuristic", name, None, stats)
+        out = _fallback(ctx, name)
+        out.stats = stats
+        return out
     res = decode(compiled, sol.values)
     st: PlanStatus = status or ("optimal" if sol.status == "optimal" else "feasible")
     return Outcome(res, st, name, sol.bound if bound is None else bound, stats)
@@ -276,36 +290,99 @@ def _shape_sig(compiled: Compiled, i: int) -> tuple[object, ...] | None:
 
 
 # ------------------------------------------------------------------------ planners
-def _cp_sat(ctx: Context) -> Outcome:
-    return exact_outcome(ctx, "cp_sat")
-
-
-def _milp(ctx: Context) -> Outcome:
-    return exact_outcome(ctx, ctx.request.policy.milp_backend)
-
-
 def _heuristic(ctx: Context) -> Outcome:
-    res = heuristic_result(ctx)
-    bound = None
-    try:
-        from solver.bound import upper_bound
-    except ImportError:
-        pass
-    else:
-        bound = upper_bound(ctx.request)
+    """Greedy best fit, then local search for a short while (at most 1 s or a quarter of
+    the budget), with the aggregated LP bound."""
+    res = ctx.heuristic()
+    stop = min(ctx.deadline - RESERVE_S, time.monotonic() + min(1.0, ctx.remaining() / 4))
+    if stop > time.monotonic():
+        res = improve(ctx.request, res, deadline=stop, seed=ctx.request.policy.seed)
+    bound = upper_bound(ctx.request, time_limit_s=min(2.0, max(0.1, ctx.remaining() / 2)))
     return Outcome(res, "heuristic", "heuristic", bound)
 
 
+def _breaks_running(request: PlanRequest, result: HeuristicResult) -> bool:
+    """Whether `result` stops a running job it may not stop (heuristics can miss a plan
+    that keeps them all)."""
+    for job in request.jobs:
+        if not job.current:
+            continue
+        pls = result.placements.get(job.name)
+        if not job.preemptible and not (pls and same_placement(pls, job.current)):
+            return True
+        if not request.policy.allow_preemption and not pls:
+            return True
+    return False
+
+
+def _settle_running(ctx: Context, out: Outcome) -> Outcome:
+    """A heuristic plan stopped a job that must keep running: ask CP-SAT for a plan that
+    keeps every such job, or for the proof that none exists."""
+    exact = exact_outcome(ctx, "cp_sat", None if _size(ctx.request) <= EXACT_SIZE
+                          else PRUNE_K)
+    if exact.status in ("optimal", "feasible") and not _breaks_running(ctx.request,
+                                                                       exact.result):
+        return exact
+    why = ("the hard constraints conflict: the running jobs that must stay cannot all be "
+           "kept or moved" if exact.status == "infeasible" else
+           "no plan keeping every running job that must run was found in time")
+    ctx.notes.append(why)
+    return _infeasible(ctx, out.solver, why)
+
+
+def _size(request: PlanRequest) -> int:
+    return sum(len(n.gpus) for n in request.cluster.nodes) * max(1, len(request.jobs))
+
+
+#: GPUs x jobs up to which `auto` and the exact backends solve the full model.
+EXACT_SIZE = 100_000
+#: Up to this size `auto` solves the pruned model; beyond it, decomposition.
+PRUNED_SIZE = 4_000_000
+#: Targets per job in the pruned model.
+PRUNE_K = 4
+
+
+def _exact_for_size(ctx: Context, backend: str) -> Outcome:
+    prune = None if _size(ctx.request) <= EXACT_SIZE else PRUNE_K
+    return exact_outcome(ctx, backend, prune)
+
+
+def _cp_sat(ctx: Context) -> Outcome:
+    return _exact_for_size(ctx, "cp_sat")
+
+
+def _milp(ctx: Context) -> Outcome:
+    return _exact_for_size(ctx, ctx.request.policy.milp_backend)
+
+
 def _auto(ctx: Context) -> Outcome:
-    """Exact CP-SAT for small and medium requests; heuristics for the largest."""
-    n_gpus = sum(len(n.gpus) for n in ctx.request.cluster.nodes)
-    if n_gpus * max(1, len(ctx.request.jobs)) > 4_000_000:
-        out = _heuristic(ctx)
-        out.solver = "auto/heuristic"
-        return out
-    out = exact_outcome(ctx, "cp_sat")
-    out.solver = f"auto/{out.solver}"
+    """Exact CP-SAT for small requests, the pruned model warm-started from the heuristic
+    for medium ones, decomposition and heuristics for large ones; never worse than the
+    heuristic plan."""
+    size = _size(ctx.request)
+    if size <= PRUNED_SIZE:
+        out = _exact_for_size(ctx, "cp_sat")
+        out.solver = f"auto/{out.solver}"
+    else:
+        out = _decomposed(ctx)
+    if out.status in ("feasible", "heuristic"):
+        heur = ctx.heuristic()
+        if evaluate(ctx.request, heur.placements).objective_value > evaluate(
+                ctx.request, out.result.placements).objective_value + 1e-9:
+            out.result = heur
+            out.status = "heuristic"
+            out.solver = "auto/heuristic"
+    if out.bound is None and out.status != "optimal":
+        out.bound = upper_bound(ctx.request,
+                                time_limit_s=min(2.0, max(0.1, ctx.remaining() / 2)))
     return out
+
+
+def _decomposed(ctx: Context) -> Outcome:
+    """Large requests: the heuristic plan improved by local search until the deadline."""
+    res = improve(ctx.request, ctx.heuristic(), deadline=ctx.deadline - 3 * RESERVE_S,
+                  seed=ctx.request.policy.seed)
+    return Outcome(res, "heuristic", "auto/heuristic", None)
 
 
 #: policy.solver -> planner.
@@ -330,15 +407,21 @@ def plan(
     """
     from solver.validate import validate_plan
 
-    t0 = time.perf_counter()
+    t0 = time.monotonic()
     ctx = Context(request, t0, t0 + request.policy.time_limit_s, cancel, on_incumbent)
-    out = PLANNERS[request.policy.solver](ctx)
+    conflicts = hard_conflicts(request)
+    if conflicts:
+        out = _infeasible(ctx, request.policy.solver, "; ".join(conflicts[:3]))
+    else:
+        out = PLANNERS[request.policy.solver](ctx)
+        if out.status != "infeasible" and _breaks_running(request, out.result):
+            out = _settle_running(ctx, out)
     reasons = static_reasons(request)
     for name, why in reasons.items():
         if name not in out.result.placements:
             out.result.reasons[name] = why
     result = build_plan(request, out.result, status=out.status, solver=out.solver,
-                        best_bound=out.bound, solve_time_s=time.perf_counter() - t0,
+                        best_bound=out.bound, solve_time_s=time.monotonic() - t0,
                         extra_stats=out.stats, explanation=ctx.notes)
     violations = validate_plan(request, result)
     if violations:

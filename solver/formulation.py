@@ -20,9 +20,11 @@ Identical nodes and identical MIG GPUs are ordered by load to break symmetry.
 from __future__ import annotations
 
 import math
+import zlib
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from heuristics.result import HeuristicResult
 from models import (
@@ -40,6 +42,8 @@ from models import (
 from models.objective import objective_value_of, same_placement
 from models.rules import job_value
 from solver.linear import LinearModel, Terms, add_terms
+
+T = TypeVar("T")
 
 #: Resolution of the fairness objective's minimum share.
 FAIRNESS_STEPS = 10_000
@@ -110,6 +114,8 @@ class Compiled:
     whole_single_run: list[tuple[int, int, tuple[str, str]]] = field(default_factory=list)
     multi: dict[int, list[tuple[int, tuple[str, str]]]] = field(default_factory=dict)
     multi_new: dict[int, int] = field(default_factory=dict)  # job -> new var (placed anew)
+    multi_u: dict[int, dict[str, int]] = field(default_factory=dict)   # job -> model vars
+    multi_d: dict[int, dict[str, int]] = field(default_factory=dict)   # job -> domain vars
     share_group: list[tuple[int, int, int]] = field(default_factory=list)   # var, group, bin
     share_run: list[tuple[int, int, int]] = field(default_factory=list)     # var, job, bin
     mig_group: list[tuple[int, int, int, str]] = field(default_factory=list)  # var, grp, mg, prof
@@ -120,7 +126,7 @@ class Compiled:
     tenant_terms: dict[str, Terms] = field(default_factory=dict)   # tenant -> value terms
     throughput_terms: Terms = field(default_factory=dict)
     throughput_const: float = 0.0
-    static_reasons: dict[int, tuple[str, str]] = field(default_factory=dict)
+    pruned: bool = False
 
     def placed_expr(self, job_index: int) -> tuple[Terms, float]:
         """(terms, threshold): the job is placed iff sum(terms) >= threshold."""
@@ -136,9 +142,13 @@ def _domain(node_name: str, domain: str | None) -> str:
 
 
 class _Builder:
-    def __init__(self, request: PlanRequest, objective: str):
+    def __init__(self, request: PlanRequest, objective: str, prune: int | None = None,
+                 hint: Mapping[str, list[Placement]] | None = None):
         self.req = request
         self.objective = objective
+        self.prune = prune
+        self.hint_nodes: dict[str, set[str]] = {
+            name: {p.node for p in pls} for name, pls in (hint or {}).items()}
         self.catalog: dict[str, GpuModel] = request.cluster.catalog()
         self.m = LinearModel()
         self.nodes = {n.name: n for n in request.cluster.nodes}
@@ -151,6 +161,9 @@ class _Builder:
         self.obj: Terms = {}
         self.thr: Terms = {}
         self._claims: dict[tuple[int, Instance], Terms] = {}
+        self._group_names: dict[str, list[str]] = {}
+        self._eligible: dict[tuple[int, str], bool] = {}
+        self._fits: dict[tuple[int, str, float], bool] = {}
 
     # ---------------------------------------------------------------- hardware
     def hardware(self) -> None:
@@ -236,6 +249,13 @@ class _Builder:
                 + job.host_memory_gib * share
 
     def host_fits(self, node: str, job: Job, share: float = 1.0) -> bool:
+        key = (id(job), node, share)
+        hit = self._fits.get(key)
+        if hit is None:
+            hit = self._fits[key] = self._host_fits(node, job, share)
+        return hit
+
+    def _host_fits(self, node: str, job: Job, share: float) -> bool:
         n = self.nodes[node]
         cpu = (job.cpu_millicores or 0.0) * share
         mem = (job.host_memory_gib or 0.0) * share
@@ -243,8 +263,42 @@ class _Builder:
                     or (n.memory_gib is not None and mem > n.memory_gib + 1e-9))
 
     def eligible(self, job: Job, model: str) -> bool:
-        spec = self.catalog.get(model)
-        return spec is not None and model_eligible(job, model, spec)
+        key = (id(job), model)
+        hit = self._eligible.get(key)
+        if hit is None:
+            spec = self.catalog.get(model)
+            hit = self._eligible[key] = spec is not None and model_eligible(job, model, spec)
+        return hit
+
+    def limit(self, job: Job, items: list[T], model_of: Callable[[T], str],
+              node_of: Callable[[T], str], needed: int) -> list[T]:
+        """With pruning on, keep the `max(prune, needed)` targets where `job` is worth the
+        most (ties rotated by a hash of the job's name, so that groups spread over the
+        cluster), plus every target on the node a running job already uses."""
+        k = max(self.prune or 0, needed)
+        if self.prune is None or len(items) <= k:
+            return items
+        n = len(items)
+        salt = zlib.crc32(job.name.encode())
+        vals = {m: -round(self.values(job, m)[0], 9) for m in {model_of(x) for x in items}}
+        keys = [(vals[model_of(x)], (i * 7919 + salt) % n) for i, x in enumerate(items)]
+        ranked = sorted(range(n), key=keys.__getitem__)
+        keep = set(ranked[:k])
+        own = {p.node for p in job.current or []} | self._hinted(job)
+        if own:
+            keep |= {i for i in range(n) if node_of(items[i]) in own}
+        self.c.pruned = True
+        return [items[i] for i in sorted(keep)]
+
+    def _hinted(self, job: Job) -> set[str]:
+        """Nodes the hint plan uses for `job` or, for a group, for any of its members."""
+        names = [job.name]
+        if job.name in self._group_names:
+            names = self._group_names[job.name]
+        out: set[str] = set()
+        for n in names:
+            out |= self.hint_nodes.get(n, set())
+        return out
 
     def signature(self, job: Job) -> tuple[object, ...]:
         models = sorted({p.model for p in self.pools.values()}
@@ -267,6 +321,8 @@ class _Builder:
         for i in new:
             by_sig.setdefault(self.signature(jobs[i]), []).append(i)
         groups = [Group(members, jobs[members[0]].shape) for members in by_sig.values()]
+        self._group_names = {jobs[g.members[0]].name: [jobs[i].name for i in g.members]
+                             for g in groups}
         self.c = Compiled(self.req, self.m, self.pools, [], self.mig_gpus, groups, {})
         self.c.tenant_terms = self.tenant_terms
         self.keep_runs(running)
@@ -297,7 +353,9 @@ class _Builder:
         for r in running:
             self.running_new(r)
         self.capacity_rows()
-        self.symmetry()
+        if self.prune is None:
+            # Pruned targets differ per job, so nodes are no longer interchangeable.
+            self.symmetry()
         self.m.objective = self.obj
         self.c.throughput_terms = self.thr
         return self.c
@@ -363,25 +421,26 @@ class _Builder:
         new_vars: list[int] = []
         if job.shape == "whole" and (job.single_node or (job.gpus or 1) == 1):
             g = job.gpus or 1
-            for key, pool in self.pools.items():
-                if (len(pool.usable) >= g and self.eligible(job, pool.model)
-                        and self.host_fits(pool.node, job)):
-                    v = self.m.new_var(f"mv[{job.name},{key}]")
-                    add_terms(self.pool_use[key], {v: float(g)})
-                    self.add_value(v, job, pool.model)
-                    self.host(pool.node, v, job, 1.0)
-                    self.c.whole_single_run.append((v, r, key))
-                    new_vars.append(v)
+            cands = [(key, pool) for key, pool in self.pools.items()
+                     if (len(pool.usable) >= g and self.eligible(job, pool.model)
+                         and self.host_fits(pool.node, job))]
+            for key, pool in self.limit(job, cands, lambda x: x[1].model,
+                                        lambda x: x[1].node, 1):
+                v = self.m.new_var(f"mv[{job.name},{key}]")
+                add_terms(self.pool_use[key], {v: float(g)})
+                self.add_value(v, job, pool.model)
+                self.host(pool.node, v, job, 1.0)
+                self.c.whole_single_run.append((v, r, key))
+                new_vars.append(v)
         elif job.shape == "whole":
             self.multi_node(r)
             new_vars.append(self.c.multi_new[r])
         elif job.shape == "share":
             own = (job.current or [])[0]
-            for bi, b in enumerate(self.c.bins):
-                if b.gpu == own.gpu and b.pool[0] == own.node:
-                    continue
-                if not self._share_ok(job, b):
-                    continue
+            bins = [(bi, b) for bi, b in self._bins_for(job)
+                    if not (b.gpu == own.gpu and b.pool[0] == own.node)]
+            for bi, b in self.limit(job, bins, lambda x: x[1].pool[1],
+                                    lambda x: x[1].pool[0], 1):
                 v = self.m.new_var(f"ms[{job.name},{bi}]")
                 self._charge_bin(bi, v, job)
                 self.add_value(v, job, b.pool[1])
@@ -389,11 +448,11 @@ class _Builder:
                 self.c.share_run.append((v, r, bi))
                 new_vars.append(v)
         else:
-            for mg_i, mg in enumerate(self.mig_gpus):
-                if not mg.usable or not self.eligible(job, mg.model):
-                    continue
-                if not self.host_fits(mg.node, job):
-                    continue
+            gpus = [(mg_i, mg) for mg_i, mg in enumerate(self.mig_gpus)
+                    if mg.usable and self.eligible(job, mg.model)
+                    and self.host_fits(mg.node, job)]
+            for mg_i, mg in self.limit(job, gpus, lambda x: x[1].model,
+                                       lambda x: x[1].node, 1):
                 for prof in mig_profiles_for(job, self.catalog[mg.model]):
                     cap_t, cap_c = self.mig_count(mg_i, prof.name)
                     if not cap_t and cap_c < 1:
@@ -423,11 +482,13 @@ class _Builder:
     def whole_single_group(self, gi: int, grp: Group) -> None:
         job = self.req.jobs[grp.members[0]]
         g = job.gpus or 1
-        for key, pool in self.pools.items():
+        cands = [(key, pool) for key, pool in self.pools.items()
+                 if len(pool.usable) // g >= 1 and self.eligible(job, pool.model)
+                 and self.host_fits(pool.node, job)]
+        needed = 2 * math.ceil(len(grp.members) * g / 8)
+        for key, pool in self.limit(job, cands, lambda x: x[1].model, lambda x: x[1].node,
+                                    needed):
             cap = len(pool.usable) // g
-            if cap < 1 or not self.eligible(job, pool.model) or not self.host_fits(pool.node,
-                                                                                  job):
-                continue
             v = self.m.new_var(f"c[{gi},{key}]", 0, min(len(grp.members), cap))
             add_terms(self.pool_use[key], {v: float(g)})
             self.add_value(v, job, pool.model)
@@ -445,6 +506,7 @@ class _Builder:
                  if p.usable and self.eligible(job, p.model)]
         models = sorted({p.model for _, p in pools})
         u = {m: self.m.new_var(f"u[{job.name},{m}]") for m in models}
+        self.c.multi_u[j] = u
         # one model: sum_m u[j,m] = new_j
         self.m.add({**{v: 1.0 for v in u.values()}, new: -1.0}, lo=0, hi=0)
         d: dict[str, int] = {}
@@ -452,6 +514,7 @@ class _Builder:
             doms = sorted({_domain(p.node, self.nodes[p.node].topology_domain)
                            for _, p in pools})
             d = {dm: self.m.new_var(f"d[{job.name},{dm}]") for dm in doms}
+            self.c.multi_d[j] = d
             # one domain: sum_D d[j,D] = new_j
             self.m.add({**{v: 1.0 for v in d.values()}, new: -1.0}, lo=0, hi=0)
         ys: Terms = {}
@@ -512,9 +575,18 @@ class _Builder:
                     self.m.add({prev: 1.0, o: -1.0}, lo=0)
                 prev = o
 
-    def _share_ok(self, job: Job, b: Bin) -> bool:
-        return (b.usable and self.eligible(job, b.pool[1])
-                and self.host_fits(b.pool[0], job))
+    def _bins_for(self, job: Job) -> list[tuple[int, Bin]]:
+        """The usable share bins of pools where `job` is eligible and fits the host."""
+        if not hasattr(self, "_bins_by_pool"):
+            self._bins_by_pool: dict[tuple[str, str], list[tuple[int, Bin]]] = defaultdict(list)
+            for bi, b in enumerate(self.c.bins):
+                if b.usable:
+                    self._bins_by_pool[b.pool].append((bi, b))
+        out: list[tuple[int, Bin]] = []
+        for (node, model), bins in self._bins_by_pool.items():
+            if self.eligible(job, model) and self.host_fits(node, job):
+                out += bins
+        return out
 
     def _charge_bin(self, bi: int, var: int, job: Job, count: float = 1.0) -> None:
         self.bin_frac[bi][var] = self.bin_frac[bi].get(var, 0.0) + (job.gpu_share or 0) * count
@@ -526,9 +598,9 @@ class _Builder:
         f = job.gpu_share or 1.0
         per_bin = int(math.floor(1.0 / f + 1e-9))
         mem_cap_cache: dict[str, int] = {}
-        for bi, b in enumerate(self.c.bins):
-            if not self._share_ok(job, b):
-                continue
+        bins = self._bins_for(job)
+        for bi, b in self.limit(job, bins, lambda x: x[1].pool[1], lambda x: x[1].pool[0],
+                                2 * len(grp.members)):
             model = b.pool[1]
             if model not in mem_cap_cache:
                 mem = self.catalog[model].memory_gib
@@ -548,10 +620,10 @@ class _Builder:
     # ------------------------------------------------------------- MIG
     def mig_group(self, gi: int, grp: Group) -> None:
         job = self.req.jobs[grp.members[0]]
-        for mg_i, mg in enumerate(self.mig_gpus):
-            if not mg.usable or not self.eligible(job, mg.model) or not self.host_fits(
-                    mg.node, job):
-                continue
+        gpus = [(mg_i, mg) for mg_i, mg in enumerate(self.mig_gpus)
+                if mg.usable and self.eligible(job, mg.model) and self.host_fits(mg.node, job)]
+        for mg_i, mg in self.limit(job, gpus, lambda x: x[1].model, lambda x: x[1].node,
+                                   2 * len(grp.members)):
             spec = self.catalog[mg.model]
             for prof in mig_profiles_for(job, spec):
                 cap_t, cap_c = self.mig_count(mg_i, prof.name)
@@ -666,13 +738,21 @@ def _prof(spec: GpuModel, name: str) -> MigProfileSpec:
     return p
 
 
-def compile_request(request: PlanRequest, objective: str | None = None) -> Compiled:
+def compile_request(request: PlanRequest, objective: str | None = None,
+                    prune: int | None = None,
+                    hint: Mapping[str, list[Placement]] | None = None) -> Compiled:
     """Compile `request` for `objective` (default: the policy's; fairness and priority_fifo
-    compile with throughput values and are handled by the driver)."""
+    compile with throughput values and are handled by the driver).
+
+    `prune` (None = exact) restricts each job to its `prune` most valuable targets (more
+    for large groups): the model stays small on large clusters, at the price of
+    optimality; `Compiled.pruned` tells whether any target was dropped. Targets that the
+    `hint` plan uses are always kept, so that the hint stays feasible.
+    """
     obj = objective or request.policy.objective
     if obj in ("fairness", "priority_fifo"):
         obj = "throughput"
-    return _Builder(request, obj).build()
+    return _Builder(request, obj, prune, hint).build()
 
 
 # ---------------------------------------------------------------------- decoding
@@ -780,32 +860,100 @@ def decode(c: Compiled, values: list[int]) -> HeuristicResult:
 
 
 def encode_hints(c: Compiled, placements: Mapping[str, list[Placement]]) -> dict[int, int]:
-    """Variable values matching `placements` as closely as the aggregation allows (a warm
-    start for CP-SAT / CBC): counts per group and target, keep flags, MIG positions."""
+    """Values of every variable that reproduce `placements` (a warm start for CP-SAT and
+    CBC). Placements the model cannot express (a target pruned away, more share GPUs than
+    virtual bins) are left out of the hint."""
     req = c.request
-    idx = {j.name: i for i, j in enumerate(req.jobs)}
-    hints: dict[int, int] = {k: 0 for k in c.keep.values()}
+    jobs = req.jobs
+    idx = {j.name: i for i, j in enumerate(jobs)}
+    hints: dict[int, int] = dict.fromkeys(range(c.model.num_vars), 0)
+    ws = {(gi, key): v for v, gi, key in c.whole_single}
+    wr = {(r, key): v for v, r, key in c.whole_single_run}
+    sg = {(gi, bi): v for v, gi, bi in c.share_group}
+    sr = {(r, bi): v for v, r, bi in c.share_run}
+    mgv = {(gi, mg_i, prof): v for v, gi, mg_i, prof in c.mig_group}
+    mrv = {(r, mg_i, prof): v for v, r, mg_i, prof in c.mig_run}
+    mig_of = {(mg.node, mg.gpu): i for i, mg in enumerate(c.mig_gpus)}
+    model_of = {(n.name, g.index): g.model for n in req.cluster.nodes for g in n.gpus}
+    concrete = {(b.pool[0], b.gpu): bi for bi, b in enumerate(c.bins) if b.gpu is not None}
+    virtual: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for bi, b in enumerate(c.bins):
+        if b.gpu is None:
+            virtual[b.pool].append(bi)
+    share_gpus: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for pls in placements.values():
+        for p in pls:
+            if p.fraction is not None and (p.node, p.gpu) not in concrete:
+                key = (p.node, model_of[(p.node, p.gpu)])
+                if p.gpu not in share_gpus[key]:
+                    share_gpus[key].append(p.gpu)
+    bin_of: dict[tuple[str, int], int] = dict(concrete)
+    for key, gpus in share_gpus.items():
+        for gpu, bi in zip(sorted(gpus), virtual.get(key, []), strict=False):
+            bin_of[(key[0], gpu)] = bi
+    for (node, gpu), bi in bin_of.items():
+        if any(p.fraction is not None and (p.node, p.gpu) == (node, gpu)
+               for pls in placements.values() for p in pls):
+            hints[c.bins[bi].open_var] = 1
+
+    def bump(var: int | None, n: int = 1) -> None:
+        if var is not None:
+            hints[var] = min(c.model.ubs[var], hints[var] + n)
+
+    used_instances: dict[int, set[Instance]] = defaultdict(set)
     for name, pls in placements.items():
         i = idx.get(name)
-        if i is None:
+        if i is None or not pls:
             continue
-        job = req.jobs[i]
+        job = jobs[i]
         if i in c.keep and job.current and same_placement(pls, job.current):
             hints[c.keep[i]] = 1
-    counts: dict[tuple[str, object], int] = defaultdict(int)
-    for name, pls in placements.items():
-        i = idx.get(name)
-        if i is None or i in c.keep or not pls:
+            for p in pls:
+                if p.mig is not None and (p.node, p.gpu) in mig_of:
+                    used_instances[mig_of[(p.node, p.gpu)]].add(p.mig.key())
             continue
-        gi, _ = c.group_of[i]
         p = pls[0]
+        running = i in c.keep
+        gi = None if running else c.group_of[i][0]
         if p.mig is not None:
-            counts[("mig", (gi, p.node, p.gpu, p.mig.profile))] += 1
-        elif p.fraction is None and len({q.node for q in pls}) == 1:
-            counts[("whole", (gi, p.node))] += 1
-    for v, gi, key in c.whole_single:
-        hints[v] = counts.get(("whole", (gi, key[0])), 0)
-    for v, gi, mg_i, prof in c.mig_group:
-        mg = c.mig_gpus[mg_i]
-        hints[v] = counts.get(("mig", (gi, mg.node, mg.gpu, prof)), 0)
+            mg_i = mig_of.get((p.node, p.gpu))
+            if mg_i is None:
+                continue
+            used_instances[mg_i].add(p.mig.key())
+            bump(mrv.get((i, mg_i, p.mig.profile)) if running
+                 else mgv.get((gi, mg_i, p.mig.profile)))
+        elif p.fraction is not None:
+            bi = bin_of.get((p.node, p.gpu))
+            if bi is not None:
+                bump(sr.get((i, bi)) if running else sg.get((gi, bi)))
+        elif i in c.multi:
+            new = c.multi_new[i]
+            hints[new] = 1
+            model = model_of[(p.node, p.gpu)]
+            if model in c.multi_u.get(i, {}):
+                hints[c.multi_u[i][model]] = 1
+            nodes = {q.node for q in pls}
+            for dm, v in c.multi_d.get(i, {}).items():
+                doms = {req_node_domain(req, n) for n in nodes}
+                hints[v] = int(doms == {dm})
+            for y, key in c.multi[i]:
+                hints[y] = sum(1 for q in pls if q.node == key[0]
+                               and model_of[(q.node, q.gpu)] == key[1])
+        else:
+            key = (p.node, model_of[(p.node, p.gpu)])
+            bump(wr.get((i, key)) if running else ws.get((gi, key)))
+    for mg_i, mg in enumerate(c.mig_gpus):
+        if mg.pos_vars is None:
+            continue
+        layout = set(used_instances.get(mg_i, set()))
+        for inst, v in mg.pos_vars.items():
+            hints[v] = int(inst in layout)
     return hints
+
+
+def req_node_domain(request: PlanRequest, node: str) -> str:
+    """The topology domain key of `node` as the formulation uses it."""
+    for n in request.cluster.nodes:
+        if n.name == node:
+            return _domain(n.name, n.topology_domain)
+    return _domain(node, None)

@@ -20,6 +20,9 @@ from solver.linear import Limits, LinearModel, Solution
 
 _SCALES = (1, 10, 100, 1000, 10_000, 100_000, 1_000_000)
 
+#: Above this many variables, presolve is kept short (see `CpSatBackend.solve`).
+LARGE_MODEL_VARS = 5_000
+
 
 def _integral(x: float, tol: float = 1e-9) -> bool:
     return abs(x - round(x)) <= tol * max(1.0, abs(x))
@@ -110,6 +113,11 @@ class CpSatBackend:
         if limits.seed is not None:
             p.random_seed = limits.seed
         p.relative_gap_limit = limits.mip_gap
+        if len(xs) > LARGE_MODEL_VARS:
+            # Large models: presolve once and skip probing, so that the warm start (the
+            # heuristic plan as a complete hint) is the first incumbent within a second.
+            p.max_presolve_iterations = 1
+            p.cp_model_probing_level = 0
         p.absolute_gap_limit = 1e-6
         cb = None
         if on_incumbent is not None or cancel is not None:

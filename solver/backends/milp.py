@@ -13,6 +13,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from threading import Event
 from typing import Any, Literal
@@ -42,11 +43,25 @@ def _quiet_stdout() -> Iterator[None]:
         os.close(saved)
 
 
+def _cbc(**kwargs: Any) -> Any:
+    """CBC through COIN_CMD (the `cbc` binary of pulp[cbc]), or PuLP's bundled CBC."""
+    coin = pulp.COIN_CMD(**kwargs)
+    if coin.available():
+        return coin
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # PuLP 3.3 deprecates it for 4.0
+        return pulp.PULP_CBC_CMD(**kwargs)
+
+
 def _build(model: LinearModel, relax: bool = False) -> tuple[pulp.LpProblem, list[Any]]:
     prob = pulp.LpProblem("gpuplan", pulp.LpMaximize)
     cat = pulp.LpContinuous if relax else pulp.LpInteger
-    xs = [pulp.LpVariable(f"x{i}", lowBound=lb, upBound=ub, cat=cat)
-          for i, (lb, ub) in enumerate(zip(model.lbs, model.ubs, strict=True))]
+    if hasattr(prob, "add_variable"):   # PuLP >= 3.3: variables belong to the problem
+        xs = [prob.add_variable(f"x{i}", lb, ub, cat=cat)
+              for i, (lb, ub) in enumerate(zip(model.lbs, model.ubs, strict=True))]
+    else:
+        xs = [pulp.LpVariable(f"x{i}", lowBound=lb, upBound=ub, cat=cat)
+              for i, (lb, ub) in enumerate(zip(model.lbs, model.ubs, strict=True))]
     for k, con in enumerate(model.constraints):
         expr = pulp.lpSum(c * xs[v] for v, c in con.terms.items())
         if not con.terms:
@@ -99,16 +114,16 @@ class MilpBackend:
         t0 = time.perf_counter()
         prob, xs = _build(model)
         for v, val in model.hints.items():
-            xs[v].setInitialValue(val)
+            xs[v].setInitialValue(min(model.ubs[v], max(model.lbs[v], val)))
         remaining = max(0.05, limits.time_limit_s - (time.perf_counter() - t0))
         threads = limits.threads or max(1, os.cpu_count() or 1)
         solver: Any
         if self.engine == "cbc":
             opts = [f"randomSeed {limits.seed}", f"randomCbcSeed {limits.seed}"] \
                 if limits.seed is not None else []
-            solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, math.ceil(remaining)),
-                                       gapRel=limits.mip_gap, threads=threads,
-                                       warmStart=bool(model.hints), options=opts)
+            solver = _cbc(msg=False, timeLimit=max(1, math.ceil(remaining)),
+                          gapRel=limits.mip_gap, threads=threads,
+                          warmStart=bool(model.hints), options=opts)
             # CBC takes whole seconds; leave room for the rest of the call.
             if remaining < 1.0:
                 solver.timeLimit = 1

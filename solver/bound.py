@@ -1,0 +1,216 @@
+"""A proven upper bound on the plan objective for any instance size.
+
+`upper_bound(request)` solves the LP relaxation (HiGHS) of an aggregated model:
+
+- resource pools: per GPU model, its non-MIG GPUs (capacity = their number) and its MIG
+  GPUs (capacity = their number, in GPUs of compute). Usable GPUs (healthy, schedulable)
+  count, and so do unusable ones that a running job occupies now (only a kept placement
+  may use them);
+- a job option (model m): a whole gang takes `gpus` of m's non-MIG pool, a share its
+  fraction, a MIG job the compute share of its smallest profile on m (at least what any
+  instance it gets takes). Options that can never be used are left out: ineligible models
+  (a running job's current model stays, it is grandfathered), gangs larger than any node
+  (`single_node`), any domain (`same_domain`) or the pool;
+- jobs with identical options (and tenant, for fairness) form a group of n jobs:
+  sum of the group's option variables <= n, == n for non-preemptible running jobs;
+- objective: each option earns the job's per-job objective value; a running job also
+  earns back `preemption_cost` when placed (its constant `-preemption_cost` is added),
+  migration costs are dropped (>= 0, so the bound stays valid). For `fairness` the LP
+  maximises t subject to (placed value of tenant k) >= D_k * t.
+
+Every feasible plan maps to a feasible LP point of at least its objective (capacities,
+eligibility and gang sizes are relaxations of the contract's constraints), so the LP
+optimum is a valid bound for `throughput`, `jct`, `makespan`, `priority_fifo` (whose
+feasible set is a subset of `throughput`'s with the same objective) and `fairness`.
+Host CPU/memory and MIG geometry are relaxed away. If HiGHS does not finish in time, the
+sum of every job's best value (capacity ignored) is returned instead: still valid, looser.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import highspy
+import numpy as np
+
+from heuristics.state import ClusterState, compile_jobs
+from models import PlanRequest
+from models.objective import objective_value_of, tenant_demands
+from models.rules import job_value, mig_profiles_for, model_eligible
+
+log = logging.getLogger(__name__)
+
+#: Relative and absolute safety margins added to the LP optimum (solver tolerances).
+_REL_MARGIN = 1e-7
+_ABS_MARGIN = 1e-6
+
+Pool = tuple[str, str]  # ("whole" | "mig", model)
+
+
+def _capacities(state: ClusterState, request: PlanRequest) -> tuple[
+        dict[Pool, int], dict[str, int], dict[tuple[str | None, str], int]]:
+    """Pool capacities, the most non-MIG GPUs of a model on one node and in one domain."""
+    occupied = {(p.node, p.gpu) for j in request.jobs for p in (j.current or [])}
+    cap: dict[Pool, int] = {}
+    node_count: dict[tuple[int, str], int] = {}
+    dom_count: dict[tuple[str | None, str], int] = {}
+    for g in state.gpus:
+        key = (state.nodes[g.node].name, g.index)
+        if not g.usable and key not in occupied:
+            continue
+        pool = ("mig" if g.mig else "whole", g.model)
+        cap[pool] = cap.get(pool, 0) + 1
+        if not g.mig:
+            node_count[(g.node, g.model)] = node_count.get((g.node, g.model), 0) + 1
+            dk = (state.nodes[g.node].domain, g.model)
+            dom_count[dk] = dom_count.get(dk, 0) + 1
+    per_node: dict[str, int] = {}
+    for (_, m), c in node_count.items():
+        per_node[m] = max(per_node.get(m, 0), c)
+    return cap, per_node, dom_count
+
+
+def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | None:
+    """A proven upper bound on `request`'s objective (module doc); None if the hard
+    constraints alone are infeasible in the relaxation (non-preemptible jobs overflow)."""
+    t0 = time.perf_counter()
+    policy = request.policy
+    objective = policy.objective
+    fair = objective == "fairness"
+    state = ClusterState(request)
+    catalog = state.catalog
+    cap, per_node, dom_count = _capacities(state, request)
+    infos = compile_jobs(request)
+    pre_cost = 0.0 if fair else policy.preemption_cost
+    const = 0.0
+    # group key -> [count, fixed count]
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for info in infos:
+        job = info.job
+        options: dict[str, tuple[Pool, float, float, float]] = {}
+        models = set(info.values)
+        cur_model = None
+        if job.current:
+            cur_model = state.model_of(job.current)
+            models.add(cur_model)
+        for m in sorted(models):
+            spec = catalog[m]
+            grandfathered = m == cur_model
+            if not grandfathered and not model_eligible(job, m, spec):
+                continue
+            if info.shape == "mig":
+                pool: Pool = ("mig", m)
+                profs = mig_profiles_for(job, spec)
+                if grandfathered and job.current and job.current[0].mig is not None:
+                    cur = spec.profile(job.current[0].mig.profile)
+                    profs = [*profs, cur] if cur is not None else profs
+                if not profs:
+                    continue
+                amount = min(p.compute_slices for p in profs) / spec.compute_slices
+            else:
+                pool = ("whole", m)
+                amount = float(info.gpus) if info.shape == "whole" else info.share
+                if grandfathered and info.shape == "share" and job.current:
+                    amount = min(amount, job.current[0].fraction or amount)
+                if info.shape == "whole" and not grandfathered:
+                    k = info.gpus
+                    if job.single_node:
+                        limit = per_node.get(m, 0)
+                    elif job.same_domain:
+                        limit = max((c for (d, mm), c in dom_count.items()
+                                     if mm == m and d is not None), default=0)
+                    else:
+                        limit = cap.get(pool, 0)
+                    if k > limit:
+                        continue
+            if cap.get(pool, 0) <= 0 or amount > cap[pool] + 1e-9:
+                continue
+            coef = objective_value_of(job, m, catalog, objective) if not fair else 0.0
+            thr = job_value(job, m, catalog) if fair else 0.0
+            if job.current:
+                coef += pre_cost
+            options[m] = (pool, amount, coef, thr)
+        if job.current:
+            const -= pre_cost
+        if not options:
+            if job.current and not job.preemptible:
+                return None
+            continue
+        key = (tuple(sorted(options.values())), job.tenant if fair else "")
+        slot = groups.setdefault(key, [0, 0])
+        slot[0] += 1
+        if job.current and not job.preemptible:
+            slot[1] += 1
+    bound = _solve_lp(groups, cap, fair, tenant_demands(request) if fair else {},
+                      max(0.1, time_limit_s - (time.perf_counter() - t0)))
+    if bound is None:
+        return None
+    value = bound if fair else bound + const
+    return value + _REL_MARGIN * abs(value) + _ABS_MARGIN
+
+
+def _solve_lp(groups: dict[tuple[object, ...], list[int]], cap: dict[Pool, int], fair: bool,
+              demands: dict[str, float], time_limit_s: float) -> float | None:
+    """max sum coef x (or t for fairness) over the aggregated model; None if infeasible."""
+    pools = {p: i for i, p in enumerate(sorted(cap))}
+    tenants = {k: i for i, k in enumerate(sorted(demands))}
+    n_groups = len(groups)
+    col_cost: list[float] = []
+    col_ub: list[float] = []
+    # rows: groups [0, G), pools [G, G + P), tenants after
+    row_entries: list[tuple[int, int, float]] = []
+    fallback = 0.0
+    for gi, ((opts, tenant), (count, _fixed)) in enumerate(groups.items()):
+        best = 0.0
+        for pool, amount, coef, thr in opts:  # type: ignore[misc]
+            col = len(col_cost)
+            col_cost.append(-coef)  # HiGHS minimises
+            col_ub.append(float(count))
+            row_entries.append((gi, col, 1.0))
+            row_entries.append((n_groups + pools[pool], col, amount))
+            if fair and tenant in tenants:
+                row_entries.append((n_groups + len(pools) + tenants[tenant], col, thr))
+            best = max(best, coef)
+        fallback += best * count
+    t_col = -1
+    if fair:
+        t_col = len(col_cost)
+        col_cost.append(-1.0)
+        col_ub.append(1.0)
+        for k, i in tenants.items():
+            row_entries.append((n_groups + len(pools) + i, t_col, -demands[k]))
+        fallback = 1.0
+    n_rows = n_groups + len(pools) + (len(tenants) if fair else 0)
+    lower = np.full(n_rows, -highspy.kHighsInf)
+    upper = np.full(n_rows, highspy.kHighsInf)
+    for gi, (count, fixed) in enumerate(groups.values()):
+        upper[gi] = count
+        if fixed:
+            lower[gi] = fixed
+    for p, i in pools.items():
+        upper[n_groups + i] = cap[p]
+    if fair:
+        lower[n_groups + len(pools):] = 0.0
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", max(0.05, time_limit_s))
+    n_cols = len(col_cost)
+    if n_cols == 0:
+        return 0.0
+    h.addVars(n_cols, np.zeros(n_cols), np.array(col_ub))
+    h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), np.array(col_cost))
+    row_entries.sort()
+    rows = np.array([r for r, _, _ in row_entries], dtype=np.int64)
+    starts = np.searchsorted(rows, np.arange(n_rows)).astype(np.int32)
+    idx = np.array([c for _, c, _ in row_entries], dtype=np.int32)
+    vals = np.array([v for _, _, v in row_entries], dtype=np.float64)
+    h.addRows(n_rows, lower, upper, len(idx), starts, idx, vals)
+    h.run()
+    status = h.getModelStatus()
+    if status == highspy.HighsModelStatus.kOptimal:
+        return float(-h.getInfo().objective_function_value)
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return None
+    log.info("bound LP not solved (%s); using the capacity-free bound", status)
+    return fallback
