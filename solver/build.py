@@ -137,7 +137,7 @@ def build_plan(
         if pl:
             assignments.append(Assignment(job=job.name, placements=pl))
             continue
-        if job.current:
+        if job.current and status != "infeasible":
             reason, detail = "preempted", "a running job this plan stops"
             if job.name in result.reasons and result.reasons[job.name][0] != "preempted":
                 detail = f"stopped: {result.reasons[job.name][1]}"

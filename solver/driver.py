@@ -58,6 +58,9 @@ class Context:
     on_incumbent: Callable[[Plan], None] | None = None
     notes: list[str] = field(default_factory=list)
     _heuristic: HeuristicResult | None = None
+    warm: HeuristicResult | None = None   # the warm start of exact solves, if not greedy
+    _bound: float | None = None
+    _bound_done: bool = False
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -67,6 +70,15 @@ class Context:
         return Limits(time_limit_s=max(0.05, self.remaining() * share),
                       threads=pol.threads or max(1, os.cpu_count() or 1),
                       seed=pol.seed, mip_gap=pol.mip_gap)
+
+    def bound(self) -> float | None:
+        """The aggregated LP bound of this request (computed once, with a slice of the
+        budget: at most 2 s or a fifth of what remains)."""
+        if not self._bound_done:
+            self._bound = upper_bound(self.request,
+                                      time_limit_s=max(0.1, min(2.0, self.remaining() / 5)))
+            self._bound_done = True
+        return self._bound
 
     def heuristic(self) -> HeuristicResult:
         """The greedy plan of this request (computed once)."""
@@ -90,7 +102,7 @@ class Outcome:
 Planner = Callable[[Context], Outcome]
 
 #: Seconds kept back from the budget for decoding, building and validating the plan.
-RESERVE_S = 0.15
+RESERVE_S = 0.3
 
 
 def _infeasible(ctx: Context, solver: str, why: str) -> Outcome:
@@ -122,7 +134,7 @@ def exact_outcome(ctx: Context, backend: str, prune: int | None = None) -> Outco
     aggregated LP bound)."""
     req = ctx.request
     objective = req.policy.objective
-    start = ctx.heuristic().placements
+    start = (ctx.warm or ctx.heuristic()).placements
     compiled = compile_request(req, prune=prune, hint=start)
     compiled.model.hints.update(encode_hints(compiled, start))
     if ctx.remaining() < 2 * RESERVE_S + 0.05:
@@ -135,9 +147,10 @@ def exact_outcome(ctx: Context, backend: str, prune: int | None = None) -> Outco
     else:
         sol = _solve(ctx, backend, compiled.model, 1.0, compiled, stream=True)
         out = _finish(ctx, backend, compiled, sol)
-    if compiled.pruned and out.status == "optimal":
+    if compiled.pruned and out.status in ("optimal", "feasible"):
+        # The restricted model's bound says nothing about the full problem.
         out.status = "feasible"
-        out.bound = upper_bound(req, time_limit_s=min(2.0, max(0.1, ctx.remaining() / 2)))
+        out.bound = ctx.bound()
         ctx.notes.append(f"large request: each job was offered its {prune} best targets; "
                          "the bound is the aggregated LP relaxation")
     return out
@@ -154,7 +167,7 @@ def _fallback(ctx: Context, name: str) -> Outcome:
     for j in ctx.request.jobs:
         if j.name not in res.placements and j.name not in res.reasons:
             res.reasons[j.name] = ("time_limit", "the exact solver ran out of time")
-    return Outcome(res, "heuristic", name, None)
+    return Outcome(res, "heuristic", name, ctx.bound())
 
 
 def _finish(ctx: Context, backend: str, compiled: Compiled, sol: Solution,
@@ -294,11 +307,11 @@ def _heuristic(ctx: Context) -> Outcome:
     """Greedy best fit, then local search for a short while (at most 1 s or a quarter of
     the budget), with the aggregated LP bound."""
     res = ctx.heuristic()
+    ctx.bound()
     stop = min(ctx.deadline - RESERVE_S, time.monotonic() + min(1.0, ctx.remaining() / 4))
     if stop > time.monotonic():
         res = improve(ctx.request, res, deadline=stop, seed=ctx.request.policy.seed)
-    bound = upper_bound(ctx.request, time_limit_s=min(2.0, max(0.1, ctx.remaining() / 2)))
-    return Outcome(res, "heuristic", "heuristic", bound)
+    return Outcome(res, "heuristic", "heuristic", ctx.bound())
 
 
 def _breaks_running(request: PlanRequest, result: HeuristicResult) -> bool:
@@ -360,21 +373,31 @@ def _auto(ctx: Context) -> Outcome:
     for medium ones, decomposition and heuristics for large ones; never worse than the
     heuristic plan."""
     size = _size(ctx.request)
-    if size <= PRUNED_SIZE:
-        out = _exact_for_size(ctx, "cp_sat")
+    if size <= EXACT_SIZE:
+        out = exact_outcome(ctx, "cp_sat")
+        out.solver = f"auto/{out.solver}"
+    elif size <= PRUNED_SIZE:
+        ctx.bound()
+        # Local search first (a third of the budget), then CP-SAT on the pruned model
+        # warm-started from its plan.
+        stop = time.monotonic() + ctx.remaining() / 3
+        ctx.warm = improve(ctx.request, ctx.heuristic(), deadline=stop,
+                           seed=ctx.request.policy.seed)
+        out = exact_outcome(ctx, "cp_sat", PRUNE_K)
         out.solver = f"auto/{out.solver}"
     else:
+        ctx.bound()
         out = _decomposed(ctx)
     if out.status in ("feasible", "heuristic"):
-        heur = ctx.heuristic()
+        heur = ctx.warm or ctx.heuristic()
         if evaluate(ctx.request, heur.placements).objective_value > evaluate(
                 ctx.request, out.result.placements).objective_value + 1e-9:
             out.result = heur
             out.status = "heuristic"
             out.solver = "auto/heuristic"
-    if out.bound is None and out.status != "optimal":
-        out.bound = upper_bound(ctx.request,
-                                time_limit_s=min(2.0, max(0.1, ctx.remaining() / 2)))
+    if out.status != "optimal":
+        bounds = [b for b in (out.bound, ctx.bound()) if b is not None]
+        out.bound = min(bounds) if bounds else None
     return out
 
 

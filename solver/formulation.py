@@ -36,6 +36,7 @@ from models import (
     Placement,
     PlanRequest,
     instance_positions,
+    is_valid_layout,
     mig_profiles_for,
     model_eligible,
 )
@@ -856,7 +857,48 @@ def decode(c: Compiled, values: list[int]) -> HeuristicResult:
     for v, r, mg_i, prof in c.mig_run:
         if values[v]:
             out[jobs[r].name] = [take_inst(mg_i, prof)]
+    right_size_mig(req, out, kept={jobs[r].name for r in kept})
     return HeuristicResult(placements=out)
+
+
+def right_size_mig(request: PlanRequest, placements: dict[str, list[Placement]],
+                   kept: set[str]) -> None:
+    """Shrink each new MIG placement to the smallest covering profile that fits inside
+    the memory slices of the instance it got (the objective is unchanged; the smaller
+    instance leaves compute and slices free for later jobs)."""
+    catalog = request.cluster.catalog()
+    models = {(n.name, g.index): g.model for n in request.cluster.nodes for g in n.gpus}
+    jobs = {j.name: j for j in request.jobs}
+    layout: dict[tuple[str, int], list[Instance]] = defaultdict(list)
+    for pls in placements.values():
+        for p in pls:
+            if p.mig is not None:
+                layout[(p.node, p.gpu)].append(p.mig.key())
+    fixed = not request.policy.allow_mig_reconfiguration
+    for name, pls in placements.items():
+        p = pls[0]
+        if name in kept or p.mig is None or fixed:
+            continue
+        key = (p.node, p.gpu)
+        spec = catalog[models[key]]
+        got = _prof(spec, p.mig.profile)
+        lo, hi = p.mig.start, p.mig.start + got.memory_slices
+        others = [i for i in layout[key] if i != p.mig.key()]
+        for cand in mig_profiles_for(jobs[name], spec):
+            if cand.name == got.name or cand.memory_slices > got.memory_slices:
+                continue
+            if (cand.compute_slices, cand.memory_slices) >= (got.compute_slices,
+                                                             got.memory_slices):
+                continue
+            start = next((s for s in cand.starts if lo <= s and s + cand.memory_slices <= hi
+                          and is_valid_layout(spec, [*others, Instance(cand.name, s)])),
+                         None)
+            if start is not None:
+                new = Instance(cand.name, start)
+                layout[key] = [*others, new]
+                pls[0] = Placement(node=p.node, gpu=p.gpu,
+                                   mig=MigInstance(profile=new.profile, start=new.start))
+                break
 
 
 def encode_hints(c: Compiled, placements: Mapping[str, list[Placement]]) -> dict[int, int]:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import signal
 import sys
+import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from threading import Event
 from typing import Any, Literal
 
@@ -41,6 +44,55 @@ def _quiet_stdout() -> Iterator[None]:
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+
+
+def _cbc_children() -> list[int]:
+    """PIDs of this process's `cbc` child processes (Linux /proc; empty elsewhere)."""
+    pids: list[int] = []
+    for f in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+        try:
+            pids += [int(p) for p in f.read_text().split()]
+        except OSError:
+            continue
+    out = []
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "cbc":
+                out.append(pid)
+        except OSError:
+            continue
+    return out
+
+
+def _run_with_deadline(fn: Callable[[], object], deadline: float, *, kill: bool) -> bool:
+    """Run `fn` (a solve) in a thread; past `deadline` (+ a grace second) kill the CBC
+    child process, whose preprocessing does not always watch its own time limit.
+    Returns False when the solve failed or had to be killed."""
+    box: dict[str, BaseException] = {}
+
+    def target() -> None:
+        try:
+            with _quiet_stdout():
+                fn()
+        except BaseException as e:  # reported through `box`, re-raised below if unexpected
+            box["error"] = e
+
+    th = threading.Thread(target=target, daemon=True)
+    th.start()
+    th.join(max(0.0, deadline - time.perf_counter()) + 0.3)
+    if th.is_alive() and kill:
+        for pid in _cbc_children():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        th.join(5.0)
+        return False
+    th.join()
+    err = box.get("error")
+    if err is None:
+        return True
+    if isinstance(err, pulp.PulpSolverError):
+        return False
+    raise err
 
 
 def _cbc(**kwargs: Any) -> Any:
@@ -77,9 +129,21 @@ def _build(model: LinearModel, relax: bool = False) -> tuple[pulp.LpProblem, lis
     return prob, xs
 
 
+def _satisfies(model: LinearModel, values: list[int], tol: float = 1e-6) -> bool:
+    """Whether integer `values` satisfy every row of `model`."""
+    for con in model.constraints:
+        act = sum(c * values[v] for v, c in con.terms.items())
+        if con.lo is not None and act < con.lo - tol * max(1.0, abs(con.lo)):
+            return False
+        if con.hi is not None and act > con.hi + tol * max(1.0, abs(con.hi)):
+            return False
+    return True
+
+
 def lp_relaxation_bound(model: LinearModel, time_limit_s: float = 5.0) -> float | None:
     """The LP relaxation's optimum (an upper bound on the model), via HiGHS; None if unknown."""
-    h = highspy.Highs()
+    with _quiet_stdout():
+        h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", max(0.05, time_limit_s))
     inf = highspy.kHighsInf
@@ -115,26 +179,30 @@ class MilpBackend:
         prob, xs = _build(model)
         for v, val in model.hints.items():
             xs[v].setInitialValue(min(model.ubs[v], max(model.lbs[v], val)))
-        remaining = max(0.05, limits.time_limit_s - (time.perf_counter() - t0))
+        built = time.perf_counter() - t0
+        # Writing the model for the solver and reading its answer back cost about as much
+        # as building it: keep that much of the budget for them.
+        remaining = max(0.05, limits.time_limit_s - 2 * built - 0.05)
         threads = limits.threads or max(1, os.cpu_count() or 1)
         solver: Any
         if self.engine == "cbc":
             opts = [f"randomSeed {limits.seed}", f"randomCbcSeed {limits.seed}"] \
                 if limits.seed is not None else []
-            solver = _cbc(msg=False, timeLimit=max(1, math.ceil(remaining)),
+            # CBC's clock starts after it has read the model: keep a margin for that.
+            solver = _cbc(msg=False, timeLimit=max(0.1, remaining * 0.9 - 0.1),
                           gapRel=limits.mip_gap, threads=threads,
                           warmStart=bool(model.hints), options=opts)
-            # CBC takes whole seconds; leave room for the rest of the call.
-            if remaining < 1.0:
-                solver.timeLimit = 1
         else:
             params: dict[str, Any] = {}
             if limits.seed is not None:
                 params["random_seed"] = limits.seed
             solver = pulp.HiGHS(msg=False, timeLimit=remaining, gapRel=limits.mip_gap,
                                 threads=threads, **params)
-        with _quiet_stdout():
-            prob.solve(solver)
+        deadline = t0 + limits.time_limit_s
+        if not _run_with_deadline(lambda: prob.solve(solver), deadline,
+                                  kill=self.engine == "cbc"):
+            return Solution("unknown", wall_s=time.perf_counter() - t0,
+                            info={"engine": self.engine, "killed": 1})
         wall = time.perf_counter() - t0
         status = pulp.LpStatus[prob.status]
         info: dict[str, float | int | str] = {"engine": self.engine, "vars": len(xs),
@@ -147,6 +215,10 @@ class MilpBackend:
         for x, lb, ub in zip(xs, model.lbs, model.ubs, strict=True):
             v = x.varValue
             values.append(lb if v is None else min(ub, max(lb, round(v))))
+        if not _satisfies(model, values):
+            # CBC stopped by its time limit may hand back a point that is not an integer
+            # solution (e.g. the root LP): treat it as no solution.
+            return Solution("unknown", wall_s=wall, info=info)
         obj = sum(c * values[v] for v, c in model.objective.items()) + model.objective_const
         optimal = prob.sol_status == pulp.LpSolutionOptimal
         bound: float | None = None
