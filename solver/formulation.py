@@ -597,7 +597,9 @@ class _Builder:
     def share_group(self, gi: int, grp: Group) -> None:
         job = self.req.jobs[grp.members[0]]
         f = job.gpu_share or 1.0
-        per_bin = int(math.floor(1.0 / f + 1e-9))
+        # jobs of this group that fit one GPU by fraction (never more than the group has)
+        per_bin = len(grp.members) if f * len(grp.members) <= 1.0 \
+            else int(math.floor(1.0 / f + 1e-9))
         mem_cap_cache: dict[str, int] = {}
         bins = self._bins_for(job)
         for bi, b in self.limit(job, bins, lambda x: x[1].pool[1], lambda x: x[1].pool[0],
@@ -607,7 +609,7 @@ class _Builder:
                 mem = self.catalog[model].memory_gib
                 need = job.gpu_memory_gib or 0.0
                 mem_cap_cache[model] = per_bin if not need or mem is None \
-                    else min(per_bin, int(math.floor(mem / need + 1e-9)))
+                    or need * per_bin <= mem else int(math.floor(mem / need + 1e-9))
             ub = min(len(grp.members), mem_cap_cache[model])
             if ub < 1:
                 continue
