@@ -1,0 +1,417 @@
+"""A bounded pool of solver worker processes that never blocks the event loop.
+
+Each of the `size` slots owns one long-lived worker process (started from a forkserver that
+has already imported the solver, so a replacement starts in milliseconds). A slot takes the
+oldest waiting task, sends the request to its worker over a pipe and waits, without blocking
+the loop, for the worker's messages: incumbents (the best plan so far, forwarded from the
+planner's `on_incumbent` callback), then the final plan or an error. A task that overruns its
+time limit plus the grace period, or that is cancelled while running, has its worker killed
+(SIGKILL) and replaced: a stopped solve really stops.
+
+At most `size + queue_size` tasks are admitted at once; beyond that `submit` raises
+`QueueFull` (answered 429 with Retry-After).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from api.errors import (
+    PlannerBug,
+    QueueFull,
+    ServiceError,
+    ShuttingDown,
+    SolveCancelled,
+    SolveFailed,
+    SolveTimeout,
+)
+from models import Plan, PlanRequest
+
+log = logging.getLogger("gpuplan.pool")
+
+Planner = Callable[..., Plan]
+
+
+class TaskState(StrEnum):
+    """Life cycle of a pool task (and of an async solve record)."""
+
+    queued = "queued"
+    running = "running"
+    done = "done"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+def load_planner(path: str) -> Planner:
+    """Import `module:function` (the planning entry point, `solver:plan` by default)."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"planner must be 'module:function', got {path!r}")
+    planner: Planner = getattr(importlib.import_module(module_name), attr)
+    return planner
+
+
+# ---------------------------------------------------------------- worker process side
+
+
+def _watch_lifeline(lifeline: Connection) -> None:
+    """Exit the worker as soon as the server process is gone (its end of the pipe closes)."""
+    with contextlib.suppress(EOFError, OSError):
+        lifeline.recv()
+    os._exit(1)
+
+
+def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice: int) -> None:
+    """Worker process loop: receive (task id, request JSON), solve, send messages back.
+
+    Messages sent: ("incumbent", task_id, plan_json, solver, status), then ("done", ...) of
+    the same shape or ("error", task_id, kind, message) with kind "planning"
+    (PlanningError) or "internal". Plans travel as JSON text so that the server only
+    parses them when someone asks.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server owns shutdown
+    threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
+    with contextlib.suppress(OSError):
+        os.nice(nice)
+    from solver import PlanningError
+
+    planner = load_planner(planner_path)
+    send_lock = threading.Lock()
+
+    def send(msg: tuple[Any, ...]) -> None:
+        with send_lock:
+            conn.send(msg)
+
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        task_id, request_json = msg
+
+        def incumbent(p: Plan, task_id: str = task_id) -> None:
+            send(("incumbent", task_id, p.model_dump_json(), p.solver, p.status))
+
+        try:
+            request = PlanRequest.model_validate_json(request_json)
+            result = planner(request, on_incumbent=incumbent)
+            send(("done", task_id, result.model_dump_json(), result.solver, result.status))
+        except PlanningError as e:
+            send(("error", task_id, "planning", str(e)))
+        except Exception as e:
+            logging.getLogger("gpuplan.worker").exception("planner raised")
+            send(("error", task_id, "internal", f"{type(e).__name__}: {e}"))
+
+
+# ---------------------------------------------------------------- server side
+
+
+@dataclass(frozen=True, slots=True)
+class PlanJSON:
+    """A plan as its worker serialised it, with the two fields the server reads."""
+
+    json: str
+    solver: str
+    status: str
+
+    def parse(self) -> Plan:
+        """The Plan itself."""
+        return Plan.model_validate_json(self.json)
+
+
+@dataclass(eq=False)
+class SolveTask:
+    """One solve submitted to the pool; `future` resolves to the plan or a ServiceError."""
+
+    id: str
+    request: PlanRequest
+    time_limit_s: float
+    on_start: Callable[[SolveTask], None] | None = None
+    state: TaskState = TaskState.queued
+    submitted_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    finished_at: float | None = None
+    incumbent: PlanJSON | None = None
+    future: asyncio.Future[PlanJSON] = field(init=False)
+    _cancel: asyncio.Event = field(init=False, default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.future = asyncio.get_running_loop().create_future()
+
+
+class _Worker:
+    """One worker process, its pipe and a reader thread feeding an asyncio queue."""
+
+    def __init__(self, ctx: ForkServerContext, planner: str, nice: int,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.conn, child = ctx.Pipe()
+        # The worker watches `life_r`: when this process dies, `life_w` closes and it exits.
+        life_r, self._life_w = ctx.Pipe(duplex=False)
+        self.proc: BaseProcess = ctx.Process(
+            target=_worker_main, args=(child, life_r, planner, nice), daemon=True,
+            name="gpuplan-worker",
+        )
+        self._child_ends = (child, life_r)
+        self.messages: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
+        self._loop = loop
+
+    def start(self) -> None:
+        """Start the process and the reader thread (blocking: call it in a thread)."""
+        self.proc.start()
+        for end in self._child_ends:
+            end.close()
+        threading.Thread(target=self._read, name="gpuplan-worker-reader", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                msg = ("exit",)
+            try:
+                self._loop.call_soon_threadsafe(self.messages.put_nowait, msg)
+            except RuntimeError:  # the loop is closed: the server is gone
+                return
+            if msg[0] == "exit":
+                return
+
+    @property
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.proc.is_alive()
+
+    def kill(self) -> None:
+        """SIGKILL the process and reap it (blocking: call it in a thread)."""
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+        self._life_w.close()
+
+    def stop(self) -> None:
+        """Ask an idle worker to exit, killing it if it does not (blocking)."""
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        self.proc.join(1)
+        self.kill()
+
+
+class SolverPool:
+    """`size` worker processes and a bounded FIFO of waiting tasks."""
+
+    def __init__(self, *, size: int, queue_size: int, planner: str, grace_s: float,
+                 retry_after_s: int = 5, nice: int = 5,
+                 on_finish: Callable[[SolveTask, PlanJSON | None, ServiceError | None], None]
+                 | None = None) -> None:
+        self.size = size
+        self.queue_size = queue_size
+        self.planner = planner
+        self.grace_s = grace_s
+        self.retry_after_s = retry_after_s
+        self.nice = nice
+        self.on_finish = on_finish
+        self._ctx = mp.get_context("forkserver")
+        self._pending: deque[SolveTask] = deque()
+        self._running: set[SolveTask] = set()
+        self._wake = asyncio.Semaphore(0)  # released once per submitted task
+        self._slots: list[asyncio.Task[None]] = []
+        self._workers: list[_Worker | None] = [None] * size
+        self._closing = False
+
+    # -- life cycle
+
+    async def start(self) -> None:
+        """Start the forkserver and every worker; returns when all are up."""
+        self._ctx.set_forkserver_preload(["models", "solver", "api.pool"])
+        loop = asyncio.get_running_loop()
+        workers = [_Worker(self._ctx, self.planner, self.nice, loop) for _ in range(self.size)]
+        for w in workers:
+            await asyncio.to_thread(w.start)
+        self._workers = list(workers)
+        self._slots = [asyncio.create_task(self._slot(i), name=f"gpuplan-slot-{i}")
+                       for i in range(self.size)]
+
+    async def stop(self) -> None:
+        """Cancel every task, stop the slots and the worker processes."""
+        self._closing = True
+        for t in list(self._pending):
+            self._finish(t, None, ShuttingDown("server shutting down"))
+        self._pending.clear()
+        for s in self._slots:
+            s.cancel()
+        for s in self._slots:
+            with contextlib.suppress(asyncio.CancelledError):
+                await s
+        for w in self._workers:
+            if w is not None:
+                await asyncio.to_thread(w.stop)
+
+    # -- state
+
+    @property
+    def ready(self) -> bool:
+        """True when the pool runs and has a live worker (dead ones are being replaced)."""
+        return (not self._closing and bool(self._slots)
+                and any(w is not None and w.alive for w in self._workers))
+
+    @property
+    def queue_depth(self) -> int:
+        """Tasks waiting for a worker."""
+        return len(self._pending)
+
+    @property
+    def in_flight(self) -> int:
+        """Tasks running on a worker."""
+        return len(self._running)
+
+    # -- API
+
+    def submit(self, task: SolveTask) -> None:
+        """Admit `task` (raises QueueFull when size + queue_size tasks are admitted)."""
+        if self._closing:
+            raise ShuttingDown("server shutting down")
+        if len(self._pending) + len(self._running) >= self.size + self.queue_size:
+            raise QueueFull(
+                f"all {self.size} workers busy and {self.queue_size} solves queued",
+                self.retry_after_s,
+            )
+        self._pending.append(task)
+        self._wake.release()
+
+    def cancel(self, task: SolveTask) -> bool:
+        """Cancel a queued or running task; False when it had already finished."""
+        if task.future.done():
+            return False
+        if task in self._pending:
+            self._pending.remove(task)
+            self._finish(task, None, SolveCancelled("cancelled while queued"))
+        else:
+            task._cancel.set()
+        return True
+
+    # -- internals
+
+    def _finish(self, task: SolveTask, plan: PlanJSON | None,
+                error: ServiceError | None) -> None:
+        if task.future.done():
+            return
+        task.finished_at = time.time()
+        if plan is not None:
+            task.state = TaskState.done
+            task.future.set_result(plan)
+        else:
+            assert error is not None
+            task.state = (TaskState.cancelled if isinstance(error, SolveCancelled)
+                          else TaskState.failed)
+            task.future.set_exception(error)
+            task.future.exception()  # mark retrieved: nobody may await an async solve
+        if self.on_finish is not None:
+            self.on_finish(task, plan, error)
+
+    async def _next(self) -> SolveTask:
+        while True:
+            await self._wake.acquire()
+            if self._pending:  # empty when the task was cancelled while queued
+                return self._pending.popleft()
+
+    async def _replace(self, index: int) -> _Worker:
+        old = self._workers[index]
+        self._workers[index] = None
+        if old is not None:
+            await asyncio.to_thread(old.kill)
+        w = _Worker(self._ctx, self.planner, self.nice, asyncio.get_running_loop())
+        await asyncio.to_thread(w.start)
+        self._workers[index] = w
+        return w
+
+    async def _slot(self, index: int) -> None:
+        while True:
+            task = await self._next()
+            self._running.add(task)
+            worker = self._workers[index]
+            try:
+                if worker is None or not worker.alive:
+                    worker = await self._replace(index)
+                if task._cancel.is_set():  # cancelled while its worker was being replaced
+                    self._finish(task, None, SolveCancelled("cancelled while queued"))
+                    continue
+                keep = await self._run(worker, task)
+            except asyncio.CancelledError:
+                self._finish(task, None, ShuttingDown("server shutting down"))
+                raise
+            except Exception:  # a pool bug or a failed process start: fail this task only
+                log.exception("solver slot %d failed", index)
+                self._finish(task, None, SolveFailed("internal error in the solver pool"))
+                keep = False
+            finally:
+                self._running.discard(task)
+            if not keep:
+                try:
+                    await self._replace(index)
+                except Exception:  # retried when the next task arrives
+                    log.exception("could not restart solver worker %d", index)
+
+    async def _run(self, worker: _Worker, task: SolveTask) -> bool:
+        """Run `task` on `worker`; False when the worker had to be killed."""
+        task.state = TaskState.running
+        task.started_at = time.time()
+        if task.on_start is not None:
+            task.on_start(task)
+        await asyncio.to_thread(worker.conn.send, (task.id, task.request.model_dump_json()))
+        deadline = time.monotonic() + task.time_limit_s + self.grace_s
+        cancel_wait = asyncio.ensure_future(task._cancel.wait())
+        try:
+            while True:
+                get = asyncio.ensure_future(worker.messages.get())
+                remaining = max(0.0, deadline - time.monotonic())
+                done, _ = await asyncio.wait({get, cancel_wait}, timeout=remaining,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if get not in done:
+                    get.cancel()
+                    if cancel_wait in done:
+                        self._finish(task, None, SolveCancelled("cancelled while running"))
+                    else:
+                        self._finish(task, None, SolveTimeout(
+                            f"solve exceeded its {task.time_limit_s:g} s limit "
+                            f"(+{self.grace_s:g} s grace) and was stopped"))
+                    return False
+                msg = get.result()
+                if msg[0] == "exit":
+                    self._finish(task, None, SolveFailed("worker process died"))
+                    return False
+                if msg[1] != task.id:  # a late message of an earlier task
+                    continue
+                if msg[0] == "incumbent":
+                    task.incumbent = PlanJSON(*msg[2:5])
+                elif msg[0] == "done":
+                    self._finish(task, PlanJSON(*msg[2:5]), None)
+                    return True
+                else:
+                    self._finish(task, None, _worker_error(msg[2], msg[3]))
+                    return True
+        finally:
+            cancel_wait.cancel()
+
+
+def _worker_error(kind: str, message: str) -> ServiceError:
+    if kind == "planning":
+        return PlannerBug(f"planner error: {message}")
+    return SolveFailed(f"planner raised {message}")

@@ -1,0 +1,248 @@
+"""Service load test: throughput and p50/p99 latency of `POST /v1/plans` for S-sized requests.
+
+`gpuplan bench load` starts a server on a free loopback port (or targets `--url`, which must
+be a loopback address) and, for each concurrency level (1, 8 and 32 clients by default),
+runs httpx async clients that post S-sized requests until `--requests` answers or
+`--duration` seconds, whichever comes first. Every loop is bounded in count and time.
+
+Figures: answers per second (200s only), latency percentiles of the 200s, and the counts of
+429 (queue full) and other failures. On a shared machine the figures are pessimistic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+import httpx
+import typer
+
+log = logging.getLogger("gpuplan.bench.load")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Requests per level are drawn round-robin from this many distinct S instances.
+DISTINCT_REQUESTS = 8
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """The figures of one concurrency level."""
+
+    clients: int
+    ok: int
+    rejected: int
+    failed: int
+    elapsed_s: float
+    throughput_rps: float
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank `q`-th percentile (0 < q <= 100) of `values` (nan when empty)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def s_requests(count: int, seed: int, time_limit_s: float) -> list[dict[str, Any]]:
+    """`count` S-sized request bodies: `benchmarks.generator.generate("S", seed + i)`."""
+    from benchmarks.generator import generate
+
+    bodies = []
+    for i in range(count):
+        body = generate("S", seed + i).model_dump(mode="json", exclude_none=True)
+        body["policy"]["time_limit_s"] = time_limit_s
+        bodies.append(body)
+    return bodies
+
+
+def require_loopback(url: str) -> None:
+    """Raise ValueError unless `url` points at this machine's loopback interface."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    except ValueError:
+        pass
+    raise ValueError(f"load tests only target loopback addresses, not {host!r}")
+
+
+async def run_level(url: str, bodies: Sequence[dict[str, Any]], clients: int,
+                    max_requests: int, max_seconds: float,
+                    headers: dict[str, str] | None = None) -> LevelResult:
+    """`clients` concurrent clients posting `bodies` round-robin, bounded in count and time."""
+    latencies: list[float] = []
+    counts = {"rejected": 0, "failed": 0}
+    issued = 0
+    start = time.perf_counter()
+    deadline = start + max_seconds
+
+    def next_body() -> dict[str, Any] | None:
+        nonlocal issued
+        if issued >= max_requests or time.perf_counter() >= deadline:
+            return None
+        issued += 1
+        return bodies[issued % len(bodies)]
+
+    async def client(c: httpx.AsyncClient) -> None:
+        while (body := next_body()) is not None:
+            t0 = time.perf_counter()
+            try:
+                r = await c.post("/v1/plans", json=body)
+            except httpx.HTTPError as e:
+                log.warning("request failed: %s", e)
+                counts["failed"] += 1
+                continue
+            if r.status_code == 200:
+                latencies.append(time.perf_counter() - t0)
+            elif r.status_code == 429:
+                counts["rejected"] += 1
+                await asyncio.sleep(0.05)
+            else:
+                counts["failed"] += 1
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    timeout = httpx.Timeout(max_seconds + 120.0)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout,
+                                 headers=headers) as c:
+        await asyncio.gather(*(client(c) for _ in range(clients)))
+    elapsed = time.perf_counter() - start
+    ms = [x * 1000 for x in latencies]
+    return LevelResult(
+        clients=clients, ok=len(ms), rejected=counts["rejected"], failed=counts["failed"],
+        elapsed_s=elapsed, throughput_rps=len(ms) / elapsed if elapsed > 0 else 0.0,
+        p50_ms=percentile(ms, 50), p99_ms=percentile(ms, 99), max_ms=max(ms, default=math.nan),
+    )
+
+
+def run_load(url: str, levels: Sequence[int], bodies: Sequence[dict[str, Any]],
+             max_requests: int, max_seconds: float,
+             token: str | None = None) -> list[LevelResult]:
+    """Run every concurrency level in turn against `url` (loopback only)."""
+    require_loopback(url)
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    with httpx.Client(base_url=url, headers=headers, timeout=120) as warm:
+        warm.post("/v1/plans", json=bodies[0]).raise_for_status()
+    return [asyncio.run(run_level(url, bodies, n, max_requests, max_seconds, headers))
+            for n in levels]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def local_server(workers: int, queue_size: int, max_seconds: float = 60.0) -> Iterator[str]:
+    """A gpuplan server on a free loopback port with a throw-away database; yields its URL."""
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="gpuplan-load-") as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLAN_")}
+        env.update(GPUPLAN_WORKERS=str(workers), GPUPLAN_QUEUE_SIZE=str(queue_size),
+                   GPUPLAN_DB_PATH=str(Path(tmp) / "load.db"))
+        cmd = [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app",
+               "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_ready(url, proc, max_seconds)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], max_seconds: float) -> None:
+    end = time.monotonic() + max_seconds
+    with httpx.Client(base_url=url, timeout=2) as c:
+        while time.monotonic() < end:
+            if proc.poll() is not None:
+                raise RuntimeError("the server exited during start-up")
+            with contextlib.suppress(httpx.TransportError):
+                if c.get("/readyz").status_code == 200:
+                    return
+            time.sleep(0.1)
+    raise RuntimeError(f"the server was not ready within {max_seconds:g} s")
+
+
+def format_table(results: Sequence[LevelResult]) -> str:
+    """The figures as an aligned text table."""
+    head = (f"{'clients':>7} {'ok':>5} {'429':>5} {'fail':>5} {'req/s':>7} "
+            f"{'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    rows = [f"{r.clients:>7} {r.ok:>5} {r.rejected:>5} {r.failed:>5} {r.throughput_rps:>7.2f} "
+            f"{r.p50_ms:>8.1f} {r.p99_ms:>8.1f} {r.max_ms:>8.1f}" for r in results]
+    return "\n".join([head, *rows])
+
+
+def load_command(
+    url: Annotated[str | None, typer.Option(
+        help="Target server (loopback only). Default: start one on a free loopback port.")]
+    = None,
+    clients: Annotated[str, typer.Option(help="Comma-separated concurrency levels.")]
+    = "1,8,32",
+    requests: Annotated[int, typer.Option(min=1, max=100000,
+                                          help="Most requests per level.")] = 200,
+    duration: Annotated[float, typer.Option(min=0.5, max=3600,
+                                            help="Most seconds per level.")] = 20.0,
+    workers: Annotated[int, typer.Option(min=1, max=64,
+                                         help="Solver workers of a started server.")] = 2,
+    time_limit: Annotated[float, typer.Option(min=0.05, help="policy.time_limit_s sent.")]
+    = 5.0,
+    seed: Annotated[int, typer.Option(min=0, help="First generator seed.")] = 0,
+    token: Annotated[str | None, typer.Option(envvar="GPUPLAN_API_TOKEN",
+                                              help="Bearer token for --url.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output",
+                                                help="Also write the figures as JSON.")]
+    = None,
+) -> None:
+    """Throughput and p50/p99 latency of POST /v1/plans for S-sized requests."""
+    from api.cli.common import fail
+
+    try:
+        levels = [int(x) for x in clients.split(",") if x.strip()]
+    except ValueError:
+        fail(f"--clients must be comma-separated integers, got {clients!r}")
+    if not levels or min(levels) < 1 or max(levels) > 1024:
+        fail("--clients levels must be between 1 and 1024")
+    if url is not None:
+        try:
+            require_loopback(url)
+        except ValueError as e:
+            fail(str(e))
+    bodies = s_requests(DISTINCT_REQUESTS, seed, time_limit)
+    with contextlib.ExitStack() as stack:
+        if url is None:
+            url = stack.enter_context(local_server(workers, queue_size=2 * max(levels)))
+            token = None
+        results = run_load(url, levels, bodies, requests, duration, token)
+    typer.echo(f"POST /v1/plans, S-sized requests (32 GPUs, 40 jobs), {url}")
+    typer.echo(format_table(results))
+    if output is not None:
+        output.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
