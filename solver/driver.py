@@ -214,7 +214,7 @@ def _fairness(ctx: Context, backend: str, compiled: Compiled) -> Outcome:
     phase2.lbs[t] = t_star
     phase2.objective = dict(compiled.throughput_terms)
     phase2.objective_const = compiled.model.objective_const
-    phase2.hints = {**base.hints, **{i: v for i, v in enumerate(s1.values)}}
+    phase2.hints = {**base.hints, **dict(enumerate(s1.values))}
     s2 = _solve(ctx, backend, phase2, 1.0, compiled, stream=True)
     sol = s2 if s2.values is not None else s1
     status: PlanStatus = "optimal" if s1.status == "optimal" and s2.status == "optimal" \

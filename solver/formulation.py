@@ -19,6 +19,7 @@ Identical nodes and identical MIG GPUs are ordered by load to break symmetry.
 
 from __future__ import annotations
 
+import itertools
 import math
 import zlib
 from collections import defaultdict
@@ -204,7 +205,7 @@ class _Builder:
             for k in range(spec.memory_slices):
                 cover = [v for p, v in mg.pos_vars.items()
                          if p.start <= k < p.start + _prof(spec, p.profile).memory_slices]
-                self.m.add({v: 1.0 for v in cover}, hi=1, name=f"slice[{name},{k}]")
+                self.m.add(dict.fromkeys(cover, 1.0), hi=1, name=f"slice[{name},{k}]")
             # compute: sum of compute slices <= total
             self.m.add({v: _prof(spec, p.profile).compute_slices
                         for p, v in mg.pos_vars.items()},
@@ -213,10 +214,10 @@ class _Builder:
             for prof in spec.mig_profiles:
                 vs = [v for p, v in mg.pos_vars.items() if p.profile == prof.name]
                 if len(vs) > prof.max_count:
-                    self.m.add({v: 1.0 for v in vs}, hi=prof.max_count)
+                    self.m.add(dict.fromkeys(vs, 1.0), hi=prof.max_count)
             me = [v for p, v in mg.pos_vars.items() if _prof(spec, p.profile).media_extensions]
             if len(me) > 1:
-                self.m.add({v: 1.0 for v in me}, hi=1)
+                self.m.add(dict.fromkeys(me, 1.0), hi=1)
 
     def mig_count(self, mg_i: int, profile: str) -> tuple[Terms, float]:
         """Number of instances of `profile` in the final layout: (terms, constant)."""
@@ -464,7 +465,7 @@ class _Builder:
                     self.host(mg.node, v, job, 1.0)
                     self.c.mig_run.append((v, r, mg_i, prof.name))
                     new_vars.append(v)
-        terms = {v: 1.0 for v in new_vars}
+        terms = dict.fromkeys(new_vars, 1.0)
         if job.shape == "whole" and not (job.single_node or (job.gpus or 1) == 1):
             terms = {self.c.multi_new[r]: 1.0}
         # keep, migrate or preempt: keep_r + sum(new) <= 1 (== 1 without preemption)
@@ -509,7 +510,7 @@ class _Builder:
         u = {m: self.m.new_var(f"u[{job.name},{m}]") for m in models}
         self.c.multi_u[j] = u
         # one model: sum_m u[j,m] = new_j
-        self.m.add({**{v: 1.0 for v in u.values()}, new: -1.0}, lo=0, hi=0)
+        self.m.add({**dict.fromkeys(u.values(), 1.0), new: -1.0}, lo=0, hi=0)
         d: dict[str, int] = {}
         if job.same_domain:
             doms = sorted({_domain(p.node, self.nodes[p.node].topology_domain)
@@ -517,7 +518,7 @@ class _Builder:
             d = {dm: self.m.new_var(f"d[{job.name},{dm}]") for dm in doms}
             self.c.multi_d[j] = d
             # one domain: sum_D d[j,D] = new_j
-            self.m.add({**{v: 1.0 for v in d.values()}, new: -1.0}, lo=0, hi=0)
+            self.m.add({**dict.fromkeys(d.values(), 1.0), new: -1.0}, lo=0, hi=0)
         ys: Terms = {}
         self.c.multi[j] = []
         for key, p in pools:
@@ -599,7 +600,7 @@ class _Builder:
         f = job.gpu_share or 1.0
         # jobs of this group that fit one GPU by fraction (never more than the group has)
         per_bin = len(grp.members) if f * len(grp.members) <= 1.0 \
-            else int(math.floor(1.0 / f + 1e-9))
+            else math.floor(1.0 / f + 1e-9)
         mem_cap_cache: dict[str, int] = {}
         bins = self._bins_for(job)
         for bi, b in self.limit(job, bins, lambda x: x[1].pool[1], lambda x: x[1].pool[0],
@@ -609,7 +610,7 @@ class _Builder:
                 mem = self.catalog[model].memory_gib
                 need = job.gpu_memory_gib or 0.0
                 mem_cap_cache[model] = per_bin if not need or mem is None \
-                    or need * per_bin <= mem else int(math.floor(mem / need + 1e-9))
+                    or need * per_bin <= mem else math.floor(mem / need + 1e-9)
             ub = min(len(grp.members), mem_cap_cache[model])
             if ub < 1:
                 continue
@@ -643,11 +644,14 @@ class _Builder:
 
     # ------------------------------------------------------------- capacity
     def capacity_rows(self) -> None:
+        virtual: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for b in self.c.bins:
+            if b.gpu is None:
+                virtual[b.pool].append(b.open_var)
         for key, pool in self.pools.items():
             use = dict(self.pool_use.get(key, {}))
-            for bi, b in enumerate(self.c.bins):
-                if b.pool == key and b.gpu is None:
-                    use[b.open_var] = use.get(b.open_var, 0.0) + 1.0
+            for o in virtual.get(key, []):
+                use[o] = use.get(o, 0.0) + 1.0
             for gpu in set(pool.whole_occ) | set(pool.share_occ):
                 busy: Terms = {}
                 for r in pool.whole_occ.get(gpu, []):
@@ -713,25 +717,25 @@ class _Builder:
                 continue
             if not all(g.healthy for g in node.gpus):
                 continue
-            key = (tuple((g.model, g.mig_enabled) for g in sorted(node.gpus,
-                                                                  key=lambda g: g.index)),
-                   node.cpu_millicores, node.memory_gib, node.topology_domain)
-            classes[key].append(node.name)
+            ckey = (tuple((g.model, g.mig_enabled) for g in sorted(node.gpus,
+                                                                   key=lambda g: g.index)),
+                    node.cpu_millicores, node.memory_gib, node.topology_domain)
+            classes[ckey].append(node.name)
         for names in classes.values():
-            for a, b in zip(names, names[1:], strict=False):
+            for first, second in itertools.pairwise(names):
                 # identical nodes: load(n_i) >= load(n_{i+1})
-                row = dict(load.get(a, {}))
-                add_terms(row, load.get(b, {}), -1.0)
+                row = dict(load.get(first, {}))
+                add_terms(row, load.get(second, {}), -1.0)
                 self.m.add(row, lo=0)
         by_node: dict[tuple[str, str], list[int]] = defaultdict(list)
         for mg_i, mg in enumerate(self.mig_gpus):
             if mg.pos_vars is not None and not mg.current and mg.node not in occupied_nodes:
                 by_node[(mg.node, mg.model)].append(mg_i)
         for ids in by_node.values():
-            for a, b in zip(ids, ids[1:], strict=False):
+            for gi_a, gi_b in itertools.pairwise(ids):
                 # identical MIG GPUs of a node: compute in use ordered
-                row = dict(mig_load[a])
-                add_terms(row, mig_load[b], -1.0)
+                row = dict(mig_load[gi_a])
+                add_terms(row, mig_load[gi_b], -1.0)
                 self.m.add(row, lo=0)
 
 
@@ -958,7 +962,7 @@ def encode_hints(c: Compiled, placements: Mapping[str, list[Placement]]) -> dict
             continue
         p = pls[0]
         running = i in c.keep
-        gi = None if running else c.group_of[i][0]
+        gi = -1 if running else c.group_of[i][0]
         if p.mig is not None:
             mg_i = mig_of.get((p.node, p.gpu))
             if mg_i is None:
@@ -967,9 +971,9 @@ def encode_hints(c: Compiled, placements: Mapping[str, list[Placement]]) -> dict
             bump(mrv.get((i, mg_i, p.mig.profile)) if running
                  else mgv.get((gi, mg_i, p.mig.profile)))
         elif p.fraction is not None:
-            bi = bin_of.get((p.node, p.gpu))
-            if bi is not None:
-                bump(sr.get((i, bi)) if running else sg.get((gi, bi)))
+            share_bin = bin_of.get((p.node, p.gpu))
+            if share_bin is not None:
+                bump(sr.get((i, share_bin)) if running else sg.get((gi, share_bin)))
         elif i in c.multi:
             new = c.multi_new[i]
             hints[new] = 1

@@ -72,9 +72,9 @@ def static_reasons(request: PlanRequest) -> dict[str, tuple[str, str]]:
             else:
                 by_model: dict[tuple[str, str], int] = defaultdict(int)
                 nodes = {n.name: n for n in request.cluster.nodes}
-                for (node, model), n in per_node_model.items():
-                    dom = nodes[node].topology_domain if job.same_domain else ""
-                    key = (model, dom if dom is not None else f"\x00{node}")
+                for (nname, model), n in per_node_model.items():
+                    dom = nodes[nname].topology_domain if job.same_domain else ""
+                    key = (model, dom if dom is not None else f"\x00{nname}")
                     by_model[key] += n
                 best = max(by_model.values())
                 if best < g:

@@ -12,6 +12,7 @@ BENCH_COMMANDS = {
     "run": "benchmarks.scale:run_command",
     "openb": "benchmarks.openb.cli:openb_command",
     "load": "benchmarks.load:load_command",
+    "exact": "benchmarks.exact:exact_command",
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +12,7 @@ from api.cli.common import fail, load_request
 from models import Plan
 
 
-class SolverChoice(str, Enum):
+class SolverChoice(StrEnum):
     """Backends selectable on the command line."""
 
     auto = "auto"
@@ -21,7 +21,7 @@ class SolverChoice(str, Enum):
     heuristic = "heuristic"
 
 
-class ObjectiveChoice(str, Enum):
+class ObjectiveChoice(StrEnum):
     """Objectives selectable on the command line."""
 
     throughput = "throughput"
