@@ -37,7 +37,7 @@ from solver.formulation import (
     encode_hints,
     priority_key,
 )
-from solver.linear import Limits, LinearModel, Solution, add_terms
+from solver.linear import Limits, LinearModel, ModelTooLarge, Solution, add_terms
 from solver.reasons import hard_conflicts, static_reasons
 
 log = logging.getLogger(__name__)
@@ -128,14 +128,16 @@ def _solve(ctx: Context, backend: str, model: LinearModel, share: float,
     return BACKENDS[backend].solve(model, lim, cancel=ctx.cancel, on_incumbent=on_inc)
 
 
-def exact_outcome(ctx: Context, backend: str, prune: int | None = None) -> Outcome:
+def exact_outcome(ctx: Context, backend: str, prune: int | None = None,
+                  compiled: Compiled | None = None) -> Outcome:
     """Solve the request with `backend` ("cp_sat", "cbc" or "highs"): exactly, or on the
     model restricted to each job's `prune` best targets (then at best `feasible`, with the
     aggregated LP bound)."""
     req = ctx.request
     objective = req.policy.objective
     start = (ctx.warm or ctx.heuristic()).placements
-    compiled = compile_request(req, prune=prune, hint=start)
+    if compiled is None:
+        compiled = compile_request(req, prune=prune, hint=start)
     compiled.model.hints.update(encode_hints(compiled, start))
     if ctx.remaining() < 2 * RESERVE_S + 0.05:
         ctx.notes.append("no time left for the exact search after compiling the model")
@@ -331,8 +333,7 @@ def _breaks_running(request: PlanRequest, result: HeuristicResult) -> bool:
 def _settle_running(ctx: Context, out: Outcome) -> Outcome:
     """A heuristic plan stopped a job that must keep running: ask CP-SAT for a plan that
     keeps every such job, or for the proof that none exists."""
-    exact = exact_outcome(ctx, "cp_sat", None if _size(ctx.request) <= EXACT_SIZE
-                          else PRUNE_K)
+    exact = _exact_for_size(ctx, "cp_sat")
     if exact.status in ("optimal", "feasible") and not _breaks_running(ctx.request,
                                                                        exact.result):
         return exact
@@ -347,17 +348,45 @@ def _size(request: PlanRequest) -> int:
     return sum(len(n.gpus) for n in request.cluster.nodes) * max(1, len(request.jobs))
 
 
-#: GPUs x jobs up to which `auto` and the exact backends solve the full model.
-EXACT_SIZE = 100_000
-#: Up to this size `auto` solves the pruned model; beyond it, decomposition.
+#: Variables up to which the exact backends (and `auto`) solve the full model.
+EXACT_VARS = 20_000
+#: GPUs x jobs up to which `auto` tries CP-SAT (full or pruned); beyond it, heuristics.
 PRUNED_SIZE = 4_000_000
 #: Targets per job in the pruned model.
 PRUNE_K = 4
 
 
+def _estimate_vars(request: PlanRequest) -> int:
+    """A rough size of the full model: (distinct queued job shapes + running jobs) x
+    nodes. Cheap, and enough to skip compiling models that would be far too large."""
+    shapes = {
+        (j.gpus, j.single_node, j.same_domain, j.mig_profile,
+         None if j.mig is None else (j.mig.compute_slices, j.mig.memory_gib), j.gpu_share,
+         j.gpu_memory_gib, tuple(sorted((j.throughput or {}).items())),
+         tuple(j.allowed_models or ()), j.cpu_millicores, j.host_memory_gib, j.tenant,
+         j.weight)
+        for j in request.jobs if not j.current}
+    running = sum(1 for j in request.jobs if j.current)
+    return (len(shapes) + running) * max(1, len(request.cluster.nodes))
+
+
+def _full_model(ctx: Context) -> Compiled | None:
+    """The exact model when it stays within `EXACT_VARS` variables (aggregation keeps
+    many large but regular requests small), else None."""
+    if _estimate_vars(ctx.request) > 2 * EXACT_VARS:
+        return None
+    try:
+        return compile_request(ctx.request, hint=(ctx.warm or ctx.heuristic()).placements,
+                               max_vars=EXACT_VARS)
+    except ModelTooLarge:
+        return None
+
+
 def _exact_for_size(ctx: Context, backend: str) -> Outcome:
-    prune = None if _size(ctx.request) <= EXACT_SIZE else PRUNE_K
-    return exact_outcome(ctx, backend, prune)
+    full = _full_model(ctx)
+    if full is not None:
+        return exact_outcome(ctx, backend, compiled=full)
+    return exact_outcome(ctx, backend, PRUNE_K)
 
 
 def _cp_sat(ctx: Context) -> Outcome:
@@ -373,8 +402,9 @@ def _auto(ctx: Context) -> Outcome:
     for medium ones, decomposition and heuristics for large ones; never worse than the
     heuristic plan."""
     size = _size(ctx.request)
-    if size <= EXACT_SIZE:
-        out = exact_outcome(ctx, "cp_sat")
+    full = _full_model(ctx) if size <= PRUNED_SIZE else None
+    if full is not None:
+        out = exact_outcome(ctx, "cp_sat", compiled=full)
         out.solver = f"auto/{out.solver}"
     elif size <= PRUNED_SIZE:
         ctx.bound()

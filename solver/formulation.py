@@ -747,19 +747,25 @@ def _prof(spec: GpuModel, name: str) -> MigProfileSpec:
 
 def compile_request(request: PlanRequest, objective: str | None = None,
                     prune: int | None = None,
-                    hint: Mapping[str, list[Placement]] | None = None) -> Compiled:
+                    hint: Mapping[str, list[Placement]] | None = None,
+                    max_vars: int | None = None) -> Compiled:
     """Compile `request` for `objective` (default: the policy's; fairness and priority_fifo
     compile with throughput values and are handled by the driver).
 
     `prune` (None = exact) restricts each job to its `prune` most valuable targets (more
     for large groups): the model stays small on large clusters, at the price of
     optimality; `Compiled.pruned` tells whether any target was dropped. Targets that the
-    `hint` plan uses are always kept, so that the hint stays feasible.
+    `hint` plan uses are always kept, so that the hint stays feasible. With `max_vars`,
+    `ModelTooLarge` is raised as soon as the model would grow past it.
     """
     obj = objective or request.policy.objective
     if obj in ("fairness", "priority_fifo"):
         obj = "throughput"
-    return _Builder(request, obj, prune, hint).build()
+    b = _Builder(request, obj, prune, hint)
+    b.m.max_vars = max_vars
+    out = b.build()
+    out.model.max_vars = None
+    return out
 
 
 # ---------------------------------------------------------------------- decoding

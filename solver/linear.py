@@ -18,6 +18,10 @@ from typing import Literal
 Terms = dict[int, float]
 
 
+class ModelTooLarge(RuntimeError):
+    """The model grew past its `max_vars` cap (the caller then prunes or decomposes)."""
+
+
 def add_terms(acc: Terms, terms: Mapping[int, float] | Iterable[tuple[int, float]],
               scale: float = 1.0) -> Terms:
     """acc += scale * terms, in place; returns acc."""
@@ -48,6 +52,7 @@ class LinearModel:
     objective: Terms = field(default_factory=dict)
     objective_const: float = 0.0
     hints: dict[int, int] = field(default_factory=dict)
+    max_vars: int | None = None
 
     @property
     def num_vars(self) -> int:
@@ -57,6 +62,8 @@ class LinearModel:
         """A new integer variable in [lb, ub]; returns its index."""
         if ub < lb:
             raise ValueError(f"empty domain for {name}: [{lb}, {ub}]")
+        if self.max_vars is not None and len(self.names) >= self.max_vars:
+            raise ModelTooLarge(f"more than {self.max_vars} variables")
         self.names.append(name)
         self.lbs.append(int(lb))
         self.ubs.append(int(ub))
@@ -83,7 +90,7 @@ class LinearModel:
     def copy(self) -> LinearModel:
         """A copy whose constraints and bounds can be extended independently."""
         return LinearModel(
-            names=self.names,
+            names=list(self.names),
             lbs=list(self.lbs),
             ubs=list(self.ubs),
             constraints=list(self.constraints),
