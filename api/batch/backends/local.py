@@ -1,0 +1,76 @@
+"""The local backend: solves in this process (`jobs == 1`) or in a pool of processes.
+
+Workers are spawned (not forked: the parent may run threads) and ignore SIGINT, so Ctrl-C
+reaches only the parent, which then cancels queued solves and terminates the workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+
+from api.batch.backends import in_flight_limit
+from api.batch.task import SolveFn, SolveOutcome, SolveTask, solve_one
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _outcome(fut: Future[SolveOutcome], key: int) -> SolveOutcome:
+    try:
+        return fut.result()
+    except Exception as e:  # a worker died or a result could not be pickled
+        return SolveOutcome(key, None, f"worker failed: {type(e).__name__}: {e}")
+
+
+@dataclass
+class LocalBackend:
+    """Solve on this machine with `jobs` concurrent solves."""
+
+    jobs: int
+
+    def solve_all(self, tasks: Iterable[SolveTask], solve: SolveFn) -> Iterator[SolveOutcome]:
+        """Yield each task's outcome as it finishes; at most 2 * jobs tasks in flight."""
+        if self.jobs <= 1:
+            for task in tasks:
+                yield solve_one(task, solve)
+            return
+        yield from self._pool(tasks, solve)
+
+    def _pool(self, tasks: Iterable[SolveTask], solve: SolveFn) -> Iterator[SolveOutcome]:
+        before = set(multiprocessing.active_children())
+        pool = ProcessPoolExecutor(
+            self.jobs,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_ignore_sigint,
+        )
+        pending: dict[Future[SolveOutcome], int] = {}
+        source = iter(tasks)
+        limit = in_flight_limit(self.jobs)
+        finished = False
+        try:
+            exhausted = False
+            while True:
+                while not exhausted and len(pending) < limit:
+                    task = next(source, None)
+                    if task is None:
+                        exhausted = True
+                    else:
+                        pending[pool.submit(solve_one, task, solve)] = task.key
+                if not pending:
+                    break
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield _outcome(fut, pending.pop(fut))
+            finished = True
+        finally:
+            if finished:
+                pool.shutdown(wait=True)
+            else:
+                pool.shutdown(wait=False, cancel_futures=True)
+                for proc in set(multiprocessing.active_children()) - before:
+                    proc.terminate()
