@@ -44,7 +44,10 @@ class Settings(BaseSettings):
     )
     db_path: Path = Field(default=Path("gpuplan.db"), description="SQLite file of async solves.")
     ttl_s: float = Field(default=86400.0, gt=0, description="Async solve records expire after.")
-    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(
+        default=32 * 1024 * 1024, ge=1024,
+        description="Larger bodies get 413 (an L-size request or a big kubectl NodeList fits).",
+    )
     max_nodes: int = Field(default=2000, ge=1)
     max_gpus: int = Field(default=16384, ge=1)
     max_jobs: int = Field(default=20000, ge=1)
