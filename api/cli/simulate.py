@@ -1,7 +1,104 @@
-"""`gpuplan simulate` (being written)."""
+"""`gpuplan simulate`: replay a trace against several scheduling policies and compare.
+
+    gpuplan simulate --trace ../shared/data/itp/cluster07.csv --cluster hetero-160-nomig \\
+        --policies fifo_firstfit,tiresias_las,gavel_maxmin,gpuplan --jobs 1000 --out out/
+
+prints the comparison table, writes `summary.json` (every figure, per-job JCTs, time
+series) and `jct_cdf.png` / `timeline.png` into `--out`. See benchmarks/SIMULATION.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from api.cli.common import fail
+from benchmarks.sim.cluster import ClusterSpecError, describe, largest_pool, load_cluster
+from benchmarks.sim.engine import InvariantError, SimConfig
+from benchmarks.sim.policies import POLICIES
+from benchmarks.sim.runner import compare, table, write_outputs
+from benchmarks.sim.workloads import TraceError, load_trace
+
+log = logging.getLogger(__name__)
+
+
+def simulate(
+    trace: Annotated[str, typer.Option(help="ITP or PAI CSV file, or 'synthetic'.")],
+    cluster: Annotated[str, typer.Option(
+        help="Cluster spec JSON (a bare name is looked up in benchmarks/clusters).")],
+    policies: Annotated[str, typer.Option(help="Comma-separated policy names.")] =
+        ",".join(POLICIES),
+    jobs: Annotated[int | None, typer.Option(min=1, help="Replay the first N jobs.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the job-type draw.")] = 0,
+    round_s: Annotated[float, typer.Option("--round", min=1.0,
+                                           help="Scheduling round (s).")] = 300.0,
+    restart_overhead: Annotated[float, typer.Option(
+        min=0.0, help="Progress lost per migration or preemption (s).")] = 30.0,
+    mig_delay: Annotated[float, typer.Option(
+        min=0.0, help="Delay of a MIG reconfiguration on a node (s).")] = 60.0,
+    arrival_scale: Annotated[float, typer.Option(
+        min=1e-4, help="Multiply inter-arrival times (<1 = heavier load).")] = 1.0,
+    time_limit: Annotated[float, typer.Option(
+        min=0.05, help="gpuplan: solver time limit per round (s).")] = 0.5,
+    solver: Annotated[str, typer.Option(
+        help="gpuplan: policy.solver (auto, heuristic, cp_sat, milp).")] = "heuristic",
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("sim_out"),
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Replay a trace on a cluster under several policies and compare JCT, queueing,
+    utilization, fairness, preemptions and planner time."""
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    unknown = [p for p in names if p not in POLICIES]
+    if unknown or not names:
+        fail(f"unknown policy {', '.join(unknown) or '(none)'}; "
+             f"choose from {', '.join(POLICIES)}")
+    if solver not in ("auto", "heuristic", "cp_sat", "milp"):
+        fail(f"unknown solver {solver!r}; choose auto, heuristic, cp_sat or milp")
+    try:
+        spec = load_cluster(cluster)
+        node_gpus = max(len(n.gpus) for n in spec.nodes)
+        trace_jobs = load_trace(trace, limit=jobs, seed=seed, max_gang=largest_pool(spec),
+                                gpus_per_node=node_gpus, arrival_scale=arrival_scale)
+    except (ClusterSpecError, TraceError) as e:
+        fail(str(e))
+    except (ValueError, KeyError) as e:
+        fail(f"{trace}: cannot read the trace: {e}")
+    if not trace_jobs:
+        fail(f"{trace}: no job to replay")
+    config = SimConfig(round_s=round_s, restart_overhead_s=restart_overhead,
+                       mig_reconfig_s=mig_delay)
+    overrides = {"gpuplan": {"time_limit_s": time_limit, "solver": solver}}
+    console = Console(width=max(Console().width, 190))
+    title = (f"{Path(trace).name if trace != 'synthetic' else 'synthetic'}: "
+             f"{len(trace_jobs)} jobs on {describe(spec)}")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, disable=not progress,
+                  transient=True) as bar:
+        tasks = {n: bar.add_task(n, total=len(trace_jobs)) for n in names}
+
+        def tick(name: str, done: int, total: int) -> None:
+            bar.update(tasks[name], completed=done, total=total)
+
+        try:
+            cmp = compare(spec, trace_jobs, names, config, overrides=overrides,
+                          progress=tick)
+        except InvariantError as e:
+            fail(f"simulation invariant broken: {e}", code=1)
+    console.print(table(cmp, title))
+    meta = {"title": title, "trace": trace, "cluster": cluster, "jobs": len(trace_jobs),
+            "seed": seed, "round_s": round_s, "restart_overhead_s": restart_overhead,
+            "mig_reconfig_s": mig_delay, "arrival_scale": arrival_scale,
+            "gpuplan_time_limit_s": time_limit, "gpuplan_solver": solver,
+            "policies": names}
+    paths = write_outputs(cmp, out, meta)
+    typer.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
+    """Add `simulate` to `app`."""
+    app.command("simulate")(simulate)

@@ -1,0 +1,108 @@
+"""The figures of a simulation run.
+
+- JCT: completion - submission, per job; queueing delay: first start - submission.
+- makespan: last completion - first submission.
+- utilization: time-average of allocated GPUs / all GPUs over [first arrival, last
+  completion] (MIG GPUs count their busy compute slices, shared GPUs their fractions;
+  a GPU held during a restart or reconfiguration counts as allocated); `util_busy` is the
+  same average restricted to the times when at least one job waits (how well a policy
+  uses the cluster when there is work for it: a faster placement finishes sooner and
+  so lowers the first figure).
+- finish-time fairness (Themis, NSDI'20): rho_j = JCT_j / T_iso_j, where T_iso_j is the
+  job's run time alone on an exclusive, average slice of the hardware it may use:
+  `work_j / mean speed over the cluster's eligible GPUs`. rho < 1 means the job did better
+  than that fair share; we report the mean and the max (Themis minimises the max).
+- planner time per round: wall seconds of `policy.schedule`, p50 and p99.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from benchmarks.sim.engine import JobRun, SimResult
+from models import Cluster, speed
+from models.rules import model_eligible
+
+
+def isolated_time(r: JobRun, cluster: Cluster) -> float:
+    """T_iso: work / mean speed over the eligible GPUs of the cluster (see module doc)."""
+    catalog = cluster.catalog()
+    mig = r.job.shape == "mig"
+    speeds = [speed(r.job, g.model, catalog) for n in cluster.nodes for g in n.gpus
+              if g.mig_enabled == mig and model_eligible(r.job, g.model, catalog[g.model])]
+    speeds = [s for s in speeds if s > 0]
+    mean = sum(speeds) / len(speeds) if speeds else 1.0
+    return r.trace.work / mean
+
+
+def _integral(times: np.ndarray, values: np.ndarray, end: float,
+              mask: np.ndarray | None = None) -> tuple[float, float]:
+    """(integral of a step function, measure of its support) on [times[0], end]."""
+    if len(times) == 0:
+        return 0.0, 0.0
+    dt = np.diff(np.append(times, end)).clip(min=0)
+    if mask is not None:
+        dt = dt * mask
+    return float((values * dt).sum()), float(dt.sum())
+
+
+def summarize(res: SimResult, cluster: Cluster) -> dict[str, Any]:
+    """All figures of one run as a flat dict (seconds, fractions, counts)."""
+    jobs = res.jobs
+    if not jobs:
+        return {"policy": res.policy, "jobs": 0}
+    jct = np.array([(r.finish or 0.0) - r.submit for r in jobs])
+    queue = np.array([(r.first_start or 0.0) - r.submit for r in jobs])
+    t0 = min(r.submit for r in jobs)
+    end = max(r.finish or 0.0 for r in jobs)
+    times = np.array([s.t for s in res.samples])
+    alloc = np.array([s.allocated for s in res.samples])
+    queued = np.array([s.queued for s in res.samples])
+    used, span = _integral(times, alloc, end)
+    used_busy, span_busy = _integral(times, alloc, end, mask=(queued > 0).astype(float))
+    rho = jct / np.array([isolated_time(r, cluster) for r in jobs])
+    rt = np.array(res.round_times) if res.round_times else np.zeros(1)
+    return {
+        "policy": res.policy,
+        "jobs": len(jobs),
+        "avg_jct_s": float(jct.mean()),
+        "median_jct_s": float(np.median(jct)),
+        "p95_jct_s": float(np.percentile(jct, 95)),
+        "avg_queueing_s": float(queue.mean()),
+        "makespan_s": float(end - t0),
+        "utilization": used / (res.gpus_total * span) if span > 0 else 0.0,
+        "util_busy": used_busy / (res.gpus_total * span_busy) if span_busy > 0 else 0.0,
+        "ftf_rho_mean": float(rho.mean()),
+        "ftf_rho_max": float(rho.max()),
+        "preemptions": sum(r.preemptions for r in jobs),
+        "migrations": sum(r.migrations for r in jobs),
+        "mig_reconfigurations": res.reconfigurations,
+        "rounds": res.rounds,
+        "planner_p50_s": float(np.percentile(rt, 50)),
+        "planner_p99_s": float(np.percentile(rt, 99)),
+        "planner_max_s": float(rt.max()),
+        "wall_s": res.wall_s,
+    }
+
+
+def series(res: SimResult) -> dict[str, list[float]]:
+    """The time series behind the plots: t, allocated GPUs, queue length, running jobs."""
+    return {"t": [s.t for s in res.samples],
+            "allocated": [s.allocated for s in res.samples],
+            "queued": [float(s.queued) for s in res.samples],
+            "running": [float(s.running) for s in res.samples]}
+
+
+def jcts(res: SimResult) -> list[float]:
+    """Every job's JCT (s), in trace order."""
+    return [(r.finish or 0.0) - r.submit for r in res.jobs]
+
+
+def relative(summaries: Mapping[str, Mapping[str, Any]], base: str,
+             key: str = "avg_jct_s") -> dict[str, float]:
+    """`key` of every policy relative to `base` (e.g. 0.7 = 30% lower)."""
+    b = summaries[base][key]
+    return {p: (s[key] / b if b else float("nan")) for p, s in summaries.items()}

@@ -1,0 +1,86 @@
+"""What every policy shares: the admit-then-place step and GPU-equivalent accounting.
+
+`admit_and_place(view, order, admitted, models_for)` turns a priority order into a
+Decision in three passes over one fresh `Occupancy` (current MIG layouts, no jobs):
+
+1. admitted running jobs keep their placements (no needless migration);
+2. admitted waiting jobs are placed first-fit, in order, on `models_for(job)` (any model
+   in node order when None), skipped when nothing fits;
+3. every other job, in order: a running one keeps its placement if it is still free
+   (so it is preempted only when an admitted job took its GPUs), a waiting one is
+   backfilled when it fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+
+from benchmarks.sim.engine import Decision, JobRun, RoundView
+from benchmarks.sim.occupancy import CapacityError, Occupancy
+
+ModelsFor = Callable[[JobRun], Sequence[str] | None]
+
+
+def fresh_occupancy(view: RoundView) -> Occupancy:
+    """An Occupancy of the view's cluster with the current MIG layouts and no job."""
+    return Occupancy(view.cluster, layouts={k: list(v)
+                                            for k, v in view.occupancy.layouts().items()})
+
+
+def _any_model(_: JobRun) -> Sequence[str] | None:
+    return None
+
+
+def admit_and_place(view: RoundView, order: Sequence[JobRun],
+                    admitted: Collection[str] | None = None,
+                    models_for: ModelsFor = _any_model) -> Decision:
+    """The decision for jobs in priority `order` (see the module doc)."""
+    occ = fresh_occupancy(view)
+    adm = {r.name for r in order} if admitted is None else set(admitted)
+    decision: Decision = {}
+    for r in order:
+        if r.name in adm and r.placements is not None:
+            occ.add(r.job, r.placements)
+            decision[r.name] = list(r.placements)
+    for r in order:
+        if r.name in adm and r.placements is None:
+            pl = occ.find(r.job, models_for(r))
+            if pl is not None:
+                occ.add(r.job, pl)
+                decision[r.name] = pl
+    for r in order:
+        if r.name in decision:
+            continue
+        if r.placements is not None:
+            try:
+                occ.add(r.job, r.placements)
+            except CapacityError:
+                continue
+            decision[r.name] = list(r.placements)
+        else:
+            pl = occ.find(r.job, models_for(r))
+            if pl is not None:
+                occ.add(r.job, pl)
+                decision[r.name] = pl
+    return decision
+
+
+def capacity_units(view: RoundView) -> dict[bool, float]:
+    """GPU equivalents of the cluster: non-MIG (False) and MIG (True) GPUs."""
+    out = {False: 0.0, True: 0.0}
+    for g in view.occupancy.gpus.values():
+        out[g.mig] += 1.0
+    return out
+
+
+def admit_by_count(view: RoundView, order: Sequence[JobRun]) -> set[str]:
+    """Jobs admitted in `order` while their GPU equivalents fit the cluster's totals
+    (MIG jobs against MIG GPUs, the others against the rest), model-agnostic."""
+    free = capacity_units(view)
+    out: set[str] = set()
+    for r in order:
+        pool = r.job.shape == "mig"
+        if r.size <= free[pool] + 1e-9:
+            free[pool] -= r.size
+            out.add(r.name)
+    return out

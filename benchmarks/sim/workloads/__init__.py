@@ -1,0 +1,54 @@
+"""Workloads for the simulator: ITP traces, Alibaba PAI 2023 pods and a synthetic mix.
+
+`load_trace(spec, ...)` picks the loader from the file's CSV header (ITP or PAI) or the
+word `synthetic`; each loader documents its mapping from trace rows to jobs.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks.sim.workloads import itp, pai, synthetic
+from benchmarks.sim.workloads.trace import TraceJob, rebase
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read or recognised."""
+
+
+def _header(path: Path) -> tuple[str, ...]:
+    try:
+        with path.open(newline="") as f:
+            return tuple(next(csv.reader(f), []))
+    except OSError as e:
+        raise TraceError(f"cannot read {path}: {e.strerror or e}") from e
+
+
+Loader = Callable[..., list[TraceJob]]
+
+#: Recognised CSV headers (their first columns) -> loader.
+LOADERS: dict[tuple[str, ...], Loader] = {itp.HEADER: itp.load_itp, pai.HEADER: pai.load_pai}
+
+
+def load_trace(spec: str, *, limit: int | None = None, seed: int = 0, max_gang: int = 64,
+               gpus_per_node: int = 8, arrival_scale: float = 1.0) -> list[TraceJob]:
+    """The jobs of `spec`: an ITP or PAI CSV file, or `synthetic` (500 jobs by default).
+
+    Gangs are capped at `max_gang` GPUs; gangs of at most `gpus_per_node` stay on one node.
+    """
+    if spec == "synthetic":
+        return synthetic.generate(limit or 500, seed=seed, arrival_scale=arrival_scale,
+                                  max_gang=max_gang, gpus_per_node=gpus_per_node)
+    path = Path(spec)
+    header = _header(path)
+    for prefix, loader in LOADERS.items():
+        if header[: len(prefix)] == prefix:
+            return loader(path, limit=limit, seed=seed, max_gang=max_gang,
+                          gpus_per_node=gpus_per_node, arrival_scale=arrival_scale)
+    raise TraceError(f"{spec}: unrecognised trace (expected an ITP or PAI CSV header, "
+                     "or 'synthetic')")
+
+
+__all__ = ["TraceError", "TraceJob", "load_trace", "rebase"]
