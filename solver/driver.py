@@ -65,6 +65,12 @@ class Context:
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
 
+    @property
+    def reserve(self) -> float:
+        """Seconds kept back for decoding, building and validating the plan: `RESERVE_S`,
+        or less on short budgets so that they still leave time to plan."""
+        return min(RESERVE_S, 0.15 * self.request.policy.time_limit_s)
+
     def limits(self, share: float = 1.0) -> Limits:
         pol = self.request.policy
         return Limits(time_limit_s=max(0.05, self.remaining() * share),
@@ -84,7 +90,7 @@ class Context:
         """The greedy plan of this request (computed once)."""
         if self._heuristic is None:
             self._heuristic = plan_greedy(self.request, seed=self.request.policy.seed,
-                                          deadline=self.deadline - RESERVE_S)
+                                          deadline=self.deadline - self.reserve)
         return self._heuristic
 
 
@@ -124,7 +130,7 @@ def _solve(ctx: Context, backend: str, model: LinearModel, share: float,
             except Exception:  # an incumbent report must never break the solve
                 log.exception("incumbent callback failed")
     lim = ctx.limits(share)
-    lim.time_limit_s = max(0.05, lim.time_limit_s - RESERVE_S)
+    lim.time_limit_s = max(0.05, lim.time_limit_s - ctx.reserve)
     return BACKENDS[backend].solve(model, lim, cancel=ctx.cancel, on_incumbent=on_inc)
 
 
@@ -139,7 +145,7 @@ def exact_outcome(ctx: Context, backend: str, prune: int | None = None,
     if compiled is None:
         compiled = compile_request(req, prune=prune, hint=start)
     compiled.model.hints.update(encode_hints(compiled, start))
-    if ctx.remaining() < 2 * RESERVE_S + 0.05:
+    if ctx.remaining() < 2 * ctx.reserve + 0.05:
         ctx.notes.append("no time left for the exact search after compiling the model")
         return _fallback(ctx, backend_name(backend))
     if objective == "fairness":
@@ -251,7 +257,7 @@ def _priority(ctx: Context, backend: str, compiled: Compiled) -> Outcome:
         if sig is not None and sig in failed_sigs:
             left_out[i] = "priority"
             continue
-        if ctx.remaining() <= RESERVE_S * 2:
+        if ctx.remaining() <= ctx.reserve * 2:
             exhaustive = False
             left_out[i] = "time"
             continue
@@ -310,7 +316,8 @@ def _heuristic(ctx: Context) -> Outcome:
     the budget), with the aggregated LP bound."""
     res = ctx.heuristic()
     ctx.bound()
-    stop = min(ctx.deadline - RESERVE_S, time.monotonic() + min(1.0, ctx.remaining() / 4))
+    stop = min(ctx.deadline - ctx.reserve,
+               time.monotonic() + min(1.0, ctx.remaining() / 4))
     if stop > time.monotonic():
         res = improve(ctx.request, res, deadline=stop, seed=ctx.request.policy.seed)
     return Outcome(res, "heuristic", "heuristic", ctx.bound())
@@ -433,7 +440,7 @@ def _auto(ctx: Context) -> Outcome:
 
 def _decomposed(ctx: Context) -> Outcome:
     """Large requests: the heuristic plan improved by local search until the deadline."""
-    res = improve(ctx.request, ctx.heuristic(), deadline=ctx.deadline - 3 * RESERVE_S,
+    res = improve(ctx.request, ctx.heuristic(), deadline=ctx.deadline - 3 * ctx.reserve,
                   seed=ctx.request.policy.seed)
     return Outcome(res, "heuristic", "auto/heuristic", None)
 

@@ -12,11 +12,10 @@ import contextlib
 import math
 import os
 import signal
-import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from threading import Event
 from typing import Any, Literal
@@ -25,25 +24,7 @@ import highspy
 import pulp
 
 from solver.linear import Limits, LinearModel, Solution
-
-
-@contextlib.contextmanager
-def _quiet_stdout() -> Iterator[None]:
-    """Silence native writes to fd 1 (HiGHS prints a banner even with output off), so the
-    CLI's stdout carries only the plan."""
-    try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError):
-        yield
-        return
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+from solver.quiet import new_highs, quiet_stdout
 
 
 def _cbc_children() -> list[int]:
@@ -72,7 +53,7 @@ def _run_with_deadline(fn: Callable[[], object], deadline: float, *, kill: bool)
 
     def target() -> None:
         try:
-            with _quiet_stdout():
+            with quiet_stdout():
                 fn()
         except BaseException as e:  # reported through `box`, re-raised below if unexpected
             box["error"] = e
@@ -142,9 +123,7 @@ def _satisfies(model: LinearModel, values: list[int], tol: float = 1e-6) -> bool
 
 def lp_relaxation_bound(model: LinearModel, time_limit_s: float = 5.0) -> float | None:
     """The LP relaxation's optimum (an upper bound on the model), via HiGHS; None if unknown."""
-    with _quiet_stdout():
-        h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("time_limit", max(0.05, time_limit_s))
     inf = highspy.kHighsInf
     n = model.num_vars

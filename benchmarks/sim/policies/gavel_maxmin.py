@@ -35,6 +35,7 @@ from benchmarks.sim.occupancy import CapacityError
 from benchmarks.sim.policies.base import fresh_occupancy
 from models import GpuModel, speed
 from models.rules import model_eligible
+from solver.quiet import new_highs
 
 Pool = tuple[str, bool]
 
@@ -49,7 +50,7 @@ def _pools(view: RoundView) -> dict[Pool, float]:
 def _solve(c: np.ndarray, a_cols: list[list[tuple[int, float]]], row_lo: np.ndarray,
            row_hi: np.ndarray, col_lo: np.ndarray, col_hi: np.ndarray) -> np.ndarray | None:
     """Minimise c.x subject to row_lo <= A x <= row_hi, col_lo <= x <= col_hi (HiGHS)."""
-    h = highspy.Highs()
+    h = new_highs()
     h.setOptionValue("output_flag", False)
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = len(c), len(row_lo)
