@@ -1,0 +1,152 @@
+"""`gpuplan bench openb`: the FGD paper's fragmentation benchmark on the Alibaba PAI 2023 trace.
+
+For each seed: inflate the workload to 130% of the GPU capacity, shuffle, place online with
+each policy, bin the curve; optionally plan the same pods in batch with `solver.plan`.
+Prints the table (allocation at 100% and 130%, unallocated GPUs, wall time) and writes
+`curve.csv`, `summary.csv` and `curve.png` into `--out`.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+
+from api.cli.common import fail
+from benchmarks.openb.curve import plot_curves, value_at, write_curve_csv
+from benchmarks.openb.frag import typical_shapes
+from benchmarks.openb.inflation import inflate
+from benchmarks.openb.loader import MILLI, WORKLOADS, load_nodes, load_pods
+from benchmarks.openb.online import RunResult, run_online
+from benchmarks.openb.registry import POLICIES
+
+log = logging.getLogger(__name__)
+
+#: the paper's means over seeds 42-51 (Weng et al., ATC'23), allocation % at 130% / 100%.
+PUBLISHED_130 = {"random": 87.47, "dotprod": 90.85, "gpuclustering": 91.88,
+                 "gpupacking": 92.00, "bestfit": 93.08, "fgd": 95.39}
+PUBLISHED_100 = {"bestfit": 92.86, "fgd": 95.23}
+INFLATION = 1.3
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`42-51` or `42,44,50-51` -> the list of seeds; ValueError on bad input."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        if sep:
+            a, b = int(lo), int(hi)
+            if b < a:
+                raise ValueError(f"empty seed range {part!r}")
+            seeds.extend(range(a, b + 1))
+        else:
+            seeds.append(int(part))
+    if not seeds:
+        raise ValueError("no seeds given")
+    return seeds
+
+
+def _row(name: str, a100: float, a130: float, unalloc: float, wall: float) -> str:
+    pub = PUBLISHED_130.get(name)
+    pub_s = f"{pub:6.2f}" if pub is not None else "     -"
+    a100_s = "-" if math.isnan(a100) else f"{a100:.2f}"
+    return f"{name:<12} {a100_s:>8} {a130:8.2f} {pub_s:>9} {unalloc:12.1f} {wall:9.1f}"
+
+
+def openb_command(
+    seeds: Annotated[str, typer.Option(help="Seeds, e.g. 42-51 or 42,43.")] = "42-51",
+    policies: Annotated[str, typer.Option(
+        help=f"Comma-separated online policies: {', '.join(POLICIES)}.")] = "bestfit,fgd,gpuplan",
+    workload: Annotated[str, typer.Option(
+        help=f"Pod list: {' | '.join(WORKLOADS)}.")] = "default",
+    out: Annotated[Path, typer.Option(help="Output folder for CSV and PNG.")] = Path(
+        "benchmarks/openb_results"),
+    batch: Annotated[bool, typer.Option(
+        "--batch/--no-batch", help="Also plan all pods at once with solver.plan.")] = False,
+    batch_time_limit: Annotated[float, typer.Option(
+        help="solver.plan time limit per seed (s).")] = 120.0,
+) -> None:
+    """Online placement (and optional batch) on the Alibaba PAI 2023 trace, FGD's benchmark."""
+    try:
+        seed_list = parse_seeds(seeds)
+    except ValueError as e:
+        fail(f"--seeds: {e}")
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    unknown = [p for p in names if p not in POLICIES]
+    if unknown or not names:
+        fail(f"--policies: unknown {', '.join(unknown) or '(none)'}; choose from "
+             f"{', '.join(POLICIES)}")
+    if workload not in WORKLOADS:
+        fail(f"--workload: {workload!r} is not one of {', '.join(WORKLOADS)}")
+    try:
+        nodes = load_nodes()
+        pods = load_pods(workload=workload)
+    except (OSError, ValueError, KeyError) as e:
+        fail(f"cannot read the OpenB trace: {e}")
+    shapes = typical_shapes(pods, nodes.models)
+    results: list[RunResult] = []
+    batch_rows: list[tuple[int, float, float, str]] = []
+    for seed in seed_list:
+        arrivals = inflate(pods, nodes.capacity_milli, INFLATION, seed)
+        for name in names:
+            res, _ = run_online(name, POLICIES[name](shapes), nodes, arrivals, seed)
+            results.append(res)
+            typer.echo(f"seed {seed} {name:<10} pods {len(arrivals)} alloc@130 "
+                       f"{value_at(res, 130):.2f}% ({res.wall_s:.1f}s)")
+        if batch:
+            from benchmarks.openb.batch import run_batch
+
+            b = run_batch(nodes, arrivals, seed, batch_time_limit)
+            batch_rows.append((seed, b.allocation * 100, b.wall_s, f"{b.solver}/{b.status}"))
+            typer.echo(f"seed {seed} batch      alloc {b.allocation * 100:.2f}% "
+                       f"({b.wall_s:.1f}s, {b.solver}/{b.status}, "
+                       f"{b.unplaced_gpu_pods} GPU pods unplaced)")
+    out.mkdir(parents=True, exist_ok=True)
+    write_curve_csv(results, out / "curve.csv")
+    plot_curves(results, out / "curve.png",
+                f"OpenB {workload}, seeds {seeds}, inflation to 130%")
+    summary = _summary(results, batch_rows, nodes.capacity_milli)
+    _write_summary(summary, out / "summary.csv")
+    typer.echo("")
+    typer.echo(f"{'policy':<12} {'@100%':>8} {'@130%':>8} {'paper@130':>9} "
+               f"{'unalloc GPUs':>12} {'wall s':>9}")
+    for name, a100, a130, unalloc, wall in summary:
+        typer.echo(_row(name, a100, a130, unalloc, wall))
+    typer.echo(f"(mean over {len(seed_list)} seed(s); wall = mean per seed; "
+               f"curve and summary in {out})")
+
+
+def _summary(results: list[RunResult], batch_rows: list[tuple[int, float, float, str]],
+             capacity_milli: int) -> list[tuple[str, float, float, float, float]]:
+    """Per policy: mean allocation at 100% and 130%, unallocated GPUs at 130%, wall s."""
+    out: list[tuple[str, float, float, float, float]] = []
+    for name in dict.fromkeys(r.policy for r in results):
+        rs = [r for r in results if r.policy == name]
+        a100 = float(np.mean([value_at(r, 100) for r in rs]))
+        a130 = float(np.mean([value_at(r, 130) for r in rs]))
+        unalloc = float(np.mean([(1 - r.final_allocation) * capacity_milli / MILLI for r in rs]))
+        out.append((name, a100, a130, unalloc, float(np.mean([r.wall_s for r in rs]))))
+    if batch_rows:
+        alloc = float(np.mean([b[1] for b in batch_rows]))
+        out.append(("batch", math.nan, alloc, (100 - alloc) / 100 * capacity_milli / MILLI,
+                     float(np.mean([b[2] for b in batch_rows]))))
+    return out
+
+
+def _write_summary(rows: list[tuple[str, float, float, float, float]], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["policy", "alloc_at_100_pct", "alloc_at_130_pct", "paper_at_130_pct",
+                    "unallocated_gpus", "wall_s_per_seed"])
+        for name, a100, a130, unalloc, wall in rows:
+            a100_s = "" if math.isnan(a100) else f"{a100:.4f}"
+            w.writerow([name, a100_s, f"{a130:.4f}", PUBLISHED_130.get(name, ""),
+                        f"{unalloc:.2f}", f"{wall:.2f}"])

@@ -1,0 +1,97 @@
+"""FGD's node fragmentation against the "typical pods" of a workload, vectorised.
+
+Definitions (Weng et al., "Beware of Fragmentation", ATC'23, section 3, as implemented in
+hkust-adsl/kubernetes-scheduler-simulator `pkg/utils/frag.go`):
+
+- typical pods: the distinct shapes (CPU milli, GPU milli per GPU, #GPUs, GPU type spec) of
+  the ORIGINAL pods, CPU-only pods included, sorted by frequency and taken until they cover
+  95% of the pods; their frequencies renormalised to sum to 1 (weights w_t);
+- the fragment of node n for shape t, F_t(n) = all free GPU milli of n when t cannot run
+  on n (type not allowed, too little free CPU, fewer than #GPUs GPUs with >= its milli free,
+  or t asks no GPU at all), else the free milli of the GPUs that have less free than t
+  needs per GPU;
+- node fragmentation F(n) = sum_t w_t F_t(n); cluster fragmentation = sum_n F(n).
+  FGD places each pod where F grows least.
+
+`TypicalShapes.frag(cpu_free, gpu_free, model_id)` evaluates F for a batch of (real or
+hypothetical) node states at once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from benchmarks.openb.loader import OpenbPods
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: share of the original pods the typical shapes cover (the paper's popularity threshold).
+COVERAGE = 0.95
+
+
+@dataclass(frozen=True)
+class TypicalShapes:
+    """Typical pod shapes as arrays over shapes t (GPU shapes have num > 0)."""
+
+    cpu: IntArray
+    milli: IntArray
+    num: IntArray
+    allowed: BoolArray  # (shapes, models)
+    weight: FloatArray
+    levels: IntArray  # distinct per-GPU milli of the GPU shapes
+    level_of: IntArray  # shape -> index into levels (0 for CPU-only shapes)
+
+    def __len__(self) -> int:
+        return len(self.cpu)
+
+    def frag(self, cpu_free: IntArray, gpu_free: IntArray, model_id: IntArray) -> FloatArray:
+        """F(n) for a batch of node states: cpu_free (S,), gpu_free (S, G), model_id (S,)."""
+        free = np.maximum(gpu_free, 0)
+        total = free.sum(axis=1).astype(np.float64)
+        g = gpu_free[:, :, None]
+        lv = self.levels[None, None, :]
+        ge = (g >= lv).sum(axis=1)  # (S, L) GPUs with at least that level free
+        lt = np.where(g < lv, free[:, :, None], 0).sum(axis=1)  # (S, L) free milli below it
+        fits = (
+            self.allowed[:, model_id].T
+            & (cpu_free[:, None] >= self.cpu[None, :])
+            & (ge[:, self.level_of] >= self.num[None, :])
+            & (self.num[None, :] > 0)
+        )
+        per_shape = np.where(fits, lt[:, self.level_of], total[:, None])
+        return per_shape @ self.weight
+
+
+def typical_shapes(pods: OpenbPods, models: list[str], coverage: float = COVERAGE) -> TypicalShapes:
+    """The typical shapes of `pods` (the original workload) against `models`."""
+    keys = [
+        (int(pods.cpu_milli[i]), int(pods.gpu_milli[i]), int(pods.num_gpu[i]), pods.gpu_spec[i])
+        for i in range(len(pods))
+    ]
+    counts = Counter(keys)
+    # most frequent first; ties in a fixed order (the paper breaks them by the shape itself)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1], kv[0][2],
+                                                    "|".join(kv[0][3])))
+    chosen: list[tuple[tuple[int, int, int, tuple[str, ...]], int]] = []
+    covered = 0
+    for key, c in ranked:
+        if covered >= coverage * len(pods):
+            break
+        chosen.append((key, c))
+        covered += c
+    weight = np.array([c for _, c in chosen], dtype=np.float64) / covered
+    cpu = np.array([k[0] for k, _ in chosen], dtype=np.int64)
+    milli = np.array([k[1] for k, _ in chosen], dtype=np.int64)
+    num = np.array([k[2] for k, _ in chosen], dtype=np.int64)
+    allowed = np.array([[not k[3] or m in k[3] for m in models] for k, _ in chosen], dtype=bool)
+    gpu_levels = sorted({int(m) for m, n in zip(milli, num, strict=True) if n > 0}) or [1]
+    levels = np.array(gpu_levels, dtype=np.int64)
+    level_of = np.array([gpu_levels.index(int(m)) if n > 0 else 0
+                         for m, n in zip(milli, num, strict=True)], dtype=np.int64)
+    return TypicalShapes(cpu, milli, num, allowed, weight, levels, level_of)
