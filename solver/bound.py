@@ -41,6 +41,7 @@ from heuristics.state import ClusterState, compile_jobs
 from models import PlanRequest
 from models.objective import objective_value_of, tenant_demands
 from models.rules import job_value, mig_profiles_for, model_eligible
+from solver.quiet import new_highs
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +54,10 @@ _GRID = 0.002
 _LOG_GRID = math.log1p(_GRID)
 
 Pool = tuple[str, str]  # ("whole" | "mig", model)
-#: (pool, amount, objective coefficient, throughput value) of one job option
-Option = tuple[Pool, float, float, float]
+#: (pool, amount, objective coefficient, throughput value, GPU memory) of one job option
+Option = tuple[Pool, float, float, float, float]
 #: a group of identical jobs: its options and (for fairness) its tenant
-GroupKey = tuple[tuple[Option, ...], str]
+GroupKey = tuple[tuple[Option, ...], str, bool, int]
 
 
 def _capacities(state: ClusterState, request: PlanRequest) -> tuple[
@@ -113,6 +114,8 @@ def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | N
         if job.current:
             cur_model = state.model_of(job.current)
             models.add(cur_model)
+        if job.current and not job.preemptible:
+            models = {cur_model} if cur_model is not None else set()
         for m in sorted(models):
             spec = catalog[m]
             grandfathered = m == cur_model
@@ -157,19 +160,29 @@ def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | N
                     job, m, catalog, objective)
             if job.current:
                 coef += pre_cost
-            options[m] = (pool, amount, _round_up(coef), _round_up(thr))
+                if m != cur_model and not fair:
+                    coef -= policy.migration_cost  # placed on another model = migrated
+            mem = 0.0
+            if pool[0] == "whole" and spec.memory_gib is not None:
+                mem = (info.gpus * spec.memory_gib if info.shape == "whole"
+                       else min(info.gpu_mem, spec.memory_gib))
+            options[m] = (pool, amount, _round_up(coef), _round_up(thr), mem)
         if job.current:
             const -= pre_cost
         if not options:
             if job.current and not job.preemptible:
                 return None
             continue
-        key = (tuple(sorted(options.values())), job.tenant if fair else "")
+        fixed = bool(job.current and not job.preemptible)
+        single_k = info.gpus if info.shape == "whole" and job.single_node else 0
+        key = (tuple(sorted(options.values())), job.tenant if fair else "", fixed, single_k)
         slot = groups.setdefault(key, [0, 0])
         slot[0] += 1
         if job.current and not job.preemptible:
             slot[1] += 1
-    bound = _solve_lp(groups, cap, fair, tenant_demands(request) if fair else {},
+    mem_cap = {m: catalog[m].memory_gib for _, m in cap}
+    bound = _solve_lp(groups, cap, _node_free(state, request), mem_cap, fair,
+                      tenant_demands(request) if fair else {},
                       max(0.1, time_limit_s - (time.perf_counter() - t0)))
     if bound is None:
         return None
@@ -177,7 +190,25 @@ def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | N
     return value + _REL_MARGIN * abs(value) + _ABS_MARGIN
 
 
-def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int], fair: bool,
+def _node_free(state: ClusterState, request: PlanRequest) -> dict[str, list[int]]:
+    """Per model, each node's non-MIG GPUs not held by a non-preemptible running job."""
+    held = {(p.node, p.gpu) for j in request.jobs if j.current and not j.preemptible
+            for p in j.current}
+    occupied = {(p.node, p.gpu) for j in request.jobs for p in (j.current or [])}
+    counts: dict[tuple[int, str], int] = {}
+    for g in state.gpus:
+        key = (state.nodes[g.node].name, g.index)
+        if g.mig or key in held or (not g.usable and key not in occupied):
+            continue
+        counts[(g.node, g.model)] = counts.get((g.node, g.model), 0) + 1
+    out: dict[str, list[int]] = {}
+    for (_, m), c in counts.items():
+        out.setdefault(m, []).append(c)
+    return out
+
+
+def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
+              node_free: dict[str, list[int]], mem_cap: dict[str, float | None], fair: bool,
               demands: dict[str, float], time_limit_s: float) -> float | None:
     """max sum coef x (or t for fairness) over the aggregated model; None if infeasible."""
     pools = {p: i for i, p in enumerate(sorted(cap))}
@@ -188,16 +219,41 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int], fair: boo
     # rows: groups [0, G), pools [G, G + P), tenants after
     row_entries: list[tuple[int, int, float]] = []
     fallback = 0.0
-    for gi, ((opts, tenant), (count, _fixed)) in enumerate(groups.items()):
+    # Single-node gangs of k >= t GPUs on model m only fit nodes with >= t free GPUs:
+    # sum k x <= sum of c_n over nodes with c_n >= t, and #gangs <= sum floor(c_n / t).
+    thresholds: dict[tuple[str, int], tuple[int, int, int]] = {}
+    base = n_groups + len(pools) + (len(tenants) if fair else 0)
+    # GPU memory of each non-MIG pool: whole jobs take all of theirs, shares their need.
+    mem_rows: dict[Pool, tuple[int, float]] = {}
+    for p in sorted(cap):
+        if p[0] == "whole" and mem_cap.get(p[1]) is not None:
+            mem_rows[p] = (base + len(mem_rows), cap[p] * (mem_cap[p[1]] or 0.0))
+    base += len(mem_rows)
+    for m in sorted(node_free):
+        top = max(node_free[m], default=0)
+        for t in range(2, top + 1):
+            gpus = sum(c for c in node_free[m] if c >= t)
+            count = sum(c // t for c in node_free[m])
+            thresholds[(m, t)] = (base + 2 * len(thresholds), gpus, count)
+    for gi, ((opts, tenant, fixed_group, single_k), (count, _fixed)) in enumerate(
+            groups.items()):
         best = 0.0
-        for pool, amount, coef, thr in opts:
+        for pool, amount, coef, thr, mem in opts:
             col = len(col_cost)
             col_cost.append(-coef)  # HiGHS minimises
             col_ub.append(float(count))
             row_entries.append((gi, col, 1.0))
             row_entries.append((n_groups + pools[pool], col, amount))
+            if mem > 0 and pool in mem_rows:
+                row_entries.append((mem_rows[pool][0], col, mem))
             if fair and tenant in tenants:
                 row_entries.append((n_groups + len(pools) + tenants[tenant], col, thr))
+            if single_k >= 2 and not fixed_group and pool[0] == "whole":
+                for t in range(2, single_k + 1):
+                    th = thresholds.get((pool[1], t))
+                    if th is not None:
+                        row_entries.append((th[0], col, float(single_k)))
+                        row_entries.append((th[0] + 1, col, 1.0))
             best = max(best, coef)
         fallback += best * count
     t_col = -1
@@ -208,9 +264,14 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int], fair: boo
         for k, i in tenants.items():
             row_entries.append((n_groups + len(pools) + i, t_col, -demands[k]))
         fallback = 1.0
-    n_rows = n_groups + len(pools) + (len(tenants) if fair else 0)
+    n_rows = base + 2 * len(thresholds)
     lower = np.full(n_rows, -highspy.kHighsInf)
     upper = np.full(n_rows, highspy.kHighsInf)
+    for row, mem_total in mem_rows.values():
+        upper[row] = mem_total
+    for row, gpus, count in thresholds.values():
+        upper[row] = gpus
+        upper[row + 1] = count
     for gi, (count, fixed) in enumerate(groups.values()):
         upper[gi] = count
         if fixed:
@@ -218,8 +279,8 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int], fair: boo
     for p, i in pools.items():
         upper[n_groups + i] = cap[p]
     if fair:
-        lower[n_groups + len(pools):] = 0.0
-    h = highspy.Highs()
+        lower[n_groups + len(pools):base] = 0.0
+    h = new_highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", max(0.05, time_limit_s))
     n_cols = len(col_cost)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from heuristics.fragmentation import fragmentation
 from heuristics.result import HeuristicResult
 from models import (
     Assignment,
@@ -150,7 +151,10 @@ def build_plan(
         best_bound = max(best_bound, value)
         gap = max(0.0, (best_bound - value) / max(1.0, abs(best_bound)))
     stats = PlanStats(**plan_stats(request, placements))
-    extras: dict[str, float | int | str] = {"throughput": round(ev.throughput, 9)}
+    extras: dict[str, float | int | str] = {
+        "throughput": round(ev.throughput, 9),
+        "fragmentation": round(fragmentation(request, placements), 6),
+    }
     extras.update(extra_stats or {})
     for k, v in extras.items():
         setattr(stats, k, v)

@@ -69,7 +69,8 @@ class Context:
     def reserve(self) -> float:
         """Seconds kept back for decoding, building and validating the plan: `RESERVE_S`,
         or less on short budgets so that they still leave time to plan."""
-        return min(RESERVE_S, 0.15 * self.request.policy.time_limit_s)
+        per_job = 3e-5 * len(self.request.jobs)  # building, validating, stats: ~linear
+        return min(RESERVE_S + per_job, 0.15 * self.request.policy.time_limit_s)
 
     def limits(self, share: float = 1.0) -> Limits:
         pol = self.request.policy

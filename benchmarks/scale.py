@@ -1,0 +1,219 @@
+"""`gpuplan bench run`: the scale benchmark over generated instances.
+
+For each size (S, M, L, XL; benchmarks/generator.py) and backend (`auto`, `heuristic`,
+`cp_sat`, `milp` through `solver.plan` with `policy.solver` set; `naive`: the naive
+CP-SAT model of benchmarks/naive_cpsat.py; `pipeline`: the heuristic pipeline called
+directly, without `solver.plan`: greedy, local search until 1.5 s before the limit, the LP
+bound, the plan built and validated), one run in a fresh process measures status,
+objective, bound, gap, wall time (generation excluded) and the peak RSS of that process
+(`VmHWM` from /proc/self/status, generation included). On M, the ratio of the `auto`
+objective to the naive one is reported. Results print as a Markdown table and can be
+written to a file.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from models import PlanRequest
+
+#: Backends: the solver's own (policy.solver) and the naive model.
+SOLVER_BACKENDS = ("auto", "heuristic", "cp_sat", "milp")
+ALL_BACKENDS = (*SOLVER_BACKENDS, "naive", "pipeline")
+
+
+@dataclass
+class Row:
+    """One measured run."""
+
+    instance: str
+    backend: str
+    status: str
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    wall_s: float
+    peak_rss_mib: float
+    note: str = ""
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak resident set size (VmHWM), in MiB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _run_one(size: str, backend: str, time_limit: float, seed: int) -> Row:
+    """Generate the instance and run one backend on it (in the calling process)."""
+    from benchmarks.generator import generate
+    from models.objective import evaluate
+
+    request = generate(size, seed)
+    policy = request.policy.model_copy(update={"time_limit_s": time_limit, "seed": seed})
+    instance = f"{size} ({sum(len(n.gpus) for n in request.cluster.nodes)} GPUs / "\
+        f"{len(request.jobs)} jobs)"
+    if backend == "naive":
+        from benchmarks.naive_cpsat import solve_naive
+
+        req = request.model_copy(update={"policy": policy})
+        t0 = time.monotonic()
+        res = solve_naive(req, time_limit, seed=seed)
+        wall = time.monotonic() - t0
+        if res is None:
+            return Row(instance, backend, "no solution", None, None, None, wall,
+                       _peak_rss_mib())
+        value = evaluate(req, res.placements).objective_value
+        return Row(instance, backend, "feasible", value, None, None, wall, _peak_rss_mib())
+    if backend == "pipeline":
+        return _run_pipeline(instance, request.model_copy(update={"policy": policy}),
+                             time_limit)
+    from solver import plan
+
+    req = request.model_copy(update={"policy": policy.model_copy(
+        update={"solver": backend})})
+    t0 = time.monotonic()
+    try:
+        out = plan(req)
+    except NotImplementedError:
+        return Row(instance, backend, "not implemented", None, None, None,
+                   time.monotonic() - t0, _peak_rss_mib())
+    wall = time.monotonic() - t0
+    return Row(instance, backend, out.status, out.objective_value, out.best_bound, out.gap,
+               wall, _peak_rss_mib(), out.solver)
+
+
+def _run_pipeline(instance: str, request: PlanRequest, time_limit: float) -> Row:
+    """Greedy + local search + bound, built and validated, outside `solver.plan`."""
+    from heuristics.portfolio import plan_heuristic
+    from solver.bound import upper_bound
+    from solver.build import build_plan
+    from solver.validate import validate_plan
+
+    t0 = time.monotonic()
+    res = plan_heuristic(request, deadline=t0 + max(0.1, time_limit - 1.5))
+    bound = upper_bound(request, time_limit_s=min(5.0, max(1.0, time_limit / 4)))
+    out = build_plan(request, res, status="heuristic", solver="pipeline", best_bound=bound)
+    bad = validate_plan(request, out)
+    wall = time.monotonic() - t0
+    note = f"{len(bad)} violations" if bad else "valid"
+    return Row(instance, "pipeline", out.status, out.objective_value, out.best_bound,
+               out.gap, wall, _peak_rss_mib(), note)
+
+
+def _child(size: str, backend: str, time_limit: float, seed: int, conn: object) -> None:
+    row = _run_one(size, backend, time_limit, seed)
+    conn.send(asdict(row))  # type: ignore[attr-defined]
+    conn.close()  # type: ignore[attr-defined]
+
+
+def run_isolated(size: str, backend: str, time_limit: float, seed: int,
+                 timeout: float) -> Row:
+    """`_run_one` in a fresh process (so peak RSS is that run's own)."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(size, backend, time_limit, seed, child))
+    t0 = time.monotonic()
+    proc.start()
+    child.close()
+    row: Row | None = None
+    if parent.poll(timeout):
+        try:
+            row = Row(**parent.recv())
+        except EOFError:
+            row = None
+    proc.join(5)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    if row is None:
+        row = Row(size, backend, "crashed or timed out", None, None, None,
+                  time.monotonic() - t0, 0.0, f"exit code {proc.exitcode}")
+    return row
+
+
+def _fmt(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def format_table(rows: list[Row]) -> str:
+    """The rows as a Markdown table."""
+    lines = ["| instance | backend | status | objective | bound | gap | wall time (s) | "
+             "peak RSS (MiB) | solver |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        gap = "-" if r.gap is None else f"{100 * r.gap:.2f}%"
+        lines.append(f"| {r.instance} | {r.backend} | {r.status} | {_fmt(r.objective)} | "
+                     f"{_fmt(r.bound)} | {gap} | {r.wall_s:.2f} | {r.peak_rss_mib:,.0f} | "
+                     f"{r.note} |")
+    return "\n".join(lines)
+
+
+def naive_ratios(rows: list[Row]) -> list[str]:
+    """'auto / naive' objective ratios per instance where both ran."""
+    out = []
+    by = {(r.instance, r.backend): r for r in rows}
+    for inst in dict.fromkeys(r.instance for r in rows):
+        a, n = by.get((inst, "auto")), by.get((inst, "naive"))
+        if a and n and a.objective is not None and n.objective is not None:
+            ratio = a.objective / n.objective if n.objective else float("inf")
+            out.append(f"{inst}: auto / naive objective = {a.objective:,.2f} / "
+                       f"{n.objective:,.2f} = {ratio:.3f}")
+    return out
+
+
+def run_command(
+    sizes: Annotated[str, typer.Option(help="Comma-separated sizes: S, M, L, XL.")] = "S,M",
+    backends: Annotated[str, typer.Option(
+        help="Comma-separated backends: auto, heuristic, cp_sat, milp, naive.")] =
+        "auto,heuristic,naive",
+    time_limit: Annotated[float, typer.Option(
+        "--time-limit", help="policy.time_limit_s of each run (s).")] = 10.0,
+    seed: Annotated[int, typer.Option(help="Instance and solver seed.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Also write the table to this file.")] =
+        None,
+    naive_sizes: Annotated[str, typer.Option(
+        help="Sizes on which the naive model runs (it is slow to build).")] = "S,M",
+) -> None:
+    """Generate instances and run backends on them; print a table of the results."""
+    size_list = [s.strip().upper() for s in sizes.split(",") if s.strip()]
+    backend_list = [b.strip() for b in backends.split(",") if b.strip()]
+    from benchmarks.generator import SIZES
+
+    bad = [s for s in size_list if s not in SIZES] + [
+        b for b in backend_list if b not in ALL_BACKENDS]
+    if bad:
+        from api.cli.common import fail
+
+        fail(f"unknown size or backend: {', '.join(bad)}")
+    naive_ok = {s.strip().upper() for s in naive_sizes.split(",")}
+    rows: list[Row] = []
+    for size in size_list:
+        for backend in backend_list:
+            if backend == "naive" and size not in naive_ok:
+                continue
+            # the naive model takes minutes to build on M
+            timeout = time_limit * 3 + (900 if backend == "naive" else 120)
+            row = run_isolated(size, backend, time_limit, seed, timeout)
+            rows.append(row)
+            typer.echo(format_table([row]).splitlines()[-1], err=True)
+    table = format_table(rows)
+    ratios = naive_ratios(rows)
+    command = (f"gpuplan bench run --sizes {','.join(size_list)} --backends "
+               f"{','.join(backend_list)} --time-limit {time_limit:g} --seed {seed}")
+    text = "\n".join([f"Command: `{command}`", "", table, "", *ratios])
+    typer.echo(text)
+    if out is not None:
+        out.write_text(text + "\n")

@@ -1,0 +1,507 @@
+"""Value-density-ordered best fit over the contract's whole domain.
+
+`plan_greedy(request)` keeps running jobs where they are (non-preemptible ones always,
+preemptible ones when their current placement is still consistent), then places the other
+jobs one at a time in the order of the policy objective:
+
+- `throughput`, `jct`, `makespan`: decreasing value density (the job's best per-job
+  objective value per GPU equivalent), ties by value then name;
+- `priority_fifo`: the strict `(weight desc, submitted_at asc, name)` order, each job
+  placed when it fits beside the jobs before it (so no priority inversion);
+- `fairness`: round-robin over tenants, always serving the tenant with the lowest current
+  share `placed value / D_k` next (its densest job first).
+
+Each job goes to the eligible model where its value is highest (ties: where it is
+relatively fastest against the other jobs, i.e. the largest speed over the model's median
+speed), then to the tightest place: the node with the fewest free GPUs of that model that
+still holds a single-node gang; few nodes for multi-node gangs (one domain when
+`same_domain`); the fullest shared GPU with room for a share (a free GPU on the tightest
+node otherwise); for MIG the instance position that keeps the largest instance creatable
+beside it (existing free instances first, none created when `allow_mig_reconfiguration` is
+false). Unhealthy GPUs and cordoned nodes take no new placement. Host CPU/memory is
+checked per node, pro rata for gangs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import ClassVar
+
+from heuristics.result import HeuristicResult
+from heuristics.state import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
+from models import Placement, PlanRequest
+from models.objective import evaluate, objective_value_of, tenant_demands
+
+#: Without a deadline, both greedy variants run up to this many jobs.
+_BOTH_UP_TO = 5000
+#: How often (in jobs) the deadline is checked.
+_DEADLINE_EVERY = 64
+
+
+class Reasoner:
+    """Static reason codes for unplaced jobs (what an empty cluster could host)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.node_count: dict[str, int] = {}
+        self.domain_count: dict[tuple[str | None, str], int] = {}
+        self.total: dict[str, int] = {}
+        self.mig_total: dict[str, int] = {}
+        node_models: dict[tuple[int, str], int] = {}
+        for g in state.gpus:
+            if not g.usable:
+                continue
+            if g.mig:
+                self.mig_total[g.model] = self.mig_total.get(g.model, 0) + 1
+                continue
+            self.total[g.model] = self.total.get(g.model, 0) + 1
+            node_models[(g.node, g.model)] = node_models.get((g.node, g.model), 0) + 1
+            dk = (state.nodes[g.node].domain, g.model)
+            self.domain_count[dk] = self.domain_count.get(dk, 0) + 1
+        for (_, m), c in node_models.items():
+            self.node_count[m] = max(self.node_count.get(m, 0), c)
+        self._node_models = node_models
+
+    def reason(self, info: JobInfo) -> tuple[str, str]:
+        """(reason code, detail) for a job that could not be placed now."""
+        if not info.values:
+            return "no_eligible_gpu", "no GPU in the cluster is of an eligible model"
+        pool = self.mig_total if info.shape == "mig" else self.total
+        models = [m for m in info.values if pool.get(m, 0) > 0]
+        if not models:
+            return ("no_eligible_gpu",
+                    "no healthy GPU on a schedulable node is of an eligible model")
+        k = info.gpus if info.shape == "whole" else 1
+        if info.shape == "whole" and k > 1:
+            job = info.job
+            if job.single_node:
+                best = max(self.node_count.get(m, 0) for m in models)
+                where = "one node"
+            elif job.same_domain:
+                best = max([c for (d, m), c in self.domain_count.items()
+                            if m in models and d is not None]
+                           + [self.node_count.get(m, 0) for m in models])
+                where = "one topology domain"
+            else:
+                best = max(self.total.get(m, 0) for m in models)
+                where = "the cluster"
+            if best < k:
+                return ("gang_too_large",
+                        f"needs {k} GPUs of one eligible model; {where} has at most {best}")
+        if not self._host_possible(info, models):
+            return ("infeasible_constraints",
+                    "the host CPU/memory request fits no node with eligible GPUs")
+        return "insufficient_capacity", "eligible GPUs exist but are taken by other work"
+
+    def _host_possible(self, info: JobInfo, models: Sequence[str]) -> bool:
+        """Whether some node with eligible GPUs could hold the job's smallest part."""
+        if info.cpu <= 0 and info.host_mem <= 0:
+            return True
+        multi = info.shape == "whole" and not info.job.single_node
+        frac = 1.0 / info.gpus if multi else 1.0
+        cpu, mem = info.cpu * frac, info.host_mem * frac
+        wanted = set(models)
+        for g in self.state.gpus:
+            if not g.usable or g.mig != (info.shape == "mig") or g.model not in wanted:
+                continue
+            node = self.state.nodes[g.node]
+            if not ((node.cpu_cap is not None and cpu > node.cpu_cap + 1e-6)
+                    or (node.mem_cap is not None and mem > node.mem_cap + 1e-6)):
+                return True
+        return False
+
+
+class Greedy:
+    """The best-fit placer; also used by local search and decomposition to repair."""
+
+    def __init__(self, request: PlanRequest, infos: list[JobInfo] | None = None,
+                 state: ClusterState | None = None) -> None:
+        self.request = request
+        self.infos = infos if infos is not None else compile_jobs(request)
+        self.by_name = {i.name: i for i in self.infos}
+        self.state = state if state is not None else ClusterState(request)
+        self.geometry = MigGeometry(self.state.catalog,
+                                    request.policy.allow_mig_reconfiguration)
+        self.reasoner = Reasoner(self.state)
+        self.reasons: dict[str, tuple[str, str]] = {}
+        #: extra value of placing a job (the preemption cost a running job saves)
+        self.bonus: dict[str, float] = {}
+        self._typical = self._typical_speeds()
+        self._domain_nodes: dict[str | None, list[int]] = {}
+        for n in self.state.nodes:
+            self._domain_nodes.setdefault(n.domain, []).append(n.idx)
+
+    # ------------------------------------------------------------ ranking
+    def _typical_speeds(self) -> dict[str, float]:
+        speeds: dict[str, list[float]] = {}
+        for info in self.infos:
+            for m, v in info.values.items():
+                speeds.setdefault(m, []).append(v / info.size / info.job.weight)
+        return {m: statistics.median(v) for m, v in speeds.items() if v}
+
+    def ranked_models(self, info: JobInfo) -> list[str]:
+        """Eligible models, highest value first; ties by relative speed, then name."""
+        def key(m: str) -> tuple[float, float, str]:
+            rel = info.values[m] / info.size / info.job.weight / max(
+                self._typical.get(m, 1.0), 1e-9)
+            return (-round(info.obj_values[m], 9), -rel, m)
+        return sorted(info.values, key=key)
+
+    def value_on(self, info: JobInfo, model: str) -> float:
+        """The policy per-job value of `info` on `model` (grandfathered models included)."""
+        v = info.obj_values.get(model)
+        if v is None:
+            v = objective_value_of(info.job, model, self.state.catalog,
+                                   self.request.policy.objective)
+        return v
+
+    # ------------------------------------------------------------ running jobs
+    def current_ok(self, info: JobInfo) -> bool:
+        """Whether a running job's current placement is consistent with its demand."""
+        cur = info.current
+        if not cur:
+            return False
+        st = self.state
+        models = {st.gpus[st.gid_of[(p.node, p.gpu)]].model for p in cur}
+        if len(models) != 1:
+            return False
+        model = next(iter(models))
+        if info.shape == "whole":
+            nodes = {p.node for p in cur}
+            if info.job.single_node and len(nodes) > 1:
+                return False
+            if info.job.same_domain and len(
+                    {st.nodes[st.node_of[n]].domain for n in nodes}) > 1:
+                return False
+            return all(p.mig is None and p.fraction is None for p in cur)
+        if info.shape == "share":
+            return cur[0].fraction is not None
+        p = cur[0]
+        spec = st.catalog[model]
+        if p.mig is None:
+            return False
+        prof = spec.profile(p.mig.profile)
+        if prof is None:
+            return False
+        job = info.job
+        if job.mig_profile is not None:
+            return prof.name == job.mig_profile
+        return job.mig is not None and (prof.compute_slices >= job.mig.compute_slices
+                                        and prof.memory_gib >= job.mig.memory_gib - 1e-9)
+
+    def try_keep(self, info: JobInfo) -> bool:
+        """Keep a running job exactly where it runs, if that is still possible."""
+        cur = info.current
+        if not cur or not self.current_ok(info):
+            return False
+        if self.state.conflicts(info, cur) is not None:
+            return False
+        self.state.place(info, list(cur))
+        self.reasons.pop(info.name, None)
+        return True
+
+    def keep_running(self, *, preemptible: bool = True) -> list[JobInfo]:
+        """Keep non-preemptible running jobs, then (if `preemptible`) the preemptible ones,
+        densest first; returns the running jobs that could not be kept."""
+        failed: list[JobInfo] = []
+        running = [i for i in self.infos if i.current]
+        for info in running:
+            if not info.preemptible and not self.try_keep(info):
+                self.reasons[info.name] = (
+                    "infeasible_constraints",
+                    "a non-preemptible running job whose current placement conflicts")
+                failed.append(info)
+        if preemptible:
+            rest = sorted((i for i in running if i.preemptible),
+                          key=lambda i: (-i.density, i.name))
+            for info in rest:
+                if not self.try_keep(info):
+                    failed.append(info)
+        return failed
+
+    # ------------------------------------------------------------ finding places
+    def find(self, info: JobInfo, models: Iterable[str] | None = None) -> list[Placement] | None:
+        """The best-fit placements for `info` in the current state (None if none fits)."""
+        finder = self._FINDERS[info.shape]
+        for m in (models if models is not None else self.ranked_models(info)):
+            found = finder(self, info, m)
+            if found is not None:
+                return found
+        return None
+
+    def place(self, info: JobInfo, models: Iterable[str] | None = None) -> bool:
+        """Place `info` at its best fit (or keep it if running and possible)."""
+        if info.name in self.state.placed:
+            return True
+        found = self.find(info, models)
+        if info.current and self.current_ok(info) and self.state.conflicts(
+                info, info.current) is None:
+            # Keep it unless moving elsewhere is worth more than the migration cost.
+            stay = self.value_on(info, self.state.model_of(info.current))
+            move = (self.value_on(info, self.state.model_of(found))
+                    - self.request.policy.migration_cost) if found else float("-inf")
+            if not info.preemptible or stay >= move - 1e-9:
+                return self.try_keep(info)
+        if found is None:
+            return False
+        self.state.place(info, found)
+        self.reasons.pop(info.name, None)
+        return True
+
+    def _find_whole(self, info: JobInfo, model: str) -> list[Placement] | None:
+        st = self.state
+        k = info.gpus
+        if st.model_free.get(model, 0) < k:
+            return None
+        for ni in st.nodes_with_free(model, k):
+            if st.nodes[ni].host_fits(info.cpu, info.host_mem):
+                return self._take(ni, model, k)
+        if info.job.single_node or k == 1:
+            return None
+        if info.job.same_domain:
+            domains = sorted(
+                (c, d) for (d, m), c in st.domain_free.items()
+                if m == model and c >= k and d is not None)
+            for _, d in domains:
+                found = self._spread(info, model, self._domain_nodes.get(d, []))
+                if found is not None:
+                    return found
+            return None
+        nodes: list[int] = []
+        buckets = st.buckets.get(model, [])
+        for c in range(len(buckets) - 1, 0, -1):
+            nodes.extend(buckets[c])
+        return self._spread(info, model, nodes)
+
+    def _spread(self, info: JobInfo, model: str, nodes: Iterable[int]) -> list[Placement] | None:
+        """A multi-node gang over few nodes: largest free first, best fit for the rest."""
+        st = self.state
+        k = info.gpus
+        cands: list[tuple[int, int]] = []
+        for ni in nodes:
+            free = st.free_count(ni, model)
+            if free <= 0:
+                continue
+            room = st.nodes[ni].host_room(info.cpu / k, info.host_mem / k)
+            use = min(free, room)
+            if use > 0:
+                cands.append((use, ni))
+        if sum(u for u, _ in cands) < k:
+            return None
+        cands.sort(key=lambda x: (-x[0], x[1]))
+        out: list[Placement] = []
+        remaining = k
+        i = 0
+        while remaining > 0:
+            fits = [c for c in cands[i:] if c[0] >= remaining]
+            if fits:
+                use, ni = min(fits, key=lambda x: (x[0], x[1]))
+                out.extend(self._take(ni, model, remaining))
+                remaining = 0
+            else:
+                use, ni = cands[i]
+                out.extend(self._take(ni, model, use))
+                remaining -= use
+                i += 1
+        return out
+
+    def _take(self, ni: int, model: str, k: int) -> list[Placement]:
+        st = self.state
+        gids = sorted(st.free_gpus[ni][model], key=lambda gid: st.gpus[gid].index)[:k]
+        name = st.nodes[ni].name
+        return [Placement(node=name, gpu=st.gpus[gid].index) for gid in gids]
+
+    def _find_share(self, info: JobInfo, model: str) -> list[Placement] | None:
+        st = self.state
+        for gid in st.shared_candidates(model, info.share):
+            g = st.gpus[gid]
+            if st.share_fits(g, info.share, info.gpu_mem) and st.nodes[g.node].host_fits(
+                    info.cpu, info.host_mem):
+                return [Placement(node=st.nodes[g.node].name, gpu=g.index,
+                                  fraction=info.share)]
+        spec = st.catalog[model]
+        if spec.memory_gib is not None and info.gpu_mem > spec.memory_gib + 1e-9:
+            return None
+        for ni in st.nodes_with_free(model, 1):
+            if st.nodes[ni].host_fits(info.cpu, info.host_mem):
+                gid = min(st.free_gpus[ni][model], key=lambda x: -st.gpus[x].index)
+                return [Placement(node=st.nodes[ni].name, gpu=st.gpus[gid].index,
+                                  fraction=info.share)]
+        return None
+
+    def _find_mig(self, info: JobInfo, model: str) -> list[Placement] | None:
+        st = self.state
+        profiles = tuple(info.profiles.get(model, ()))
+        if not profiles:
+            return None
+        scored = []
+        for sig, gids in st.mig_groups(model):
+            opts = self.geometry.options(model, sig[0], sig[1], profiles)
+            if opts:
+                scored.append((opts[0].score, tuple(sorted(sig[0])), tuple(sorted(sig[1])),
+                               opts, gids))
+        scored.sort(key=lambda x: (x[0], x[1], x[2]))
+        for _, _, _, opts, gids in scored:
+            for gid in sorted(gids) if len(gids) < 64 else gids:
+                g = st.gpus[gid]
+                if st.nodes[g.node].host_fits(info.cpu, info.host_mem):
+                    return [mig_placement(st.nodes[g.node].name, g.index, opts[0].inst)]
+        return None
+
+    _FINDERS: ClassVar[dict[str, Callable[[Greedy, JobInfo, str], list[Placement] | None]]] = {
+        "whole": _find_whole,
+        "share": _find_share,
+        "mig": _find_mig,
+    }
+
+    # ------------------------------------------------------------ orders
+    def density_order(self, infos: Iterable[JobInfo]) -> list[JobInfo]:
+        """Decreasing value density (with any bonus), then value, then name."""
+        def key(i: JobInfo) -> tuple[float, float, str]:
+            b = self.bonus.get(i.name, 0.0)
+            return (-(i.best_value + b) / i.size, -i.best_value - b, i.name)
+        return sorted(infos, key=key)
+
+    def result(self) -> HeuristicResult:
+        """The current state as a HeuristicResult, with a reason for every unplaced job."""
+        placements = {n: list(p) for n, p in self.state.placed.items()}
+        reasons: dict[str, tuple[str, str]] = {}
+        for info in self.infos:
+            if info.name in placements:
+                continue
+            reasons[info.name] = self.reasons.get(info.name) or self.reasoner.reason(info)
+        return HeuristicResult(placements=placements, reasons=reasons)
+
+
+def _fifo_key(info: JobInfo) -> tuple[float, float, str]:
+    sub = info.job.submitted_at
+    return (-info.job.weight, sub if sub is not None else float("inf"), info.name)
+
+
+def _run_sequence(g: Greedy, seq: Iterable[JobInfo], deadline: float | None) -> None:
+    for n, info in enumerate(seq):
+        if deadline is not None and n % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
+            for rest in seq if isinstance(seq, list) else []:
+                if rest.name not in g.state.placed and rest.name not in g.reasons:
+                    g.reasons[rest.name] = ("time_limit", "the heuristic ran out of time")
+            return
+        if not g.place(info):
+            g.reasons[info.name] = g.reasoner.reason(info)
+
+
+def _run_fairness(g: Greedy, pending: list[JobInfo], deadline: float | None) -> None:
+    demands = tenant_demands(g.request)
+    placed_value: dict[str, float] = {}
+    for info in g.infos:
+        pl = g.state.placed.get(info.name)
+        if pl:
+            m = g.state.model_of(pl)
+            placed_value[info.job.tenant] = placed_value.get(info.job.tenant, 0.0) + \
+                info.values.get(m, 0.0)
+    queues: dict[str, list[JobInfo]] = {}
+    for info in g.density_order(pending):
+        queues.setdefault(info.job.tenant, []).append(info)
+    heap = [(placed_value.get(t, 0.0) / demands.get(t, 1.0), t, 0) for t in sorted(queues)]
+    heapq.heapify(heap)
+    n = 0
+    while heap:
+        _, t, pos = heapq.heappop(heap)
+        q = queues[t]
+        if pos >= len(q):
+            continue
+        info = q[pos]
+        n += 1
+        if deadline is not None and n % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
+            g.reasons.setdefault(info.name, ("time_limit", "the heuristic ran out of time"))
+            continue
+        if g.place(info):
+            m = g.state.model_of(g.state.placed[info.name])
+            placed_value[t] = placed_value.get(t, 0.0) + info.values.get(m, 0.0)
+        else:
+            g.reasons[info.name] = g.reasoner.reason(info)
+        heapq.heappush(heap, (placed_value.get(t, 0.0) / demands.get(t, 1.0), t, pos + 1))
+
+
+def plan_greedy(
+    request: PlanRequest,
+    *,
+    order: Sequence[str] | None = None,
+    seed: int | None = None,
+    deadline: float | None = None,
+    keep_running: bool | None = None,
+) -> HeuristicResult:
+    """Best-fit placement of every job of `request` in the policy objective's order.
+
+    `order` (job names) overrides the order of the jobs that are not kept in place;
+    `seed` perturbs ties randomly (for restarts); `deadline` is a `time.monotonic()`
+    instant after which the remaining jobs are left out with reason `time_limit`.
+    With `keep_running` false, preemptible running jobs are not kept up front but take
+    their turn in the order (valued with the preemption cost they save), keeping their
+    placement when it is still free then, moving otherwise (ignored when
+    `allow_preemption` is false). By default (None) both are run, the second only when
+    time allows (up to 5,000 jobs without a deadline), and the better plan by
+    `models.objective.evaluate` is returned.
+    """
+    if keep_running is not None:
+        return _greedy_once(request, order, seed, deadline, keep_running)
+    start = time.monotonic()
+    best = _greedy_once(request, order, seed, deadline, False)
+    spent = time.monotonic() - start
+    room = (len(request.jobs) <= _BOTH_UP_TO if deadline is None
+            else time.monotonic() + 1.5 * spent < deadline)
+    if room:
+        other = _greedy_once(request, order, seed, deadline, True)
+        a = evaluate(request, best.placements)
+        b = evaluate(request, other.placements)
+        if (b.objective_value, b.throughput) > (a.objective_value, a.throughput):
+            best = other
+    return best
+
+
+def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | None,
+                 deadline: float | None, keep_running: bool) -> HeuristicResult:
+    """One greedy pass (see `plan_greedy`)."""
+    g = Greedy(request)
+    policy = request.policy
+    fifo = policy.objective == "priority_fifo"
+    keep_all = (keep_running and not fifo) or not policy.allow_preemption
+    # Keep running jobs: all of them first unless they take their turn in the order.
+    failed = g.keep_running(preemptible=keep_all)
+    if not keep_all and not fifo:
+        bonus = policy.preemption_cost if policy.objective != "fairness" else 0.0
+        for info in g.infos:
+            if info.current and info.preemptible:
+                g.bonus[info.name] = bonus
+    pending = [i for i in g.infos if i.name not in g.state.placed
+               and (i.preemptible or not i.current)]
+    if order is not None:
+        rank = {n: k for k, n in enumerate(order)}
+        pending.sort(key=lambda i: (rank.get(i.name, len(rank)), i.name))
+        # Running jobs that could not stay move first when preemption is forbidden.
+        if not policy.allow_preemption:
+            pending.sort(key=lambda i: 0 if i.current else 1)
+        _run_sequence(g, pending, deadline)
+        return g.result()
+    if seed is not None:
+        rng = random.Random(seed)
+        noise = {i.name: rng.uniform(0.9, 1.1) for i in pending}
+        pending.sort(key=lambda i: (-(i.best_value + g.bonus.get(i.name, 0.0)) / i.size
+                                    * noise[i.name], i.name))
+    elif fifo:
+        pending.sort(key=_fifo_key)
+    else:
+        pending = g.density_order(pending)
+    if not policy.allow_preemption:
+        moved = {i.name for i in failed}
+        pending.sort(key=lambda i: 0 if i.name in moved else 1)
+    if policy.objective == "fairness" and seed is None:
+        movers = [i for i in pending if i.current]
+        _run_sequence(g, movers, deadline)
+        _run_fairness(g, [i for i in pending if not i.current], deadline)
+    else:
+        _run_sequence(g, pending, deadline)
+    return g.result()

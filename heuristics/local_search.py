@@ -1,0 +1,326 @@
+"""Local search over a heuristic plan: ruin and recreate while time remains.
+
+`improve(request, result, deadline=...)` loads `result` into a `ClusterState` and repeats:
+
+1. *repair*: try to place every unplaced job (densest first) where it fits now;
+2. *ruin*: pick a few nodes at random (of one GPU model; a whole topology domain now and
+   then, so that multi-node gangs can form) and take out every job that touches them
+   (whole gangs, shares, MIG instances; never a non-preemptible running job);
+3. *recreate*: put back the removed jobs together with the best unplaced jobs eligible on
+   those models, in one of three orders (value density, value, or density with random
+   noise), each at its best fit (a running job first tries its own placement). Taking MIG
+   jobs out and putting them back in best-fit order repacks MIG layouts; putting a big gang
+   first trades several small jobs for it; a running job that is not put back is preempted
+   (only when `allow_preemption` is true) and one put elsewhere is migrated;
+4. keep the move when the objective improves (incrementally: per-job values minus
+   migration and preemption costs; for `fairness` the minimum tenant share, then
+   throughput), undo it otherwise.
+
+The result is compared with the input by `models.objective.evaluate` and the better one is
+returned, so `improve` never makes a plan worse. For `priority_fifo` only the repair step
+runs in the strict priority order (ruin and recreate could create priority inversions).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import time
+from collections.abc import Sequence
+
+from heuristics.greedy import Greedy, _fifo_key
+from heuristics.result import HeuristicResult
+from heuristics.state import ClusterState, JobInfo, compile_jobs
+from models import Placement, PlanRequest
+from models.objective import evaluate, same_placement, tenant_demands
+from models.rules import job_value
+
+#: Unplaced jobs offered to one recreate step, at most.
+_CANDIDATES = 40
+#: Jobs scanned per model for relocations, at most.
+_SCAN = 400
+#: Nodes ruined per move, at most.
+_RUIN_NODES = 3
+
+
+class _Score:
+    """Incremental objective: per-job contributions and per-tenant placed values."""
+
+    def __init__(self, g: Greedy) -> None:
+        self.g = g
+        policy = g.request.policy
+        self.mig_cost = policy.migration_cost
+        self.pre_cost = policy.preemption_cost
+        self.fair = policy.objective == "fairness"
+        self.demands = tenant_demands(g.request) if self.fair else {}
+        self.terms: dict[str, tuple[float, float, float]] = {}
+        self.total = 0.0
+        self.total_thr = 0.0
+        self.tenant: dict[str, float] = {}
+        for info in g.infos:
+            self._add(info)
+
+    def _terms(self, info: JobInfo) -> tuple[float, float, float]:
+        """(objective term, throughput term, tenant value) of one job now."""
+        pl = self.g.state.placed.get(info.name)
+        if not pl:
+            cost = -self.pre_cost if info.current else 0.0
+            return cost, cost, 0.0
+        model = self.g.state.model_of(pl)
+        cost = 0.0
+        if info.current and not same_placement(pl, info.current):
+            cost = -self.mig_cost
+        thr = info.values.get(model)
+        if thr is None:
+            thr = job_value(info.job, model, self.g.state.catalog)
+        return self.g.value_on(info, model) + cost, thr + cost, thr
+
+    def _add(self, info: JobInfo) -> None:
+        t = self._terms(info)
+        self.terms[info.name] = t
+        self.total += t[0]
+        self.total_thr += t[1]
+        tenant = info.job.tenant
+        self.tenant[tenant] = self.tenant.get(tenant, 0.0) + t[2]
+
+    def refresh(self, infos: Sequence[JobInfo]) -> None:
+        """Recompute the contributions of `infos` after they changed."""
+        for info in infos:
+            old = self.terms.pop(info.name, (0.0, 0.0, 0.0))
+            self.total -= old[0]
+            self.total_thr -= old[1]
+            self.tenant[info.job.tenant] = self.tenant.get(info.job.tenant, 0.0) - old[2]
+            self._add(info)
+
+    def value(self) -> tuple[float, float]:
+        """(primary, secondary) objective, larger is better."""
+        if self.fair:
+            share = min((self.tenant.get(k, 0.0) / d for k, d in self.demands.items()),
+                        default=0.0)
+            return round(share, 6), self.total_thr
+        return self.total, 0.0
+
+
+class _Search:
+    """The ruin-and-recreate loop on one state."""
+
+    def __init__(self, request: PlanRequest, result: HeuristicResult, seed: int | None) -> None:
+        self.request = request
+        infos = compile_jobs(request)
+        self.g = Greedy(request, infos, ClusterState(request))
+        self.rng = random.Random(seed if seed is not None else 0)
+        self.ok = self._load(result)
+        self.by_model: dict[str, list[JobInfo]] = {}
+        self._prune()
+        # Per model, the jobs eligible on it by decreasing value there (relocations).
+        self.all_by_model: dict[str, list[JobInfo]] = {}
+        for info in infos:
+            for m in info.values:
+                self.all_by_model.setdefault(m, []).append(info)
+        for m, lst in self.all_by_model.items():
+            lst.sort(key=functools.partial(_value_key, m))
+        self.nodes_by_model: dict[str, list[int]] = {}
+        for n in self.g.state.nodes:
+            if not n.schedulable:
+                continue
+            for m in {self.g.state.gpus[gid].model for gid in n.gpus}:
+                self.nodes_by_model.setdefault(m, []).append(n.idx)
+        self.models = sorted(self.nodes_by_model)
+        self.domain_nodes: dict[str | None, list[int]] = {}
+        for n in self.g.state.nodes:
+            self.domain_nodes.setdefault(n.domain, []).append(n.idx)
+        self.has_multi = any(i.shape == "whole" and not i.job.single_node for i in infos)
+
+    def _load(self, result: HeuristicResult) -> bool:
+        st = self.g.state
+        by_name = self.g.by_name
+        # Kept running jobs first, so that a move elsewhere cannot block them.
+        names = sorted(result.placements, key=lambda n: 0 if by_name[n].current and
+                       same_placement(result.placements[n], by_name[n].current or []) else 1)
+        for name in names:
+            info = by_name.get(name)
+            pl = result.placements[name]
+            if info is None or not pl or st.conflicts(info, pl) is not None:
+                return False
+            st.place(info, list(pl))
+        self.g.reasons.update(result.reasons)
+        return True
+
+    def _prune(self) -> None:
+        """Rebuild the per-model lists of unplaced jobs, densest first."""
+        self.by_model = {}
+        st = self.g.state
+        for info in self.g.density_order(i for i in self.g.infos if i.name not in st.placed):
+            for m in info.values:
+                self.by_model.setdefault(m, []).append(info)
+
+    def repair(self, order: Sequence[JobInfo]) -> list[JobInfo]:
+        """Place the unplaced jobs of `order` that fit now; returns those placed."""
+        placed = []
+        for info in order:
+            if info.name not in self.g.state.placed and self.g.place(info):
+                placed.append(info)
+        return placed
+
+    def jobs_on(self, nodes: Sequence[int]) -> list[JobInfo]:
+        """The removable jobs touching `nodes` (non-preemptible running jobs excluded)."""
+        st = self.g.state
+        names: set[str] = set()
+        for ni in nodes:
+            for gid in st.nodes[ni].gpus:
+                g = st.gpus[gid]
+                if g.whole_job is not None:
+                    names.add(g.whole_job)
+                names.update(g.share_jobs)
+                names.update(g.mig_used.values())
+        out = []
+        for name in sorted(names):
+            info = self.g.by_name[name]
+            if info.current and not info.preemptible:
+                continue
+            out.append(info)
+        return out
+
+    def pick_nodes(self) -> tuple[list[int], str]:
+        """A few nodes of one model (or a whole domain) to ruin, and that model."""
+        model = self.rng.choice(self.models)
+        pool = self.nodes_by_model[model]
+        if self.has_multi and self.rng.random() < 0.15:
+            ni = self.rng.choice(pool)
+            dom = self.g.state.nodes[ni].domain
+            if dom is not None:
+                return list(self.domain_nodes[dom]), model
+        k = min(len(pool), self.rng.randint(1, _RUIN_NODES))
+        return self.rng.sample(pool, k), model
+
+    def candidates(self, models: set[str], limit: int) -> list[JobInfo]:
+        """The densest unplaced jobs eligible on `models`."""
+        out: list[JobInfo] = []
+        seen: set[str] = set()
+        st = self.g.state
+        for m in sorted(models):
+            n = 0
+            for info in self.by_model.get(m, []):
+                if info.name in st.placed or info.name in seen:
+                    continue
+                seen.add(info.name)
+                out.append(info)
+                n += 1
+                if n >= limit:
+                    break
+        return out
+
+    def relocations(self, models: set[str], limit: int) -> list[JobInfo]:
+        """Placed jobs (not non-preemptible running ones) that are worth more on one of
+        `models` than where they are, by more than the migration cost; largest gain first."""
+        st = self.g.state
+        cost = self.request.policy.migration_cost
+        gains: list[tuple[float, str, JobInfo]] = []
+        for m in sorted(models):
+            for info in self.all_by_model.get(m, [])[:_SCAN]:
+                pl = st.placed.get(info.name)
+                if not pl or (info.current and not info.preemptible):
+                    continue
+                here = self.g.value_on(info, st.model_of(pl))
+                gain = info.obj_values[m] - here - (cost if info.current else 0.0)
+                if gain > 1e-9:
+                    gains.append((-gain, info.name, info))
+        gains.sort(key=lambda x: (x[0], x[1]))
+        return [i for _, _, i in gains[:limit]]
+
+    def move(self, score: _Score) -> bool:
+        """One ruin-and-recreate move; True when it improved (and was kept)."""
+        st = self.g.state
+        nodes, _model = self.pick_nodes()
+        removed = self.jobs_on(nodes)
+        models = {st.gpus[gid].model for ni in nodes for gid in st.nodes[ni].gpus}
+        cands = self.candidates(models, _CANDIDATES)
+        taken = {i.name for i in removed}
+        removed += [i for i in self.relocations(models, _CANDIDATES // 2)
+                    if i.name not in taken]
+        if not cands and not removed:
+            return False
+        before = score.value()
+        old = {info.name: st.remove(info) for info in removed}
+        pool = removed + cands
+        mode = self.rng.random()
+        if mode < 0.4:
+            pool = self.g.density_order(pool)
+        elif mode < 0.7:
+            pool.sort(key=lambda i: (-i.best_value, i.name))
+        else:
+            noise = {i.name: self.rng.uniform(0.7, 1.3) for i in pool}
+            pool.sort(key=lambda i: (-i.density * noise[i.name], i.name))
+        placed_now = [info for info in pool if self.g.place(info)]
+        changed = removed + [i for i in placed_now if i.name not in old]
+        score.refresh(changed)
+        now = score.value()
+        ok = now[0] > before[0] + 1e-9 or (now[0] >= before[0] - 1e-9
+                                           and now[1] > before[1] + 1e-9)
+        if ok and not self.request.policy.allow_preemption:
+            ok = all(info.name in st.placed for info in removed if info.current)
+        if ok:
+            if any(info.name not in st.placed for info in removed):
+                self._prune()
+            return True
+        for info in changed:
+            st.remove(info)
+        for info in removed:
+            pl = old[info.name]
+            if pl:
+                st.place(info, pl)
+        score.refresh(changed)
+        return False
+
+
+def is_consistent(request: PlanRequest, result: HeuristicResult) -> bool:
+    """Whether `result`'s placements can coexist (capacity, MIG layouts, host resources);
+    eligibility and the other contract rules are the validator's business."""
+    return _Search(request, result, None).ok
+
+
+def _value_key(model: str, info: JobInfo) -> tuple[float, str]:
+    return (-(info.obj_values[model] / info.size), info.name)
+
+
+def _as_placements(result: HeuristicResult) -> dict[str, list[Placement]]:
+    return {n: list(p) for n, p in result.placements.items() if p}
+
+
+def improve(
+    request: PlanRequest,
+    result: HeuristicResult,
+    *,
+    deadline: float,
+    seed: int | None = None,
+    max_moves: int | None = None,
+) -> HeuristicResult:
+    """A plan at least as good as `result` (by `evaluate`), improved until `deadline`
+    (a `time.monotonic()` instant) or after `max_moves` ruin-and-recreate moves."""
+    search = _Search(request, result, seed)
+    if not search.ok:
+        return result
+    g = search.g
+    fifo = request.policy.objective == "priority_fifo"
+    unplaced = [i for i in g.infos if i.name not in g.state.placed
+                and (i.preemptible or not i.current)]
+    search.repair(sorted(unplaced, key=_fifo_key) if fifo else g.density_order(unplaced))
+    if not fifo:
+        score = _Score(g)
+        moves = 0
+        while time.monotonic() < deadline and (max_moves is None or moves < max_moves):
+            search.move(score)
+            moves += 1
+            if moves % 200 == 0:
+                search._prune()
+    out = g.result()
+    for name, reason in result.reasons.items():
+        if name not in out.placements and name in out.reasons and reason[0] != "preempted":
+            out.reasons[name] = reason
+    before = evaluate(request, _as_placements(result))
+    after = evaluate(request, out.placements)
+    if after.objective_value > before.objective_value + 1e-9 or (
+            after.objective_value >= before.objective_value - 1e-9
+            and after.throughput >= before.throughput - 1e-9):
+        return out
+    return result

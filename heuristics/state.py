@@ -1,0 +1,558 @@
+"""An incremental cluster state for the heuristics: who uses what, with O(node) updates.
+
+`compile_jobs(request)` turns every job into a `JobInfo` (its shape, the models present in
+the cluster it may run on with their values, its MIG profiles, host requests and resolved
+current placement). `ClusterState(request)` holds, for every GPU, what occupies it (a
+whole-GPU job, shared fractions and memory, or MIG instances and the jobs they host) and,
+for every node, the free host CPU/memory. Three indexes answer "where can this go?"
+without scanning the cluster:
+
+- whole GPUs: per model, buckets of nodes by their number of free whole GPUs of that model
+  (and free counts per model and per (domain, model));
+- shared GPUs: per model, the partially shared GPUs bucketed by their remaining fraction;
+- MIG GPUs: per model, GPUs grouped by their layout signature (instances hosting jobs,
+  free instances of the current layout), since what fits depends only on that signature.
+
+Only healthy GPUs on schedulable nodes enter the indexes (they alone take new
+placements); a kept running job may still occupy an unhealthy GPU or a cordoned node.
+Memory is O(GPUs + jobs): there is no jobs x GPUs structure.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from models import GpuModel, Instance, Job, MigInstance, Placement, PlanRequest
+from models.catalog import instance_positions, is_valid_layout
+from models.objective import objective_value_of
+from models.request import speed
+from models.rules import job_value, mig_profiles_for, model_eligible
+
+#: Number of buckets of the remaining fraction of a shared GPU.
+SHARE_BUCKETS = 20
+_EPS = 1e-9
+
+
+@dataclass(slots=True)
+class JobInfo:
+    """A job compiled against the cluster: shape, eligible present models and values."""
+
+    idx: int
+    job: Job
+    name: str
+    shape: str
+    gpus: int
+    share: float
+    gpu_mem: float
+    cpu: float
+    host_mem: float
+    #: eligible models present in the cluster (on GPUs of the right MIG mode) -> value
+    values: dict[str, float]
+    #: the same models -> the policy objective's per-job value (before costs)
+    obj_values: dict[str, float]
+    #: MIG jobs: model -> profile names that can host it, smallest first
+    profiles: dict[str, list[str]]
+    #: resources one placement takes, in GPU equivalents (for value density)
+    size: float
+    current: list[Placement] | None
+    preemptible: bool
+
+    @property
+    def best_value(self) -> float:
+        """The highest objective value of the job on any eligible present model."""
+        return max(self.obj_values.values(), default=0.0)
+
+    @property
+    def density(self) -> float:
+        """Best objective value per GPU equivalent."""
+        return self.best_value / self.size if self.size > 0 else 0.0
+
+
+#: id(request) -> (weak reference to it, its compiled jobs); the last few requests only.
+_COMPILED: dict[int, tuple[weakref.ref[PlanRequest], list[JobInfo], tuple[object, ...]]] = {}
+_COMPILED_MAX = 4
+
+
+def forget_compiled(request: PlanRequest | None = None) -> None:
+    """Drop the cached compilation of `request` (of every request when None); needed only
+    when a request is mutated in place after it was planned."""
+    if request is None:
+        _COMPILED.clear()
+    else:
+        _COMPILED.pop(id(request), None)
+
+
+def compile_jobs(request: PlanRequest) -> list[JobInfo]:
+    """A JobInfo per job of `request`, in request order (cached per request object; the
+    JobInfos are shared and must not be mutated)."""
+    hit = _COMPILED.get(id(request))
+    mark = _fingerprint(request)
+    if hit is not None and hit[0]() is request and hit[2] == mark:
+        return hit[1]
+    infos = _compile(request)
+    while len(_COMPILED) >= _COMPILED_MAX:
+        _COMPILED.pop(next(iter(_COMPILED)))
+    key = id(request)
+    _COMPILED[key] = (weakref.ref(request, functools.partial(_drop, key)), infos, mark)
+    return infos
+
+
+def _fingerprint(request: PlanRequest) -> tuple[object, ...]:
+    """What an in-place edit most likely changes: the cluster and job list objects, the
+    job count and the policy fields job values depend on."""
+    p = request.policy
+    return (id(request.cluster), id(request.jobs), len(request.jobs), p.objective,
+            p.migration_cost, p.preemption_cost, p.allow_preemption,
+            p.allow_mig_reconfiguration)
+
+
+def _drop(key: int, _ref: object) -> None:
+    _COMPILED.pop(key, None)
+
+
+def _compile(request: PlanRequest) -> list[JobInfo]:
+    catalog = request.cluster.catalog()
+    objective = request.policy.objective
+    whole_models: set[str] = set()
+    mig_models: set[str] = set()
+    for node in request.cluster.nodes:
+        for gpu in node.gpus:
+            (mig_models if gpu.mig_enabled else whole_models).add(gpu.model)
+    whole_sorted = sorted(whole_models)
+    mig_sorted = sorted(mig_models)
+    out: list[JobInfo] = []
+    for i, job in enumerate(request.jobs):
+        shape = job.shape
+        pool = mig_sorted if shape == "mig" else whole_sorted
+        values: dict[str, float] = {}
+        obj: dict[str, float] = {}
+        profiles: dict[str, list[str]] = {}
+        for m in pool:
+            spec = catalog[m]
+            if not model_eligible(job, m, spec) or speed(job, m, catalog) <= 0:
+                continue
+            if shape == "mig":
+                profs = [p.name for p in mig_profiles_for(job, spec)]
+                if not profs:
+                    continue
+                profiles[m] = profs
+            values[m] = job_value(job, m, catalog)
+            obj[m] = objective_value_of(job, m, catalog, objective)
+        if shape == "whole":
+            size = float(job.gpus or 1)
+        elif shape == "share":
+            size = float(job.gpu_share or 0.0)
+        else:
+            size = _mig_size(job, catalog, profiles)
+        out.append(JobInfo(
+            idx=i, job=job, name=job.name, shape=shape, gpus=job.gpus or 1,
+            share=job.gpu_share or 0.0, gpu_mem=job.gpu_memory_gib or 0.0,
+            cpu=job.cpu_millicores or 0.0, host_mem=job.host_memory_gib or 0.0,
+            values=values, obj_values=obj, profiles=profiles, size=max(size, 1e-6),
+            current=job.current, preemptible=job.preemptible,
+        ))
+    return out
+
+
+def _mig_size(job: Job, catalog: Mapping[str, GpuModel], profiles: dict[str, list[str]]) -> float:
+    """GPU equivalents a MIG job takes: its smallest instance's compute share."""
+    best = 1.0
+    for m, profs in profiles.items():
+        spec = catalog[m]
+        p = spec.profile(profs[0])
+        if p is not None:
+            best = min(best, p.compute_slices / spec.compute_slices)
+    if not profiles and job.mig is not None:
+        best = job.mig.compute_slices / 7
+    return best
+
+
+@dataclass(slots=True)
+class GpuSlot:
+    """One GPU and what occupies it."""
+
+    gid: int
+    node: int
+    index: int
+    model: str
+    usable: bool
+    mig: bool
+    mem: float
+    whole_job: str | None = None
+    share_used: float = 0.0
+    share_mem: float = 0.0
+    share_jobs: dict[str, float] = field(default_factory=dict)
+    mig_used: dict[Instance, str] = field(default_factory=dict)
+    mig_current: frozenset[Instance] = frozenset()
+
+    @property
+    def is_free(self) -> bool:
+        """No whole, shared or MIG job on it."""
+        return self.whole_job is None and not self.share_jobs and not self.mig_used
+
+    def mig_signature(self) -> tuple[frozenset[Instance], frozenset[Instance]]:
+        """(instances hosting jobs, current instances hosting none)."""
+        used = frozenset(self.mig_used)
+        return used, self.mig_current - used
+
+
+@dataclass(slots=True)
+class NodeSlot:
+    """One node: its GPUs and its host capacity and use (None = unconstrained)."""
+
+    idx: int
+    name: str
+    domain: str | None
+    schedulable: bool
+    cpu_cap: float | None
+    mem_cap: float | None
+    gpus: list[int]
+    cpu_used: float = 0.0
+    mem_used: float = 0.0
+
+    def host_fits(self, cpu: float, mem: float) -> bool:
+        """Whether `cpu` millicores and `mem` GiB more fit on this node."""
+        if self.cpu_cap is not None and self.cpu_used + cpu > self.cpu_cap + 1e-6:
+            return False
+        return not (self.mem_cap is not None and self.mem_used + mem > self.mem_cap + 1e-6)
+
+    def host_room(self, cpu_per_gpu: float, mem_per_gpu: float) -> int:
+        """How many gang parts of (cpu_per_gpu, mem_per_gpu) still fit (large if free)."""
+        room = 1 << 30
+        if self.cpu_cap is not None and cpu_per_gpu > 0:
+            room = min(room, int((self.cpu_cap - self.cpu_used + 1e-6) // cpu_per_gpu))
+        if self.mem_cap is not None and mem_per_gpu > 0:
+            room = min(room, int((self.mem_cap - self.mem_used + 1e-6) // mem_per_gpu))
+        return max(room, 0)
+
+
+class ClusterState:
+    """The occupancy of a cluster with indexes for fast best-fit queries."""
+
+    def __init__(self, request: PlanRequest) -> None:
+        self.request = request
+        self.catalog: dict[str, GpuModel] = request.cluster.catalog()
+        self.nodes: list[NodeSlot] = []
+        self.gpus: list[GpuSlot] = []
+        self.gid_of: dict[tuple[str, int], int] = {}
+        self.node_of: dict[str, int] = {}
+        # Whole-GPU index.
+        self.free_gpus: list[dict[str, set[int]]] = []
+        self.buckets: dict[str, list[set[int]]] = {}
+        self.model_free: dict[str, int] = {}
+        self.domain_free: dict[tuple[str | None, str], int] = {}
+        # Shared and MIG indexes.
+        self.share_index: dict[str, list[set[int]]] = {}
+        self.mig_index: dict[str, dict[tuple[frozenset[Instance], frozenset[Instance]],
+                                       set[int]]] = {}
+        # Assignments: job -> (placements, node -> number of its GPUs there).
+        self.placed: dict[str, list[Placement]] = {}
+        self._host: dict[str, tuple[float, float, int]] = {}
+        for node in request.cluster.nodes:
+            ni = len(self.nodes)
+            slot = NodeSlot(ni, node.name, node.topology_domain, node.schedulable,
+                            node.cpu_millicores, node.memory_gib, [])
+            self.nodes.append(slot)
+            self.node_of[node.name] = ni
+            self.free_gpus.append({})
+            for gpu in node.gpus:
+                gid = len(self.gpus)
+                spec = self.catalog[gpu.model]
+                g = GpuSlot(gid, ni, gpu.index, gpu.model, gpu.healthy and node.schedulable,
+                            gpu.mig_enabled, spec.memory_gib if spec.memory_gib else 1e18,
+                            mig_current=frozenset(m.key() for m in gpu.mig_instances))
+                self.gpus.append(g)
+                slot.gpus.append(gid)
+                self.gid_of[(node.name, gpu.index)] = gid
+                self._index_add(g)
+
+    # ----------------------------------------------------------------- indexes
+    def _set_free_count(self, ni: int, model: str, old: int, new: int) -> None:
+        b = self.buckets.setdefault(model, [])
+        while len(b) <= max(old, new):
+            b.append(set())
+        if old > 0:
+            b[old].discard(ni)
+        if new > 0:
+            b[new].add(ni)
+        delta = new - old
+        self.model_free[model] = self.model_free.get(model, 0) + delta
+        key = (self.nodes[ni].domain, model)
+        self.domain_free[key] = self.domain_free.get(key, 0) + delta
+
+    def _index_add(self, g: GpuSlot) -> None:
+        """Put `g` into the index matching its occupancy (usable GPUs only)."""
+        if not g.usable:
+            return
+        if g.mig:
+            sig = g.mig_signature()
+            self.mig_index.setdefault(g.model, {}).setdefault(sig, set()).add(g.gid)
+        elif g.is_free:
+            free = self.free_gpus[g.node].setdefault(g.model, set())
+            old = len(free)
+            free.add(g.gid)
+            self._set_free_count(g.node, g.model, old, old + 1)
+        elif g.share_jobs and g.share_used < 1 - _EPS:
+            b = self.share_index.setdefault(g.model, [set() for _ in range(SHARE_BUCKETS + 1)])
+            b[_share_bucket(1.0 - g.share_used)].add(g.gid)
+
+    def _index_remove(self, g: GpuSlot) -> None:
+        """Take `g` out of whatever index holds it (call before changing it)."""
+        if not g.usable:
+            return
+        if g.mig:
+            groups = self.mig_index.get(g.model, {})
+            sig = g.mig_signature()
+            s = groups.get(sig)
+            if s is not None:
+                s.discard(g.gid)
+                if not s:
+                    del groups[sig]
+        elif g.is_free:
+            free = self.free_gpus[g.node][g.model]
+            old = len(free)
+            free.discard(g.gid)
+            self._set_free_count(g.node, g.model, old, old - 1)
+        elif g.share_jobs:
+            b = self.share_index.get(g.model)
+            if b is not None:
+                b[_share_bucket(1.0 - g.share_used)].discard(g.gid)
+
+    # ----------------------------------------------------------------- queries
+    def free_count(self, ni: int, model: str) -> int:
+        """Free whole usable GPUs of `model` on node `ni`."""
+        s = self.free_gpus[ni].get(model)
+        return len(s) if s else 0
+
+    def nodes_with_free(self, model: str, at_least: int) -> Iterable[int]:
+        """Nodes with >= `at_least` free GPUs of `model`, fewest free first (best fit)."""
+        b = self.buckets.get(model, [])
+        for c in range(max(at_least, 1), len(b)):
+            if b[c]:
+                yield from sorted(b[c])
+
+    def shared_candidates(self, model: str, frac: float) -> Iterable[int]:
+        """Partially shared usable GPUs of `model` whose remaining fraction may fit `frac`,
+        roughly tightest first."""
+        b = self.share_index.get(model)
+        if b is None:
+            return
+        for k in range(_share_bucket(frac), SHARE_BUCKETS + 1):
+            if b[k]:
+                yield from sorted(b[k])
+
+    def mig_groups(self, model: str) -> list[tuple[tuple[frozenset[Instance],
+                                                         frozenset[Instance]], set[int]]]:
+        """Usable MIG GPUs of `model` grouped by layout signature."""
+        return [(sig, gids) for sig, gids in self.mig_index.get(model, {}).items() if gids]
+
+    def share_fits(self, g: GpuSlot, frac: float, mem: float) -> bool:
+        """Whether a share of `frac` and `mem` GiB fits on non-MIG GPU `g` (ignoring host)."""
+        if g.mig or g.whole_job is not None:
+            return False
+        return g.share_used + frac <= 1 + _EPS and g.share_mem + mem <= g.mem + _EPS
+
+    def value_of_placed(self, infos: Sequence[JobInfo]) -> float:
+        """Sum of the policy per-job values of placed jobs (costs excluded)."""
+        total = 0.0
+        for info in infos:
+            pl = self.placed.get(info.name)
+            if pl:
+                total += info.obj_values.get(self.gpus[self.gid_of[(pl[0].node, pl[0].gpu)]]
+                                             .model, 0.0)
+        return total
+
+    # ------------------------------------------------------------- mutations
+    def conflicts(self, info: JobInfo, placements: Sequence[Placement]) -> str | None:
+        """Why `placements` cannot be added now (None when they can). Eligibility and
+        usability are the caller's business (kept placements are grandfathered)."""
+        per_node: dict[int, int] = {}
+        seen: set[int] = set()
+        for p in placements:
+            gid = self.gid_of.get((p.node, p.gpu))
+            if gid is None:
+                return f"unknown GPU {p.node}/{p.gpu}"
+            g = self.gpus[gid]
+            if p.mig is not None:
+                if not g.mig:
+                    return "MIG placement on a non-MIG GPU"
+                inst = p.mig.key()
+                if inst in g.mig_used:
+                    return f"instance {inst.profile}@{inst.start} is taken"
+                if not is_valid_layout(self.catalog[g.model], [*g.mig_used, inst]):
+                    return "the MIG layout would be invalid"
+                if (not self.request.policy.allow_mig_reconfiguration
+                        and inst not in g.mig_current):
+                    return "MIG reconfiguration is not allowed"
+            elif p.fraction is not None:
+                if not self.share_fits(g, p.fraction, info.gpu_mem):
+                    return f"GPU {p.node}/{p.gpu} has no room for the share"
+            else:
+                if gid in seen or not g.is_free or g.mig:
+                    return f"GPU {p.node}/{p.gpu} is not free"
+            seen.add(gid)
+            per_node[g.node] = per_node.get(g.node, 0) + 1
+        for ni, k in per_node.items():
+            part = k / info.gpus if info.shape == "whole" else 1.0
+            if not self.nodes[ni].host_fits(info.cpu * part, info.host_mem * part):
+                return f"host CPU/memory of node {self.nodes[ni].name} exceeded"
+        return None
+
+    def place(self, info: JobInfo, placements: list[Placement]) -> None:
+        """Record `placements` for job `info` (they must not conflict)."""
+        per_node: dict[int, int] = {}
+        for p in placements:
+            g = self.gpus[self.gid_of[(p.node, p.gpu)]]
+            self._index_remove(g)
+            if p.mig is not None:
+                g.mig_used[p.mig.key()] = info.name
+            elif p.fraction is not None:
+                g.share_used += p.fraction
+                g.share_mem += info.gpu_mem
+                g.share_jobs[info.name] = p.fraction
+            else:
+                g.whole_job = info.name
+            self._index_add(g)
+            per_node[g.node] = per_node.get(g.node, 0) + 1
+        for ni, k in per_node.items():
+            part = k / info.gpus if info.shape == "whole" else 1.0
+            self.nodes[ni].cpu_used += info.cpu * part
+            self.nodes[ni].mem_used += info.host_mem * part
+        self.placed[info.name] = placements
+
+    def remove(self, info: JobInfo) -> list[Placement] | None:
+        """Take job `info` out of the state; returns its placements (None if unplaced)."""
+        placements = self.placed.pop(info.name, None)
+        if placements is None:
+            return None
+        per_node: dict[int, int] = {}
+        for p in placements:
+            g = self.gpus[self.gid_of[(p.node, p.gpu)]]
+            self._index_remove(g)
+            if p.mig is not None:
+                g.mig_used.pop(p.mig.key(), None)
+            elif p.fraction is not None:
+                frac = g.share_jobs.pop(info.name, 0.0)
+                g.share_used = max(0.0, g.share_used - frac) if g.share_jobs else 0.0
+                g.share_mem = max(0.0, g.share_mem - info.gpu_mem) if g.share_jobs else 0.0
+            else:
+                g.whole_job = None
+            self._index_add(g)
+            per_node[g.node] = per_node.get(g.node, 0) + 1
+        for ni, k in per_node.items():
+            part = k / info.gpus if info.shape == "whole" else 1.0
+            self.nodes[ni].cpu_used = max(0.0, self.nodes[ni].cpu_used - info.cpu * part)
+            self.nodes[ni].mem_used = max(0.0, self.nodes[ni].mem_used - info.host_mem * part)
+        return placements
+
+    def model_of(self, placements: Sequence[Placement]) -> str:
+        """The GPU model of a placement list (its first GPU)."""
+        p = placements[0]
+        return self.gpus[self.gid_of[(p.node, p.gpu)]].model
+
+
+def _share_bucket(frac: float) -> int:
+    return max(0, min(SHARE_BUCKETS, int(frac * SHARE_BUCKETS + _EPS)))
+
+
+def mig_placement(node: str, gpu: int, inst: Instance) -> Placement:
+    """A Placement on MIG instance `inst`."""
+    return Placement(node=node, gpu=gpu, mig=MigInstance(profile=inst.profile, start=inst.start))
+
+
+class MigGeometry:
+    """Cached MIG layout queries per model name (layouts are few, queries are many)."""
+
+    def __init__(self, catalog: Mapping[str, GpuModel], reconfigure: bool) -> None:
+        self.catalog = catalog
+        self.reconfigure = reconfigure
+        self._max_free: dict[tuple[str, frozenset[Instance]], int] = {}
+        self._options: dict[tuple[str, frozenset[Instance], frozenset[Instance],
+                                  tuple[str, ...]], tuple[MigOption, ...]] = {}
+        self._positions: dict[str, list[tuple[Instance, int]]] = {}
+
+    def _pos(self, model: str) -> list[tuple[Instance, int]]:
+        out = self._positions.get(model)
+        if out is None:
+            spec = self.catalog[model]
+            out = []
+            for pos in instance_positions(spec):
+                prof = spec.profile(pos.profile)
+                out.append((pos, prof.compute_slices if prof is not None else 0))
+            out.sort(key=lambda x: -x[1])
+            self._positions[model] = out
+        return out
+
+    def max_free(self, model: str, used: frozenset[Instance]) -> int:
+        """Compute slices of the largest instance that can still be added beside `used`."""
+        key = (model, used)
+        best = self._max_free.get(key)
+        if best is None:
+            spec = self.catalog[model]
+            best = 0
+            for pos, c in self._pos(model):
+                if c > best and is_valid_layout(spec, [*used, pos]):
+                    best = c
+            self._max_free[key] = best
+        return best
+
+    def free_compute(self, model: str, used: frozenset[Instance]) -> int:
+        """Compute slices not taken by `used`."""
+        spec = self.catalog[model]
+        taken = 0
+        for inst in used:
+            prof = spec.profile(inst.profile)
+            taken += prof.compute_slices if prof is not None else 0
+        return spec.compute_slices - taken
+
+    def options(self, model: str, used: frozenset[Instance], current_free: frozenset[Instance],
+                profiles: tuple[str, ...]) -> tuple[MigOption, ...]:
+        """Instance positions that can host a job needing one of `profiles` beside `used`,
+        best first, each with its score (smaller is better).
+
+        Score: smallest profile first; then the fewest free instances of the current layout
+        destroyed (fewer reconfigurations); then the smallest loss of the largest instance
+        that can still be created (keep large instances free); then an existing free
+        instance before a new one; then the GPU with the least free compute (pack); then
+        the lowest start.
+        """
+        key = (model, used, current_free, profiles)
+        cached = self._options.get(key)
+        if cached is not None:
+            return cached
+        spec = self.catalog[model]
+        out: list[MigOption] = []
+        before = self.max_free(model, used)
+        fc = self.free_compute(model, used)
+        for rank, pname in enumerate(profiles):
+            prof = spec.profile(pname)
+            if prof is None:
+                continue
+            for start in prof.starts:
+                inst = Instance(pname, start)
+                existing = inst in current_free
+                if not self.reconfigure and not existing:
+                    continue
+                if not is_valid_layout(spec, [*used, inst]):
+                    continue
+                after = self.max_free(model, used | {inst})
+                destroyed = 0 if existing else sum(
+                    1 for other in current_free
+                    if not is_valid_layout(spec, [*used, inst, other]))
+                out.append(MigOption(inst, (rank, destroyed, before - after,
+                                            0 if existing else 1, fc, start)))
+        out.sort(key=lambda o: o.score)
+        result = tuple(out)
+        self._options[key] = result
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class MigOption:
+    """A MIG instance position for a job with its score (smaller is better)."""
+
+    inst: Instance
+    score: tuple[int, int, int, int, int, int]
