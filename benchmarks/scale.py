@@ -85,11 +85,7 @@ def _run_one(size: str, backend: str, time_limit: float, seed: int) -> Row:
     req = request.model_copy(update={"policy": policy.model_copy(
         update={"solver": backend})})
     t0 = time.monotonic()
-    try:
-        out = plan(req)
-    except NotImplementedError:
-        return Row(instance, backend, "not implemented", None, None, None,
-                   time.monotonic() - t0, _peak_rss_mib())
+    out = plan(req)
     wall = time.monotonic() - t0
     return Row(instance, backend, out.status, out.objective_value, out.best_bound, out.gap,
                wall, _peak_rss_mib(), out.solver)

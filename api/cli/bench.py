@@ -22,11 +22,6 @@ def register(app: typer.Typer) -> None:
                         no_args_is_help=True)
     for name, target in BENCH_COMMANDS.items():
         module_name, func_name = target.split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as e:
-            if e.name is None or not module_name.startswith(e.name):
-                raise
-            continue
+        module = importlib.import_module(module_name)
         bench.command(name)(getattr(module, func_name))
     app.add_typer(bench, name="bench")

@@ -18,8 +18,6 @@ after the plan, the waiting jobs it does not place (left out of the request, or 
 planner that ran out of time) are backfilled first fit on their fastest model, in Smith
 order, into the capacity the plan leaves free. Every `jct` value is positive, so placing a
 job that fits never lowers the objective: the backfill only completes the plan.
-When `solver.plan` is not available yet (NotImplementedError) the round falls back to the
-value-density greedy (`heuristics.greedy.plan_greedy`) on the same request.
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ from typing import Literal
 
 from benchmarks.sim.engine import Decision, JobRun, RoundView
 from benchmarks.sim.policies.base import fresh_occupancy
-from heuristics.greedy import plan_greedy
 from models import Placement, PlanRequest, Policy
 from solver import plan
 
@@ -91,12 +88,7 @@ class GpuPlan:
         return sorted(thr, key=lambda m: (-thr[m], m)) if thr else None
 
     def _plan(self, request: PlanRequest) -> dict[str, list[Placement]]:
-        try:
-            result = plan(request)
-        except NotImplementedError:
-            self.backend_used["greedy-fallback"] = self.backend_used.get(
-                "greedy-fallback", 0) + 1
-            return plan_greedy(request).placements
+        result = plan(request)
         self.backend_used[result.solver] = self.backend_used.get(result.solver, 0) + 1
         return {a.job: a.placements for a in result.assignments}
 
