@@ -305,7 +305,7 @@ def improve(
     unplaced = [i for i in g.infos if i.name not in g.state.placed
                 and (i.preemptible or not i.current)]
     search.repair(sorted(unplaced, key=_fifo_key) if fifo else g.density_order(unplaced))
-    if not fifo:
+    if not fifo and search.models:  # no schedulable node: nothing to ruin and recreate
         score = _Score(g)
         moves = 0
         while time.monotonic() < deadline and (max_moves is None or moves < max_moves):

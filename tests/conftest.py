@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from benchmarks.paths import data_dir, shared_dir
 from models import PlanRequest
+
+# CI runs the property tests with a fixed seed so that a red run is reproducible; locally
+# each run explores new examples.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
