@@ -324,8 +324,15 @@ def _heuristic(ctx: Context) -> Outcome:
     stop = min(ctx.deadline - ctx.reserve,
                time.monotonic() + min(1.0, ctx.remaining() / 4))
     if stop > time.monotonic():
-        res = improve(ctx.request, res, deadline=stop, seed=ctx.request.policy.seed)
+        res = improve(ctx.request, res, deadline=stop, seed=ctx.request.policy.seed,
+                      max_moves=_moves(ctx.request))
     return Outcome(res, "heuristic", "heuristic", ctx.bound())
+
+
+def _moves(request: PlanRequest) -> int:
+    """Most local-search moves worth trying: small requests converge in a few hundred, so
+    they do not spend their whole budget searching."""
+    return max(300, 50 * len(request.jobs))
 
 
 def _breaks_running(request: PlanRequest, result: HeuristicResult) -> bool:
@@ -424,6 +431,7 @@ def _auto(ctx: Context) -> Outcome:
         # warm-started from its plan.
         stop = time.monotonic() + ctx.remaining() / 3
         ctx.warm = improve(ctx.request, ctx.heuristic(), deadline=stop,
+                           max_moves=_moves(ctx.request),
                            seed=ctx.request.policy.seed)
         out = exact_outcome(ctx, "cp_sat", PRUNE_K)
         out.solver = f"auto/{out.solver}"
@@ -446,6 +454,7 @@ def _auto(ctx: Context) -> Outcome:
 def _decomposed(ctx: Context) -> Outcome:
     """Large requests: the heuristic plan improved by local search until the deadline."""
     res = improve(ctx.request, ctx.heuristic(), deadline=ctx.deadline - ctx.reserve,
+                  max_moves=_moves(ctx.request),
                   seed=ctx.request.policy.seed)
     return Outcome(res, "heuristic", "auto/heuristic", None)
 
