@@ -24,7 +24,7 @@ from threading import Event
 from heuristics.greedy import plan_greedy
 from heuristics.local_search import improve
 from heuristics.result import HeuristicResult
-from models import Plan, PlanRequest, PlanStatus
+from models import Placement, Plan, PlanRequest, PlanStatus
 from models.objective import evaluate, same_placement, tenant_demands
 from solver.backends import BACKENDS
 from solver.bound import upper_bound
@@ -241,49 +241,72 @@ def _fairness(ctx: Context, backend: str, compiled: Compiled) -> Outcome:
 
 
 def _priority(ctx: Context, backend: str, compiled: Compiled) -> Outcome:
-    """Lexicographic placement in priority order, then throughput."""
+    """Lexicographic placement in priority order, then throughput.
+
+    Sequentially, job k is committed when it can be placed beside the jobs committed before
+    it. Batches make this cheap: if a run of consecutive jobs can be placed together beside
+    the committed ones, each of them would have been committed one by one, so the whole run
+    is committed with one feasibility solve; a run that cannot is halved until single jobs
+    are decided. A job that fails also fails every later member of its group (identical
+    jobs, decided in rank order)."""
     req = ctx.request
     order = sorted(range(len(req.jobs)), key=lambda i: priority_key(req.jobs[i]))
     reasons = static_reasons(req)
     model = compiled.model.copy()
     model.objective = {}
     model.objective_const = 0.0
-    committed: list[int] = []
     left_out: dict[int, str] = {}
     failed_sigs: set[tuple[object, ...]] = set()
     exhaustive = True
     base_values: list[int] | None = None
+    pending = []
     for i in order:
-        job = req.jobs[i]
-        if job.name in reasons and not job.current:
+        if req.jobs[i].name in reasons and not req.jobs[i].current:
             left_out[i] = "static"
-            continue
-        sig = _shape_sig(compiled, i)
-        if sig is not None and sig in failed_sigs:
-            left_out[i] = "priority"
+        else:
+            pending.append(i)
+    pos, chunk = 0, len(pending)
+    while pos < len(pending):
+        batch = []
+        for i in pending[pos:pos + chunk]:
+            sig = _shape_sig(compiled, i)
+            if sig is not None and sig in failed_sigs:
+                left_out[i] = "priority"
+            else:
+                batch.append(i)
+        if not batch:
+            pos += chunk
             continue
         if ctx.remaining() <= ctx.reserve * 2:
             exhaustive = False
-            left_out[i] = "time"
-            continue
+            for i in pending[pos:]:
+                left_out.setdefault(i, "time")
+            break
         trial = model.copy()
-        terms, need = compiled.placed_expr(i)
-        trial.add(terms, lo=need)
+        for i in batch:
+            terms, need = compiled.placed_expr(i)
+            trial.add(terms, lo=need)
         if base_values is not None:
             trial.hints = dict(enumerate(base_values))
         s = _solve(ctx, backend, trial, 0.25)
         if s.status in ("optimal", "feasible"):
             model = trial
-            committed.append(i)
             base_values = s.values
+            pos += chunk
+            chunk = max(1, min(2 * chunk, len(pending) - pos))
+        elif chunk > 1:
+            chunk = max(1, chunk // 2)
         else:
+            (i,) = batch
             if s.status == "unknown":
                 exhaustive = False
                 left_out[i] = "time"
             else:
                 left_out[i] = "priority"
+                sig = _shape_sig(compiled, i)
                 if sig is not None:
                     failed_sigs.add(sig)
+            pos += 1  # after a failure, capacity is likely short: grow again from 1
     final = model.copy()
     final.objective = dict(compiled.model.objective)
     final.objective_const = compiled.model.objective_const
@@ -327,6 +350,21 @@ def _heuristic(ctx: Context) -> Outcome:
         res = improve(ctx.request, res, deadline=stop, seed=ctx.request.policy.seed,
                       max_moves=_moves(ctx.request))
     return Outcome(res, "heuristic", "heuristic", ctx.bound())
+
+
+def _rank(request: PlanRequest, placements: dict[str, list[Placement]]
+          ) -> tuple[float, ...]:
+    """How good a plan is under the policy's objective, lexicographic where it is:
+    priority_fifo compares which jobs are placed in priority order first, fairness the
+    minimum share first; then the objective (rounded, so that float noise does not rank)."""
+    ev = evaluate(request, placements)
+    if request.policy.objective == "priority_fifo":
+        order = sorted(request.jobs, key=priority_key)
+        return (*(1.0 if placements.get(j.name) else 0.0 for j in order),
+                round(ev.throughput, 9))
+    if request.policy.objective == "fairness":
+        return (round(ev.objective_value, 9), round(ev.throughput, 9))
+    return (round(ev.objective_value, 9),)
 
 
 def _moves(request: PlanRequest) -> int:
@@ -440,8 +478,7 @@ def _auto(ctx: Context) -> Outcome:
         out = _decomposed(ctx)
     if out.status in ("feasible", "heuristic"):
         heur = ctx.warm or ctx.heuristic()
-        if evaluate(ctx.request, heur.placements).objective_value > evaluate(
-                ctx.request, out.result.placements).objective_value + 1e-9:
+        if _rank(ctx.request, heur.placements) > _rank(ctx.request, out.result.placements):
             out.result = heur
             out.status = "heuristic"
             out.solver = "auto/heuristic"
