@@ -8,7 +8,13 @@ validation is a bug: `PlanningError` is raised, never a wrong plan returned.
 Lexicographic objectives run as several exact solves of the same model:
 - `fairness`: maximise the minimum tenant share T (phase 1), then throughput with T fixed.
 - `priority_fifo`: walk the jobs in priority order, committing each job that can still be
-  placed beside the committed ones (a feasibility solve), then maximise throughput.
+  placed beside the committed ones (feasibility solves over runs of jobs, halved when a run
+  fails), then maximise throughput.
+
+`auto` picks by size: the full aggregated model when it stays under `EXACT_VARS`
+variables; otherwise local search, then CP-SAT on a pruned model warm-started from it;
+beyond `PRUNED_SIZE` (GPUs x jobs), greedy plus local search. Every non-optimal answer
+carries the aggregated LP bound (solver/bound.py).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from solver.formulation import (
 )
 from solver.linear import Limits, LinearModel, ModelTooLarge, Solution, add_terms
 from solver.reasons import hard_conflicts, static_reasons
+from solver.validate import validate_plan
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +137,14 @@ def _solve(ctx: Context, backend: str, model: LinearModel, share: float,
         def on_inc(values: list[int], _obj: float) -> None:
             try:
                 res = decode(compiled, values)
-                hook(build_plan(ctx.request, res, status="feasible", solver=backend,
-                                solve_time_s=time.monotonic() - ctx.started))
+                inc = build_plan(ctx.request, res, status="feasible",
+                                 solver=backend_name(backend),
+                                 solve_time_s=time.monotonic() - ctx.started)
+                bad = validate_plan(ctx.request, inc)
+                if bad:  # a bug; the final plan is checked again and raises
+                    log.error("invalid incumbent skipped: %s", bad[0].message)
+                    return
+                hook(inc)
             except Exception:  # an incumbent report must never break the solve
                 log.exception("incumbent callback failed")
     lim = ctx.limits(share)
@@ -516,8 +529,6 @@ def plan(
     `cancel` stops an exact search early (the best plan so far comes back);
     `on_incumbent` receives intermediate plans as the exact search improves.
     """
-    from solver.validate import validate_plan
-
     t0 = time.monotonic()
     ctx = Context(request, t0, t0 + request.policy.time_limit_s, cancel, on_incumbent)
     conflicts = hard_conflicts(request)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from collections.abc import Callable
 from threading import Event
@@ -54,17 +55,15 @@ def scale_row(coefs: list[float], lo: float | None, hi: float | None
 
 
 class _Incumbents(cp_model.CpSolverSolutionCallback):
-    def __init__(self, xs: list[cp_model.IntVar], report: Callable[[list[int], float], None],
-                 cancel: Event | None):
+    """Reports each improving solution (all variable values and the objective)."""
+
+    def __init__(self, xs: list[cp_model.IntVar], report: Callable[[list[int], float], None]):
         super().__init__()
         self._xs = xs
         self._report = report
-        self._cancel = cancel
 
     def on_solution_callback(self) -> None:
         self._report([int(self.value(x)) for x in self._xs], float(self.objective_value))
-        if self._cancel is not None and self._cancel.is_set():
-            self.stop_search()
 
 
 class CpSatBackend:
@@ -120,12 +119,23 @@ class CpSatBackend:
             p.cp_model_probing_level = 0
         p.absolute_gap_limit = 1e-6
         cb = None
-        if on_incumbent is not None or cancel is not None:
+        if on_incumbent is not None:
             def report(values: list[int], obj: float) -> None:
-                if on_incumbent is not None:
-                    on_incumbent(values, obj + model.objective_const)
-            cb = _Incumbents(xs, report, cancel)
-        status = solver.solve(m, cb)
+                on_incumbent(values, obj + model.objective_const)
+            cb = _Incumbents(xs, report)
+        done = threading.Event()
+        if cancel is not None:
+            # Stop the search as soon as the caller cancels, not at the next solution.
+            def watch() -> None:
+                while not done.is_set():
+                    if cancel.wait(0.05):
+                        solver.stop_search()
+                        return
+            threading.Thread(target=watch, daemon=True).start()
+        try:
+            status = solver.solve(m, cb)
+        finally:
+            done.set()
         wall = time.perf_counter() - t0
         info: dict[str, float | int | str] = {
             "branches": int(solver.num_branches), "conflicts": int(solver.num_conflicts),
