@@ -164,6 +164,7 @@ class _Builder:
         self.thr: Terms = {}
         self._claims: dict[tuple[int, Instance], Terms] = {}
         self._group_names: dict[str, list[str]] = {}
+        self._bins_by_pool: dict[tuple[str, str], list[tuple[int, Bin]]] | None = None
         self._eligible: dict[tuple[int, str], bool] = {}
         self._fits: dict[tuple[int, str, float], bool] = {}
 
@@ -579,8 +580,8 @@ class _Builder:
 
     def _bins_for(self, job: Job) -> list[tuple[int, Bin]]:
         """The usable share bins of pools where `job` is eligible and fits the host."""
-        if not hasattr(self, "_bins_by_pool"):
-            self._bins_by_pool: dict[tuple[str, str], list[tuple[int, Bin]]] = defaultdict(list)
+        if self._bins_by_pool is None:
+            self._bins_by_pool = defaultdict(list)
             for bi, b in enumerate(self.c.bins):
                 if b.usable:
                     self._bins_by_pool[b.pool].append((bi, b))
