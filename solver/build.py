@@ -150,6 +150,8 @@ def build_plan(
     if best_bound is not None:
         best_bound = max(best_bound, value)
         gap = max(0.0, (best_bound - value) / max(1.0, abs(best_bound)))
+        if gap < 1e-12:  # float noise between the solver's bound and the recomputed value
+            gap = 0.0
     stats = PlanStats(**plan_stats(request, placements))
     extras: dict[str, float | int | str] = {
         "throughput": round(ev.throughput, 9),
