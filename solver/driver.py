@@ -68,6 +68,7 @@ class Context:
     warm: HeuristicResult | None = None   # the warm start of exact solves, if not greedy
     _bound: float | None = None
     _bound_done: bool = False
+    _reasons: dict[str, tuple[str, str]] | None = None
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -97,6 +98,12 @@ class Context:
                 time_limit_s=max(0.1, min(max(2.0, 0.1 * budget), self.remaining() / 5)))
             self._bound_done = True
         return self._bound
+
+    def reasons(self) -> dict[str, tuple[str, str]]:
+        """Static reasons of the jobs no plan can place (computed once)."""
+        if self._reasons is None:
+            self._reasons = static_reasons(self.request)
+        return self._reasons
 
     def heuristic(self) -> HeuristicResult:
         """The greedy plan of this request (computed once)."""
@@ -246,10 +253,8 @@ def _fairness(ctx: Context, backend: str, compiled: Compiled) -> Outcome:
     status: PlanStatus = "optimal" if s1.status == "optimal" and s2.status == "optimal" \
         else "feasible"
     out = _finish(ctx, backend, compiled, sol, bound=bound1, status=status)
-    if s1.status == "optimal" and out.bound is not None:
-        # Min share is proven to the model's resolution; report the decoded value as bound
-        # when it is higher (finer than the resolution).
-        out.stats["fairness_resolution"] = 1.0 / FAIRNESS_STEPS
+    # The minimum share is maximised (and bounded) on a grid of this step.
+    out.stats["fairness_resolution"] = 1.0 / FAIRNESS_STEPS
     return out
 
 
@@ -264,7 +269,7 @@ def _priority(ctx: Context, backend: str, compiled: Compiled) -> Outcome:
     jobs, decided in rank order)."""
     req = ctx.request
     order = sorted(range(len(req.jobs)), key=lambda i: priority_key(req.jobs[i]))
-    reasons = static_reasons(req)
+    reasons = ctx.reasons()
     model = compiled.model.copy()
     model.objective = {}
     model.objective_const = 0.0
@@ -538,7 +543,7 @@ def plan(
         out = PLANNERS[request.policy.solver](ctx)
         if out.status != "infeasible" and _breaks_running(request, out.result):
             out = _settle_running(ctx, out)
-    reasons = static_reasons(request)
+    reasons = ctx.reasons()
     for name, why in reasons.items():
         if name not in out.result.placements:
             out.result.reasons[name] = why
