@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass, field
 
 import highspy
 import numpy as np
@@ -54,8 +55,9 @@ _GRID = 0.002
 _LOG_GRID = math.log1p(_GRID)
 
 Pool = tuple[str, str]  # ("whole" | "mig", model)
-#: (pool, amount, objective coefficient, throughput value, GPU memory) of one job option
-Option = tuple[Pool, float, float, float, float]
+#: (pool, amount, objective coefficient, throughput value, GPU memory, whole GPUs?) of one
+#: job option
+Option = tuple[Pool, float, float, float, float, bool]
 #: a group of identical jobs: its options and (for fairness) its tenant
 GroupKey = tuple[tuple[Option, ...], str, bool, int]
 
@@ -91,9 +93,28 @@ def _round_up(x: float) -> float:
     return math.exp(math.ceil(math.log(x) / _LOG_GRID - 1e-12) * _LOG_GRID) * (1 + 1e-12)
 
 
+@dataclass
+class Relaxation:
+    """The aggregated LP's optimum: the bound, and where the LP puts whole jobs."""
+
+    bound: float
+    #: job name -> the model the LP places it on, for the jobs of each group up to the
+    #: integer part of the group's LP count on that model (empty when the LP was not
+    #: solved to optimality and the capacity-free bound was used)
+    targets: dict[str, str] = field(default_factory=dict)
+
+
 def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | None:
     """A proven upper bound on `request`'s objective (module doc); None if the hard
     constraints alone are infeasible in the relaxation (non-preemptible jobs overflow)."""
+    rel = relax(request, time_limit_s=time_limit_s)
+    return None if rel is None else rel.bound
+
+
+def relax(request: PlanRequest, *, time_limit_s: float = 2.0) -> Relaxation | None:
+    """The aggregated LP relaxation of `request`: its bound (as `upper_bound`) and the
+    integer part of its solution as per-job target models (see `heuristics/lp_round.py`,
+    which rounds it into a plan); None if the relaxation is infeasible."""
     t0 = time.perf_counter()
     policy = request.policy
     objective = policy.objective
@@ -106,6 +127,7 @@ def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | N
     const = 0.0
     # group key -> [count, fixed count]
     groups: dict[GroupKey, list[int]] = {}
+    members: dict[GroupKey, list[str]] = {}
     for info in infos:
         job = info.job
         options: dict[str, Option] = {}
@@ -166,7 +188,8 @@ def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | N
             if pool[0] == "whole" and spec.memory_gib is not None:
                 mem = (info.gpus * spec.memory_gib if info.shape == "whole"
                        else min(info.gpu_mem, spec.memory_gib))
-            options[m] = (pool, amount, _round_up(coef), _round_up(thr), mem)
+            options[m] = (pool, amount, _round_up(coef), _round_up(thr), mem,
+                          info.shape == "whole")
         if job.current:
             const -= pre_cost
         if not options:
@@ -177,17 +200,127 @@ def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | N
         single_k = info.gpus if info.shape == "whole" and job.single_node else 0
         key = (tuple(sorted(options.values())), job.tenant if fair else "", fixed, single_k)
         slot = groups.setdefault(key, [0, 0])
+        members.setdefault(key, []).append(info.name)
         slot[0] += 1
         if job.current and not job.preemptible:
             slot[1] += 1
     mem_cap = {m: catalog[m].memory_gib for _, m in cap}
-    bound = _solve_lp(groups, cap, _node_free(state, request), mem_cap, fair,
-                      tenant_demands(request) if fair else {},
-                      max(0.1, time_limit_s - (time.perf_counter() - t0)))
-    if bound is None:
+    solved = _solve_lp(groups, cap, _node_free(state, request), _whole_caps(state, request),
+                       mem_cap, fair,
+                       tenant_demands(request) if fair else {},
+                       max(0.1, time_limit_s - (time.perf_counter() - t0)))
+    if solved is None:
         return None
+    bound, cols = solved
     value = bound if fair else bound + const
-    return value + _REL_MARGIN * abs(value) + _ABS_MARGIN
+    return Relaxation(value + _REL_MARGIN * abs(value) + _ABS_MARGIN,
+                      _targets(groups, members, cols))
+
+
+def _targets(groups: dict[GroupKey, list[int]], members: dict[GroupKey, list[str]],
+             cols: list[float] | None) -> dict[str, str]:
+    """Per group, hand the integer part of each option's LP count to the group's jobs
+    (options of higher objective coefficient first, jobs in request order)."""
+    if cols is None:
+        return {}
+    out: dict[str, str] = {}
+    col = 0
+    for key in groups:
+        opts = []
+        for pool, _amount, coef, _thr, _mem, _whole in key[0]:
+            opts.append((coef, pool[1], cols[col]))
+            col += 1
+        names = iter(members[key])
+        for _coef, model, x in sorted(opts, key=lambda o: (-o[0], o[1])):
+            for _ in range(math.floor(x + 1e-6)):
+                name = next(names, None)
+                if name is None:
+                    break
+                out[name] = model
+    return out
+
+
+def _whole_caps(state: ClusterState, request: PlanRequest) -> dict[str, int]:
+    """Per model with shares that must keep running: the non-MIG GPUs left for whole
+    jobs. A GPU holding a non-preemptible share stays shared, so only shares may use the
+    rest of it."""
+    pinned: dict[str, set[tuple[str, int]]] = {}
+    for j in request.jobs:
+        if j.current and not j.preemptible:
+            for p in j.current:
+                if p.fraction is not None and p.mig is None:
+                    g = state.gpus[state.gid_of[(p.node, p.gpu)]]
+                    pinned.setdefault(g.model, set()).add((p.node, p.gpu))
+    if not pinned:
+        return {}
+    occupied = {(p.node, p.gpu) for j in request.jobs for p in (j.current or [])}
+    out: dict[str, int] = {}
+    for g in state.gpus:
+        key = (state.nodes[g.node].name, g.index)
+        if g.mig or g.model not in pinned or key in pinned[g.model] or (
+                not g.usable and key not in occupied):
+            continue
+        out[g.model] = out.get(g.model, 0) + 1
+    for m in pinned:
+        out.setdefault(m, 0)
+    return out
+
+
+#: Most node patterns per model; beyond, the threshold rows stand in for them.
+MAX_PATTERNS = 3000
+
+
+def _node_patterns(groups: dict[GroupKey, list[int]], node_free: dict[str, list[int]]
+                   ) -> dict[str, tuple[dict[int, int], dict[int, list[tuple[int, ...]]]]]:
+    """Per model with single-node gangs: the number of nodes with c free GPUs, and for each
+    c the maximal multisets of gang sizes (>= 2) that fit in c GPUs. A plan puts on each
+    node a multiset of gangs that fits its free GPUs, contained in a maximal one, so the
+    LP over node patterns (Gilmore-Gomory) is a relaxation, and a much tighter one than
+    per-size thresholds when gangs of several sizes compete for nodes. Models whose
+    enumeration passes `MAX_PATTERNS` keep the threshold rows."""
+    sizes: dict[str, set[int]] = {}
+    for opts, _tenant, fixed_group, single_k in groups:
+        if single_k >= 2 and not fixed_group:
+            for opt in opts:
+                if opt[0][0] == "whole":
+                    sizes.setdefault(opt[0][1], set()).add(single_k)
+    out: dict[str, tuple[dict[int, int], dict[int, list[tuple[int, ...]]]]] = {}
+    for m, ks in sizes.items():
+        counts: dict[int, int] = {}
+        for c in node_free.get(m, []):
+            counts[c] = counts.get(c, 0) + 1
+        order = sorted(ks, reverse=True)
+        by_c: dict[int, list[tuple[int, ...]]] = {}
+        total = 0
+        for c in counts:
+            by_c[c] = _maximal_multisets(c, order, MAX_PATTERNS - total + 1)
+            total += len(by_c[c])
+            if total > MAX_PATTERNS:
+                break
+        if total <= MAX_PATTERNS:
+            out[m] = (counts, by_c)
+    return out
+
+
+def _maximal_multisets(c: int, sizes: list[int], cap: int) -> list[tuple[int, ...]]:
+    """The non-empty multisets of `sizes` (descending) of sum <= c to which no size can be
+    added; stops after `cap` of them."""
+    out: list[tuple[int, ...]] = []
+    smallest = sizes[-1]
+
+    def rec(i: int, left: int, acc: tuple[int, ...]) -> None:
+        if len(out) >= cap:
+            return
+        if i == len(sizes):
+            if acc and left < smallest:
+                out.append(acc)
+            return
+        k = sizes[i]
+        for n in range(left // k, -1, -1):
+            rec(i + 1, left - n * k, acc + (k,) * n)
+
+    rec(0, c, ())
+    return out
 
 
 def _node_free(state: ClusterState, request: PlanRequest) -> dict[str, list[int]]:
@@ -208,9 +341,12 @@ def _node_free(state: ClusterState, request: PlanRequest) -> dict[str, list[int]
 
 
 def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
-              node_free: dict[str, list[int]], mem_cap: dict[str, float | None], fair: bool,
-              demands: dict[str, float], time_limit_s: float) -> float | None:
-    """max sum coef x (or t for fairness) over the aggregated model; None if infeasible."""
+              node_free: dict[str, list[int]], whole_cap: dict[str, int],
+              mem_cap: dict[str, float | None], fair: bool,
+              demands: dict[str, float], time_limit_s: float
+              ) -> tuple[float, list[float] | None] | None:
+    """max sum coef x (or t for fairness) over the aggregated model and the optimal
+    column values (None with the capacity-free fallback); None if infeasible."""
     pools = {p: i for i, p in enumerate(sorted(cap))}
     tenants = {k: i for i, k in enumerate(sorted(demands))}
     n_groups = len(groups)
@@ -229,16 +365,34 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
         if p[0] == "whole" and mem_cap.get(p[1]) is not None:
             mem_rows[p] = (base + len(mem_rows), cap[p] * (mem_cap[p[1]] or 0.0))
     base += len(mem_rows)
+    patterns = _node_patterns(groups, node_free)
     for m in sorted(node_free):
+        if m in patterns:
+            continue
         top = max(node_free[m], default=0)
         for t in range(2, top + 1):
             gpus = sum(c for c in node_free[m] if c >= t)
             count = sum(c // t for c in node_free[m])
             thresholds[(m, t)] = (base + 2 * len(thresholds), gpus, count)
+    # GPUs for whole jobs where non-preemptible shares keep some GPUs shared.
+    whole_rows = {m: base + 2 * len(thresholds) + k for k, m in enumerate(sorted(whole_cap))}
+    # Node patterns: per model, one row per free-GPU count c (nodes using a pattern <= the
+    # nodes with c free) and one per gang size k (gangs of k <= k-slots of the patterns).
+    next_row = base + 2 * len(thresholds) + len(whole_rows)
+    node_rows: dict[tuple[str, int], int] = {}
+    gang_rows: dict[tuple[str, int], int] = {}
+    for m in sorted(patterns):
+        counts, by_c = patterns[m]
+        for c in sorted(counts):
+            node_rows[(m, c)] = next_row
+            next_row += 1
+        for k in sorted({k for pats in by_c.values() for pat in pats for k in pat}):
+            gang_rows[(m, k)] = next_row
+            next_row += 1
     for gi, ((opts, tenant, fixed_group, single_k), (count, _fixed)) in enumerate(
             groups.items()):
         best = 0.0
-        for pool, amount, coef, thr, mem in opts:
+        for pool, amount, coef, thr, mem, whole in opts:
             col = len(col_cost)
             col_cost.append(-coef)  # HiGHS minimises
             col_ub.append(float(count))
@@ -246,9 +400,18 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
             row_entries.append((n_groups + pools[pool], col, amount))
             if mem > 0 and pool in mem_rows:
                 row_entries.append((mem_rows[pool][0], col, mem))
+            if whole and pool[0] == "whole" and pool[1] in whole_rows:
+                row_entries.append((whole_rows[pool[1]], col, amount))
             if fair and tenant in tenants:
                 row_entries.append((n_groups + len(pools) + tenants[tenant], col, thr))
-            if single_k >= 2 and not fixed_group and pool[0] == "whole":
+            if single_k >= 2 and not fixed_group and pool[0] == "whole" and (
+                    pool[1] in patterns):
+                gr = gang_rows.get((pool[1], single_k))
+                if gr is None:  # no node has room for it: the option is unusable
+                    col_ub[col] = 0.0
+                else:
+                    row_entries.append((gr, col, 1.0))
+            elif single_k >= 2 and not fixed_group and pool[0] == "whole":
                 for t in range(2, single_k + 1):
                     th = thresholds.get((pool[1], t))
                     if th is not None:
@@ -261,10 +424,21 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
         t_col = len(col_cost)
         col_cost.append(-1.0)
         col_ub.append(1.0)
-        for k, i in tenants.items():
-            row_entries.append((n_groups + len(pools) + i, t_col, -demands[k]))
+        for ten, i in tenants.items():
+            row_entries.append((n_groups + len(pools) + i, t_col, -demands[ten]))
         fallback = 1.0
-    n_rows = base + 2 * len(thresholds)
+    n_job_cols = len(col_cost)
+    for m in sorted(patterns):
+        counts, by_c = patterns[m]
+        for c in sorted(counts):
+            for pat in by_c[c]:
+                col = len(col_cost)
+                col_cost.append(0.0)
+                col_ub.append(float(counts[c]))
+                row_entries.append((node_rows[(m, c)], col, 1.0))
+                for k in set(pat):
+                    row_entries.append((gang_rows[(m, k)], col, -float(pat.count(k))))
+    n_rows = next_row
     lower = np.full(n_rows, -highspy.kHighsInf)
     upper = np.full(n_rows, highspy.kHighsInf)
     for row, mem_total in mem_rows.values():
@@ -272,6 +446,12 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
     for row, gpus, count in thresholds.values():
         upper[row] = gpus
         upper[row + 1] = count
+    for m, row in whole_rows.items():
+        upper[row] = whole_cap[m]
+    for (m, c), row in node_rows.items():
+        upper[row] = patterns[m][0][c]
+    for row in gang_rows.values():
+        upper[row] = 0.0
     for gi, (count, fixed) in enumerate(groups.values()):
         upper[gi] = count
         if fixed:
@@ -285,7 +465,7 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
     h.setOptionValue("time_limit", max(0.05, time_limit_s))
     n_cols = len(col_cost)
     if n_cols == 0:
-        return 0.0
+        return 0.0, []
     h.addVars(n_cols, np.zeros(n_cols), np.array(col_ub))
     h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), np.array(col_cost))
     row_entries.sort()
@@ -297,8 +477,9 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
     h.run()
     status = h.getModelStatus()
     if status == highspy.HighsModelStatus.kOptimal:
-        return float(-h.getInfo().objective_function_value)
+        values = list(h.getSolution().col_value)[:n_job_cols]
+        return float(-h.getInfo().objective_function_value), values
     if status == highspy.HighsModelStatus.kInfeasible:
         return None
     log.info("bound LP not solved (%s); using the capacity-free bound", status)
-    return fallback
+    return fallback, None

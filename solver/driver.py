@@ -29,11 +29,12 @@ from threading import Event
 
 from heuristics.greedy import plan_greedy
 from heuristics.local_search import improve
+from heuristics.lp_round import plan_lp_round
 from heuristics.result import HeuristicResult
 from models import Placement, Plan, PlanRequest, PlanStatus
 from models.objective import evaluate, same_placement, tenant_demands
 from solver.backends import BACKENDS
-from solver.bound import upper_bound
+from solver.bound import Relaxation, relax
 from solver.build import build_plan
 from solver.formulation import (
     FAIRNESS_STEPS,
@@ -66,8 +67,9 @@ class Context:
     notes: list[str] = field(default_factory=list)
     _heuristic: HeuristicResult | None = None
     warm: HeuristicResult | None = None   # the warm start of exact solves, if not greedy
-    _bound: float | None = None
+    _relax: Relaxation | None = None
     _bound_done: bool = False
+    _start: HeuristicResult | None = None
     _reasons: dict[str, tuple[str, str]] | None = None
 
     def remaining(self) -> float:
@@ -93,11 +95,30 @@ class Context:
         budget: 2 s or a tenth of the budget, at most a fifth of what remains)."""
         if not self._bound_done:
             budget = self.request.policy.time_limit_s
-            self._bound = upper_bound(
+            self._relax = relax(
                 self.request,
                 time_limit_s=max(0.1, min(max(2.0, 0.1 * budget), self.remaining() / 5)))
             self._bound_done = True
-        return self._bound
+        return None if self._relax is None else self._relax.bound
+
+    def start(self) -> HeuristicResult:
+        """The better of the greedy plan and the rounded LP plan (heuristics/lp_round.py;
+        throughput-like objectives only, where the LP's choice is the objective's), by the
+        policy objective (computed once)."""
+        if self._start is None:
+            best = self.heuristic()
+            if self.request.policy.objective in LP_ROUND_OBJECTIVES:
+                self.bound()
+                targets = self._relax.targets if self._relax is not None else {}
+                if targets and self.remaining() > 2 * self.reserve:
+                    rounded = plan_lp_round(self.request, targets,
+                                            deadline=self.deadline - self.reserve)
+                    if _rank(self.request, rounded.placements) > _rank(
+                            self.request, best.placements):
+                        best = rounded
+                        self.notes.append("the starting plan is the rounded LP relaxation")
+            self._start = best
+        return self._start
 
     def reasons(self) -> dict[str, tuple[str, str]]:
         """Static reasons of the jobs no plan can place (computed once)."""
@@ -128,6 +149,9 @@ Planner = Callable[[Context], Outcome]
 
 #: Seconds kept back from the budget for decoding, building and validating the plan.
 RESERVE_S = 0.3
+#: Objectives whose plans may start from the rounded LP relaxation (the lexicographic
+#: ones have their own order of decisions).
+LP_ROUND_OBJECTIVES = ("throughput", "jct", "makespan")
 
 
 def _infeasible(ctx: Context, solver: str, why: str) -> Outcome:
@@ -166,7 +190,7 @@ def exact_outcome(ctx: Context, backend: str, prune: int | None = None,
     aggregated LP bound)."""
     req = ctx.request
     objective = req.policy.objective
-    start = (ctx.warm or ctx.heuristic()).placements
+    start = (ctx.warm or ctx.start()).placements
     if compiled is None:
         compiled = compile_request(req, prune=prune, hint=start)
     compiled.model.hints.update(encode_hints(compiled, start))
@@ -196,7 +220,7 @@ def backend_name(backend: str) -> str:
 
 def _fallback(ctx: Context, name: str) -> Outcome:
     """The heuristic plan, with `time_limit` as the reason of jobs it leaves out."""
-    res = ctx.heuristic()
+    res = ctx.warm or ctx.start()
     for j in ctx.request.jobs:
         if j.name not in res.placements and j.name not in res.reasons:
             res.reasons[j.name] = ("time_limit", "the exact solver ran out of time")
@@ -358,10 +382,10 @@ def _shape_sig(compiled: Compiled, i: int) -> tuple[object, ...] | None:
 
 # ------------------------------------------------------------------------ planners
 def _heuristic(ctx: Context) -> Outcome:
-    """Greedy best fit, then local search for a short while (at most 1 s or a quarter of
-    the budget), with the aggregated LP bound."""
-    res = ctx.heuristic()
+    """Greedy best fit (or the rounded LP when better), then local search for a short while
+    (at most 1 s or a quarter of the budget), with the aggregated LP bound."""
     ctx.bound()
+    res = ctx.start()
     stop = min(ctx.deadline - ctx.reserve,
                time.monotonic() + min(1.0, ctx.remaining() / 4))
     if stop > time.monotonic():
@@ -451,7 +475,7 @@ def _full_model(ctx: Context) -> Compiled | None:
     if _estimate_vars(ctx.request) > 2 * EXACT_VARS:
         return None
     try:
-        return compile_request(ctx.request, hint=(ctx.warm or ctx.heuristic()).placements,
+        return compile_request(ctx.request, hint=(ctx.warm or ctx.start()).placements,
                                max_vars=EXACT_VARS)
     except ModelTooLarge:
         return None
@@ -486,7 +510,7 @@ def _auto(ctx: Context) -> Outcome:
         # Local search first (a third of the budget), then CP-SAT on the pruned model
         # warm-started from its plan.
         stop = time.monotonic() + ctx.remaining() / 3
-        ctx.warm = improve(ctx.request, ctx.heuristic(), deadline=stop,
+        ctx.warm = improve(ctx.request, ctx.start(), deadline=stop,
                            max_moves=_moves(ctx.request),
                            seed=ctx.request.policy.seed)
         out = exact_outcome(ctx, "cp_sat", PRUNE_K)
@@ -495,7 +519,7 @@ def _auto(ctx: Context) -> Outcome:
         ctx.bound()
         out = _decomposed(ctx)
     if out.status in ("feasible", "heuristic"):
-        heur = ctx.warm or ctx.heuristic()
+        heur = ctx.warm or ctx.start()
         if _rank(ctx.request, heur.placements) > _rank(ctx.request, out.result.placements):
             out.result = heur
             out.status = "heuristic"
@@ -508,7 +532,7 @@ def _auto(ctx: Context) -> Outcome:
 
 def _decomposed(ctx: Context) -> Outcome:
     """Large requests: the heuristic plan improved by local search until the deadline."""
-    res = improve(ctx.request, ctx.heuristic(), deadline=ctx.deadline - ctx.reserve,
+    res = improve(ctx.request, ctx.start(), deadline=ctx.deadline - ctx.reserve,
                   max_moves=_moves(ctx.request),
                   seed=ctx.request.policy.seed)
     return Outcome(res, "heuristic", "auto/heuristic", None)
