@@ -16,6 +16,16 @@
    migration and preemption costs; for `fairness` the minimum tenant share, then
    throughput), undo it otherwise.
 
+Before the loop, and now and then inside it, an *evict-and-place* move targets the
+unplaced gangs (whole-GPU jobs of 2+ GPUs) that no node has room for although free GPUs
+are scattered over several nodes: for the nodes of an eligible model where the gang lacks
+the fewest GPUs, it takes out the few jobs holding them (fewest jobs, then least value),
+puts the gang there, and re-places the evicted jobs elsewhere at their best fit (a
+running one is thereby migrated, or preempted if nothing fits). Like any move it is kept
+only when the objective, migration and preemption costs included, improves. Ruin and
+recreate rarely finds this: the evicted jobs are denser than the gang and take back their
+own GPUs first.
+
 The result is compared with the input by `models.objective.evaluate` and the better one is
 returned, so `improve` never makes a plan worse. For `priority_fifo` only the repair step
 runs in the strict priority order (ruin and recreate could create priority inversions).
@@ -41,6 +51,10 @@ _CANDIDATES = 40
 _SCAN = 400
 #: Nodes ruined per move, at most.
 _RUIN_NODES = 3
+#: Unplaced gangs an evict-and-place pass tries, densest first, at most.
+_ROOM_GANGS = 8
+#: Nodes tried per gang by evict-and-place (fewest evictions first), at most.
+_ROOM_NODES = 2
 
 
 class _Score:
@@ -228,6 +242,117 @@ class _Search:
         gains.sort(key=lambda x: (x[0], x[1]))
         return [i for _, _, i in gains[:limit]]
 
+    def room_gangs(self) -> list[JobInfo]:
+        """Unplaced whole-GPU gangs (2+ GPUs) that may be placed, densest first."""
+        st = self.g.state
+        gangs = [i for i in self.g.infos if i.shape == "whole" and i.gpus >= 2
+                 and i.name not in st.placed and (i.preemptible or not i.current)]
+        return self.g.density_order(gangs)[:_ROOM_GANGS]
+
+    def _evictions(self, info: JobInfo, ni: int, model: str
+                   ) -> tuple[int, float, list[JobInfo]] | None:
+        """The fewest (then least valuable) removable jobs to take off node `ni` so that
+        `info` gets `info.gpus` GPUs of `model` there: (count, value, jobs), or None."""
+        st = self.g.state
+        gids = [gid for gid in st.nodes[ni].gpus
+                if st.gpus[gid].model == model and st.gpus[gid].usable and not st.gpus[gid].mig]
+        need = info.gpus - st.free_count(ni, model)
+        if len(gids) < info.gpus or need <= 0:
+            return None
+        held: dict[str, int] = {}
+        for gid in gids:
+            owner = st.gpus[gid].whole_job
+            if owner is None:
+                continue  # free, or shared (a shared GPU is not freed here)
+            j = self.g.by_name[owner]
+            if not (j.current and not j.preemptible):
+                held[owner] = held.get(owner, 0) + 1
+        if sum(held.values()) < need:
+            return None
+        jobs = [self.g.by_name[n] for n in held]
+        best: tuple[int, float, list[JobInfo]] | None = None
+        for key in (lambda j: (-held[j.name], j.density, j.name),
+                    lambda j: (j.density, -held[j.name], j.name)):
+            chosen: list[JobInfo] = []
+            freed = 0
+            for j in sorted(jobs, key=key):
+                chosen.append(j)
+                freed += held[j.name]
+                if freed >= need:
+                    break
+            # Drop the ones the others make unnecessary (largest value first).
+            for j in sorted(chosen, key=lambda j: (-j.best_value, j.name)):
+                if freed - held[j.name] >= need:
+                    chosen.remove(j)
+                    freed -= held[j.name]
+            cand = (len(chosen), sum(st_value(self.g, j) for j in chosen), chosen)
+            if best is None or cand[:2] < best[:2]:
+                best = cand
+        return best
+
+    def make_room(self, info: JobInfo, score: _Score) -> bool:
+        """Evict-and-place for unplaced gang `info` (see the module doc); True when kept."""
+        st = self.g.state
+        if info.name in st.placed:
+            return False
+        options: list[tuple[int, float, int, str, list[JobInfo]]] = []
+        for model in self.g.ranked_models(info):
+            for ni in self.nodes_by_model.get(model, []):
+                if not st.nodes[ni].host_fits(0.0, 0.0):
+                    continue
+                ev = self._evictions(info, ni, model)
+                if ev is not None:
+                    options.append((ev[0], ev[1], ni, model, ev[2]))
+        options.sort(key=lambda o: (o[0], o[1], o[2]))
+        for _, _, ni, model, evict in options[:_ROOM_NODES]:
+            if self._try_room(info, ni, model, evict, score):
+                return True
+        return False
+
+    def _try_room(self, info: JobInfo, ni: int, model: str, evict: list[JobInfo],
+                  score: _Score) -> bool:
+        st = self.g.state
+        before = score.value()
+        old = {j.name: st.remove(j) for j in evict}
+        placed_gang = False
+        if (st.free_count(ni, model) >= info.gpus
+                and st.nodes[ni].host_fits(info.cpu, info.host_mem)):
+            st.place(info, self.g._take(ni, model, info.gpus))
+            placed_gang = True
+        moved = [j for j in self.g.density_order(evict) if self.g.place(j)] \
+            if placed_gang else []
+        changed = [*evict, info]
+        score.refresh(changed)
+        now = score.value()
+        ok = placed_gang and (now[0] > before[0] + 1e-9 or (
+            now[0] >= before[0] - 1e-9 and now[1] > before[1] + 1e-9))
+        if ok and not self.request.policy.allow_preemption:
+            ok = all(j.name in st.placed for j in evict if j.current)
+        if ok:
+            self.g.reasons.pop(info.name, None)
+            if len(moved) < len(evict):
+                self._prune()
+            return True
+        for j in moved:
+            st.remove(j)
+        if placed_gang:
+            st.remove(info)
+        for j in evict:
+            pl = old[j.name]
+            if pl:
+                st.place(j, pl)
+        score.refresh(changed)
+        return False
+
+    def room_pass(self, score: _Score, deadline: float) -> int:
+        """Evict-and-place for the densest unplaced gangs; returns how many were placed."""
+        done = 0
+        for info in self.room_gangs():
+            if time.monotonic() >= deadline:
+                break
+            done += self.make_room(info, score)
+        return done
+
     def move(self, score: _Score) -> bool:
         """One ruin-and-recreate move; True when it improved (and was kept)."""
         st = self.g.state
@@ -273,6 +398,12 @@ class _Search:
         return False
 
 
+def st_value(g: Greedy, info: JobInfo) -> float:
+    """The objective value of placed job `info` where it is now (0 when unplaced)."""
+    pl = g.state.placed.get(info.name)
+    return g.value_on(info, g.state.model_of(pl)) if pl else 0.0
+
+
 def is_consistent(request: PlanRequest, result: HeuristicResult) -> bool:
     """Whether `result`'s placements can coexist (capacity, MIG layouts, host resources);
     eligibility and the other contract rules are the validator's business."""
@@ -307,12 +438,15 @@ def improve(
     search.repair(sorted(unplaced, key=_fifo_key) if fifo else g.density_order(unplaced))
     if not fifo and search.models:  # no schedulable node: nothing to ruin and recreate
         score = _Score(g)
+        search.room_pass(score, deadline)
         moves = 0
         while time.monotonic() < deadline and (max_moves is None or moves < max_moves):
             search.move(score)
             moves += 1
             if moves % 200 == 0:
                 search._prune()
+            if moves % 100 == 0:
+                search.room_pass(score, deadline)
     out = g.result()
     for name, reason in result.reasons.items():
         if name not in out.placements and name in out.reasons and reason[0] != "preempted":
