@@ -7,7 +7,8 @@
   a GPU held during a restart or reconfiguration counts as allocated); `util_busy` is the
   same average restricted to the times when at least one job waits (how well a policy
   uses the cluster when there is work for it: a faster placement finishes sooner and
-  so lowers the first figure).
+  so lowers the first figure); `gpu_hours` is the allocated GPU-time itself
+  (utilization x GPUs x makespan): the same trace needs fewer GPU-hours on faster GPUs.
 - finish-time fairness (Themis, NSDI'20): rho_j = JCT_j / T_iso_j, where T_iso_j is the
   job's run time alone on an exclusive, average slice of the hardware it may use:
   `work_j / mean speed over the cluster's eligible GPUs`. rho < 1 means the job did better
@@ -74,6 +75,7 @@ def summarize(res: SimResult, cluster: Cluster) -> dict[str, Any]:
         "avg_queueing_s": float(queue.mean()),
         "makespan_s": float(end - t0),
         "utilization": used / (res.gpus_total * span) if span > 0 else 0.0,
+        "gpu_hours": used / 3600.0,
         "util_busy": used_busy / (res.gpus_total * span_busy) if span_busy > 0 else 0.0,
         "ftf_rho_mean": float(rho.mean()),
         "ftf_rho_max": float(rho.max()),

@@ -8,16 +8,32 @@ docs/semantics.md), minus the migration / preemption costs.
 
 Age weighting: `weight = 1 + age / aging_s` (age = seconds since submission), so a long
 job's priority doubles every `aging_s` (default 2 h) it waits or runs: Smith's rule alone
-would starve long jobs behind a steady stream of short ones. The costs follow the
-simulator's restart overhead: losing `restart_overhead_s` of progress on a job is worth
-`cost_scale` objective units (defaults: migration 0.5, preemption 1.0, the contract's).
+would starve long jobs behind a steady stream of short ones.
+
+Costs. A preemption costs the contract's default 1.0. A migration costs 0.05, not the
+contract's default 0.5, calibrated to what it costs here: the simulator stalls a migrated
+job for `restart_overhead_s` (30 s), a tenth of a 300 s round, and a job's `jct` term
+`w * H / T` (T its remaining run time) is its weighted rate of progress; losing 30 s of a
+job worth v costs about v / 10 of one round's objective, and 0.05 is that for the
+long-running jobs a consolidation moves (v ~ 0.05-0.5). With 0.5, no move that makes room
+for a waiting gang (worth 0.05-0.35 for the long ITP gangs) could ever pay for itself, and
+8-GPU gangs waited beside ~15 idle GPUs scattered over several nodes.
 
 The queue sent is the running jobs plus the `max_queue` waiting jobs of highest Smith
 index on their best model (a bounded request keeps the round inside its time budget);
 after the plan, the waiting jobs it does not place (left out of the request, or left by a
-planner that ran out of time) are backfilled first fit on their fastest model, in Smith
-order, into the capacity the plan leaves free. Every `jct` value is positive, so placing a
-job that fits never lowers the objective: the backfill only completes the plan.
+planner that ran out of time) are backfilled best fit (the node with the fewest free GPUs
+that fits, so whole nodes stay free for gangs) on their fastest model, in Smith order,
+into the capacity the plan leaves free. Every `jct` value is positive, so placing a job
+that fits never lowers the objective: the backfill only completes the plan.
+
+Upgrade (`upgrade_min_s`): GPUs still idle after the backfill fit no waiting job; a placed
+job whose remaining run time drops by at least `upgrade_min_s` (default 1 h) on a faster
+model with such room moves there (longest remaining run time first; a running job pays
+the restart overhead), and the GPUs it leaves go to the backfill again. Smith's index
+values a long job's speed-up by `speed / remaining`, so the planner leaves it on a slow
+GPU next to idle fast ones although every hour it gains is an hour off its own JCT, and
+the last such job sets the makespan.
 """
 
 from __future__ import annotations
@@ -27,8 +43,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from benchmarks.sim.engine import Decision, JobRun, RoundView
+from benchmarks.sim.occupancy import Occupancy
 from benchmarks.sim.policies.base import fresh_occupancy
-from models import Placement, PlanRequest, Policy
+from models import Job, Placement, PlanRequest, Policy, speed
 from solver import plan
 
 log = logging.getLogger(__name__)
@@ -44,8 +61,9 @@ class GpuPlan:
     time_limit_s: float = 0.5
     aging_s: float = 2 * 3600.0
     max_queue: int = 160
-    migration_cost: float = 0.5
+    migration_cost: float = 0.05
     preemption_cost: float = 1.0
+    upgrade_min_s: float | None = 3600.0
     name: str = "gpuplan"
     backend_used: dict[str, int] = field(default_factory=dict)
 
@@ -69,18 +87,55 @@ class GpuPlan:
                                weights={r.name: self.weight(r, view.now) for r in jobs})
         placements = self._plan(request)
         decision: Decision = {j: list(p) for j, p in placements.items() if p}
-        rest = [r for r in waiting if r.name not in decision]
-        if rest:
-            occ = fresh_occupancy(view)
-            by_name = {r.name: r for r in view.active}
-            for name in sorted(decision, key=lambda n: by_name[n].placements is None):
-                occ.add(by_name[name].job, decision[name])
-            for r in rest:
-                pl = occ.find(r.job, self._fastest_first(r))
-                if pl is not None:
-                    occ.add(r.job, pl)
-                    decision[r.name] = pl
+        occ = fresh_occupancy(view)
+        by_name = {r.name: r for r in view.active}
+        for name in sorted(decision, key=lambda n: by_name[n].placements is None):
+            occ.add(by_name[name].job, decision[name])
+        self._backfill(waiting, decision, occ)
+        if self.upgrade_min_s is not None and self._upgrade(view, by_name, decision, occ):
+            self._backfill(waiting, decision, occ)
         return decision
+
+    def _backfill(self, waiting: list[JobRun], decision: Decision, occ: Occupancy) -> None:
+        """Place the waiting jobs the plan left out where they fit, in Smith order."""
+        for r in waiting:
+            if r.name in decision:
+                continue
+            pl = best_fit(occ, r.job, self._fastest_first(r))
+            if pl is not None:
+                occ.add(r.job, pl)
+                decision[r.name] = pl
+
+    def _upgrade(self, view: RoundView, by_name: dict[str, JobRun], decision: Decision,
+                 occ: Occupancy) -> bool:
+        """Move placed jobs to idle faster GPUs when that saves >= upgrade_min_s of their
+        remaining run time (see the module doc); True when one moved."""
+        catalog = occ.catalog
+        min_s = self.upgrade_min_s or 0.0
+        cands = []
+        for name, pl in decision.items():
+            r = by_name[name]
+            if r.job.shape != "whole" or not r.job.throughput:
+                continue
+            s_here = speed(r.job, occ.model_of(pl), catalog)
+            if s_here > 0:
+                cands.append((-r.remaining / s_here, name, r, s_here))
+        moved = False
+        for _, name, r, s_here in sorted(cands):
+            faster = [m for m in self._fastest_first(r) or []
+                      if speed(r.job, m, catalog) > s_here
+                      and r.remaining / s_here - r.remaining / speed(r.job, m, catalog)
+                      >= min_s]
+            if not faster:
+                continue
+            old = decision[name]
+            occ.remove(name)
+            found = best_fit(occ, r.job, faster)
+            occ.add(r.job, found if found is not None else old)
+            if found is not None:
+                decision[name] = found
+                moved = True
+        return moved
 
     @staticmethod
     def _fastest_first(r: JobRun) -> list[str] | None:
@@ -92,3 +147,22 @@ class GpuPlan:
         self.backend_used[result.solver] = self.backend_used.get(result.solver, 0) + 1
         return {a.job: a.placements for a in result.assignments}
 
+
+
+def best_fit(occ: Occupancy, job: Job, models: list[str] | None) -> list[Placement] | None:
+    """A single-node whole-GPU gang on the node with the fewest free GPUs of the first
+    model in `models` that holds it (nodes in file order on ties); other jobs first fit."""
+    if job.shape != "whole" or not job.single_node or models is None:
+        return occ.find(job, models)
+    need = job.gpus or 0
+    for m in models:
+        best: list[Placement] | None = None
+        best_free = 0
+        for row in occ.node_gpus.values():
+            free = [g for g in row if g.model == m and not g.mig and g.is_empty()]
+            if len(free) >= need and (best is None or len(free) < best_free):
+                best = [Placement(node=g.node, gpu=g.index) for g in free[:need]]
+                best_free = len(free)
+        if best is not None:
+            return best
+    return None
