@@ -70,6 +70,7 @@ class Context:
     _relax: Relaxation | None = None
     _bound_done: bool = False
     _start: HeuristicResult | None = None
+    _greedy_s: float = 0.0
     _reasons: dict[str, tuple[str, str]] | None = None
 
     def remaining(self) -> float:
@@ -82,7 +83,7 @@ class Context:
         # reasons, plan building, fragmentation and validation grow about linearly:
         # ~7 s for 80,000 jobs on this project's 2-core reference machine
         per_job = 1e-4 * len(self.request.jobs)
-        return min(RESERVE_S + per_job, 0.15 * self.request.policy.time_limit_s)
+        return min(RESERVE_S + per_job, 0.35 * self.request.policy.time_limit_s)
 
     def limits(self, share: float = 1.0) -> Limits:
         pol = self.request.policy
@@ -92,12 +93,14 @@ class Context:
 
     def bound(self) -> float | None:
         """The aggregated LP bound of this request (computed once, with a slice of the
-        budget: 2 s or a tenth of the budget, at most a fifth of what remains)."""
+        budget: 2 s or a tenth of the budget, at most half of what remains before the
+        reserve; its solution also seeds the rounded LP plan, see `start`)."""
         if not self._bound_done:
             budget = self.request.policy.time_limit_s
+            left = max(0.0, self.remaining() - self.reserve)
             self._relax = relax(
                 self.request,
-                time_limit_s=max(0.1, min(max(2.0, 0.1 * budget), self.remaining() / 5)))
+                time_limit_s=max(0.1, min(max(2.0, 0.1 * budget), left / 2)))
             self._bound_done = True
         return None if self._relax is None else self._relax.bound
 
@@ -110,7 +113,8 @@ class Context:
             if self.request.policy.objective in LP_ROUND_OBJECTIVES:
                 self.bound()
                 targets = self._relax.targets if self._relax is not None else {}
-                if targets and self.remaining() > 2 * self.reserve:
+                # rounding costs about one greedy pass; it stops at the deadline anyway
+                if targets and self.remaining() - self.reserve > self._greedy_s:
                     rounded = plan_lp_round(self.request, targets,
                                             deadline=self.deadline - self.reserve)
                     if _rank(self.request, rounded.placements) > _rank(
@@ -129,8 +133,10 @@ class Context:
     def heuristic(self) -> HeuristicResult:
         """The greedy plan of this request (computed once)."""
         if self._heuristic is None:
+            t0 = time.monotonic()
             self._heuristic = plan_greedy(self.request, seed=self.request.policy.seed,
                                           deadline=self.deadline - self.reserve)
+            self._greedy_s = time.monotonic() - t0
         return self._heuristic
 
 
@@ -384,8 +390,8 @@ def _shape_sig(compiled: Compiled, i: int) -> tuple[object, ...] | None:
 def _heuristic(ctx: Context) -> Outcome:
     """Greedy best fit (or the rounded LP when better), then local search for a short while
     (at most 1 s or a quarter of the budget), with the aggregated LP bound."""
-    ctx.bound()
     res = ctx.start()
+    ctx.bound()
     stop = min(ctx.deadline - ctx.reserve,
                time.monotonic() + min(1.0, ctx.remaining() / 4))
     if stop > time.monotonic():

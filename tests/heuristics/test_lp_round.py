@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -96,7 +97,7 @@ def test_rounded_plans_are_valid_and_below_the_bound(gpus: int, jobs: int, seed:
     assert evaluate(req, res.placements).objective_value <= rel.bound + 1e-6
 
 
-def test_node_patterns_tighten_the_bound(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_node_patterns_tighten_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two nodes of 7 GPUs; one 5-GPU and four 3-GPU single-node gangs. Per-size
     thresholds let the LP place the 5-gang and three 3-gangs (14 GPUs); on real nodes a
     node holds (5) or (3, 3), so at most 12 GPUs are used: the node-pattern LP knows."""
