@@ -10,11 +10,21 @@ greedy plus CP-SAT stay several percent below it (benchmarks/RESULTS.md).
 `plan_lp_round(request, targets)` places, with the greedy's best-fit machinery:
 1. the jobs that must keep running (non-preemptible ones; all running jobs when the
    policy forbids preemption);
-2. the LP's running jobs whose target is the model they run on, kept where they are;
-3. the other LP-chosen jobs on their target model, largest gangs first (they are the
-   hardest to pack), then by value on the target;
-4. every job still unplaced, in value-density order on any model (this also places the
+2. the LP's running gangs whose target is the model they run on, kept where they are;
+3. the other LP-chosen single-node gangs (new, or moving to another model), largest
+   first, each on the node where it
+   displaces the fewest GPUs of running jobs the LP keeps (best fit among the nodes
+   that displace none): the LP pools capacity, so only here do node boundaries and the
+   running jobs' positions meet;
+4. the LP's other running jobs on their model, kept where they are when still free;
+5. the other LP-chosen jobs on their target model, largest first, then by value there
+   (a running job displaced in step 3 migrates here);
+6. every job still unplaced, in value-density order on any model (this also places the
    jobs of fractional LP counts and any target that did not fit).
+The "keep_first" variant skips steps 2-3: every running job the LP keeps on its model
+stays first, then step 5 places the rest, largest first. Neither dominates (gangs first
+wins when running jobs fragment the nodes the LP's gangs need, keeping first when the
+displaced jobs find no room elsewhere), so the driver tries both.
 Every placement goes through the same conflict checks as the greedy, so the plan honours
 the whole contract; it is one more starting point for local search and CP-SAT.
 """
@@ -26,15 +36,24 @@ from collections.abc import Mapping
 
 from heuristics.greedy import Greedy
 from heuristics.result import HeuristicResult
-from models import PlanRequest
+from heuristics.state import JobInfo
+from models import Placement, PlanRequest
 
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
 
 
+#: The rounding variants `plan_lp_round` knows (see the module doc).
+VARIANTS = ("gangs_first", "keep_first")
+
+
 def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
-                  deadline: float | None = None) -> HeuristicResult:
-    """The plan of the LP's `targets` (job name -> model), completed by best fit."""
+                  deadline: float | None = None,
+                  variant: str = "gangs_first") -> HeuristicResult:
+    """The plan of the LP's `targets` (job name -> model), completed by best fit;
+    `variant` "keep_first" skips steps 2-3 (every LP-kept running job stays first)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown rounding variant {variant!r}")
     g = Greedy(request)
     policy = request.policy
     keep_all = not policy.allow_preemption
@@ -49,10 +68,24 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
         if info.preemptible:
             g.place(info)
     chosen = [g.by_name[n] for n in targets if n in g.by_name]
-    for info in sorted((i for i in chosen if i.current and i.preemptible),
-                       key=lambda i: (-i.density, i.name)):
-        if info.name not in st.placed and st.model_of(info.current or []) == targets[
-                info.name]:
+    staying = [i for i in chosen if i.current and i.preemptible
+               and st.model_of(i.current) == targets[i.name]]
+    gangs_first = variant == "gangs_first"
+    for info in sorted((i for i in staying if i.shape == "whole" and i.gpus >= 2),
+                       key=lambda i: (-i.gpus, -i.density, i.name)):
+        if info.name not in st.placed and gangs_first:
+            g.try_keep(info)
+    reserved = {st.gid_of[(p.node, p.gpu)] for i in staying if i.name not in st.placed
+                for p in i.current or []}
+    stay = {i.name for i in staying}
+    new_gangs = [i for i in chosen if i.name not in stay and i.shape == "whole"
+                 and i.gpus >= 2 and i.job.single_node and targets[i.name] in i.values
+                 and (i.preemptible or not i.current)] if gangs_first else []
+    for info in sorted(new_gangs, key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]),
+                                                 i.name)):
+        _place_gang(g, info, targets[info.name], reserved)
+    for info in sorted(staying, key=lambda i: (-i.density, i.name)):
+        if info.name not in st.placed:
             g.try_keep(info)
     order = sorted(chosen, key=lambda i: (-i.size, -g.value_on(i, targets[i.name]),
                                           i.name))
@@ -72,3 +105,32 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
         if not g.place(info):
             g.reasons[info.name] = g.reasoner.reason(info)
     return g.result()
+
+
+def _place_gang(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> bool:
+    """Place single-node gang `info` on `model` on the node where it takes the fewest
+    `reserved` GPUs (then the tightest fit, then node order); False if none fits."""
+    st = g.state
+    k = info.gpus
+    best: tuple[int, int, int] | None = None
+    best_gids: list[int] = []
+    for ni in st.nodes_with_free(model, k):
+        node = st.nodes[ni]
+        if not node.host_fits(info.cpu, info.host_mem):
+            continue
+        free = sorted(st.free_gpus[ni][model], key=lambda gid: (gid in reserved,
+                                                               st.gpus[gid].index))
+        clean = sum(1 for gid in free if gid not in reserved)
+        key = (max(0, k - clean), max(0, clean - k), ni)
+        if best is None or key < best:
+            best, best_gids = key, free[:k]
+    if best is None:
+        return False
+    name = st.nodes[best[2]].name
+    placements = [Placement(node=name, gpu=st.gpus[gid].index)
+                  for gid in sorted(best_gids, key=lambda gid: st.gpus[gid].index)]
+    if st.conflicts(info, placements) is not None:
+        return False
+    st.place(info, placements)
+    g.reasons.pop(info.name, None)
+    return True

@@ -266,6 +266,9 @@ def _whole_caps(state: ClusterState, request: PlanRequest) -> dict[str, int]:
     return out
 
 
+#: Share of the bound's time limit the integer re-solve (gang counts integral) may use.
+MIP_SHARE = 0.5
+
 #: Most node patterns per model; beyond, the threshold rows stand in for them.
 MAX_PATTERNS = 3000
 
@@ -352,6 +355,7 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
     n_groups = len(groups)
     col_cost: list[float] = []
     col_ub: list[float] = []
+    gang_cols: list[bool] = []
     # rows: groups [0, G), pools [G, G + P), tenants after
     row_entries: list[tuple[int, int, float]] = []
     fallback = 0.0
@@ -394,6 +398,7 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
         best = 0.0
         for pool, amount, coef, thr, mem, whole in opts:
             col = len(col_cost)
+            gang_cols.append(whole and amount >= 2)
             col_cost.append(-coef)  # HiGHS minimises
             col_ub.append(float(count))
             row_entries.append((gi, col, 1.0))
@@ -422,6 +427,7 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
     t_col = -1
     if fair:
         t_col = len(col_cost)
+        gang_cols.append(False)
         col_cost.append(-1.0)
         col_ub.append(1.0)
         for ten, i in tenants.items():
@@ -474,12 +480,34 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
     idx = np.array([c for _, c, _ in row_entries], dtype=np.int32)
     vals = np.array([v for _, _, v in row_entries], dtype=np.float64)
     h.addRows(n_rows, lower, upper, len(idx), starts, idx, vals)
+    t0 = time.perf_counter()
     h.run()
     status = h.getModelStatus()
-    if status == highspy.HighsModelStatus.kOptimal:
-        values = list(h.getSolution().col_value)[:n_job_cols]
-        return float(-h.getInfo().objective_function_value), values
     if status == highspy.HighsModelStatus.kInfeasible:
         return None
-    log.info("bound LP not solved (%s); using the capacity-free bound", status)
-    return fallback, None
+    if status != highspy.HighsModelStatus.kOptimal:
+        log.info("bound LP not solved (%s); using the capacity-free bound", status)
+        return fallback, None
+    value = float(-h.getInfo().objective_function_value)
+    values = list(h.getSolution().col_value)
+    gangs = [c for c in range(n_job_cols) if gang_cols[c]
+             and abs(values[c] - round(values[c])) > 1e-6]
+    left = time_limit_s - (time.perf_counter() - t0)
+    if gangs and not fair and left > 0.05:
+        # Gang counts are integers in every plan: re-solve with them integral (HiGHS
+        # MIP, warm from the LP). Its incumbent gives targets a plan can follow (the
+        # LP's fractional gangs round down and lose their value), its dual bound a
+        # tighter valid bound.
+        ints = np.array([c for c in range(n_job_cols) if gang_cols[c]], dtype=np.int32)
+        h.changeColsIntegrality(len(ints), ints, np.full(
+            len(ints), highspy.HighsVarType.kInteger))
+        h.setOptionValue("time_limit", max(0.05, min(left, MIP_SHARE * time_limit_s)))
+        h.setOptionValue("mip_rel_gap", 1e-3)
+        h.run()
+        info = h.getInfo()
+        if info.primal_solution_status == 2:  # feasible
+            values = list(h.getSolution().col_value)
+        dual = float(-info.mip_dual_bound)
+        if math.isfinite(dual):
+            value = min(value, dual)
+    return value, values[:n_job_cols]

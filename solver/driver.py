@@ -29,6 +29,7 @@ from threading import Event
 
 from heuristics.greedy import plan_greedy
 from heuristics.local_search import improve
+from heuristics.lp_round import VARIANTS as ROUNDINGS
 from heuristics.lp_round import plan_lp_round
 from heuristics.result import HeuristicResult
 from models import Placement, Plan, PlanRequest, PlanStatus
@@ -113,14 +114,19 @@ class Context:
             if self.request.policy.objective in LP_ROUND_OBJECTIVES:
                 self.bound()
                 targets = self._relax.targets if self._relax is not None else {}
-                # rounding costs about one greedy pass; it stops at the deadline anyway
-                if targets and self.remaining() - self.reserve > self._greedy_s:
-                    rounded = plan_lp_round(self.request, targets,
+                rounded_best = False
+                for variant in ROUNDINGS:
+                    # a rounding costs about one greedy pass; it stops at the deadline
+                    if not targets or self.remaining() - self.reserve <= self._greedy_s:
+                        break
+                    rounded = plan_lp_round(self.request, targets, variant=variant,
                                             deadline=self.deadline - self.reserve)
                     if _rank(self.request, rounded.placements) > _rank(
                             self.request, best.placements):
                         best = rounded
-                        self.notes.append("the starting plan is the rounded LP relaxation")
+                        rounded_best = True
+                if rounded_best:
+                    self.notes.append("the starting plan is the rounded LP relaxation")
             self._start = best
         return self._start
 

@@ -117,3 +117,26 @@ def test_node_patterns_tighten_the_bound(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(bound_mod, "MAX_PATTERNS", 0)  # threshold rows only
     loose = bound_mod.upper_bound(req)
     assert loose is not None and loose >= 13.9 * per_gpu
+
+
+def test_gangs_first_rounding_clears_a_node_for_the_lps_gang() -> None:
+    """Two 8-GPU H100 nodes. A running 1-GPU job sits on each; the LP keeps both on the
+    H100 and puts the 8-GPU gang there too, which only fits if one of them moves.
+    Keeping running jobs first leaves the gang out; placing the gang first (on the node
+    that displaces the fewest kept GPUs) and migrating one job keeps everything."""
+    req = request(
+        [node("a", H100, 8), node("b", H100, 8)],
+        [{"name": "r1", "gpus": 1, "current": [{"node": "a", "gpu": 0}]},
+         {"name": "r2", "gpus": 1, "current": [{"node": "b", "gpu": 0}]},
+         {"name": "gang", "gpus": 8, "weight": 2}])
+    rel = relax(req)
+    assert rel is not None and rel.targets == {"r1": H100, "r2": H100, "gang": H100}
+    keep = plan_lp_round(req, rel.targets, variant="keep_first")
+    first = plan_lp_round(req, rel.targets, variant="gangs_first")
+    assert violations(req, keep) == [] and violations(req, first) == []
+    assert "gang" not in keep.placements
+    assert set(first.placements) == {"r1", "r2", "gang"}
+    v_keep = evaluate(req, keep.placements).objective_value
+    v_first = evaluate(req, first.placements).objective_value
+    assert v_first > v_keep
+    assert abs(plan(req).objective_value - v_first) < 1e-9  # the driver keeps the best
