@@ -106,27 +106,45 @@ class Context:
         return None if self._relax is None else self._relax.bound
 
     def start(self) -> HeuristicResult:
-        """The better of the greedy plan and the rounded LP plan (heuristics/lp_round.py;
-        throughput-like objectives only, where the LP's choice is the objective's), by the
-        policy objective (computed once)."""
+        """The best of the rounded LP plans (heuristics/lp_round.py; throughput-like
+        objectives only, where the LP's choice is the objective's) and the greedy plan,
+        by the policy objective (computed once). The first rounding runs before the
+        greedy: on large requests with short budgets it is the better use of the time;
+        the greedy and the second rounding follow while a pass still fits."""
         if self._start is None:
-            best = self.heuristic()
+            targets: dict[str, str] = {}
             if self.request.policy.objective in LP_ROUND_OBJECTIVES:
                 self.bound()
                 targets = self._relax.targets if self._relax is not None else {}
-                rounded_best = False
-                for variant in ROUNDINGS:
-                    # a rounding costs about one greedy pass; it stops at the deadline
-                    if not targets or self.remaining() - self.reserve <= self._greedy_s:
-                        break
-                    rounded = plan_lp_round(self.request, targets, variant=variant,
-                                            deadline=self.deadline - self.reserve)
-                    if _rank(self.request, rounded.placements) > _rank(
-                            self.request, best.placements):
-                        best = rounded
-                        rounded_best = True
-                if rounded_best:
-                    self.notes.append("the starting plan is the rounded LP relaxation")
+            plans: list[tuple[HeuristicResult, bool]] = []
+            spent = [0.0]  # the longest pass so far: the next one needs about as long
+
+            def run(make: Callable[[], HeuristicResult], rounded: bool) -> None:
+                t0 = time.monotonic()
+                plans.append((make(), rounded))
+                spent[0] = max(spent[0], time.monotonic() - t0)
+
+            def room() -> bool:
+                return self.remaining() - self.reserve > spent[0]
+
+            def rounding(variant: str) -> Callable[[], HeuristicResult]:
+                return lambda: plan_lp_round(self.request, targets, variant=variant,
+                                             deadline=self.deadline - self.reserve)
+
+            if targets:
+                run(rounding(ROUNDINGS[0]), True)
+            if not plans or room():
+                run(self.heuristic, False)
+            for variant in ROUNDINGS[1:]:
+                if targets and room():
+                    run(rounding(variant), True)
+            best, rounded = plans[0]
+            for cand, was_rounded in plans[1:]:
+                if _rank(self.request, cand.placements) > _rank(self.request,
+                                                                best.placements):
+                    best, rounded = cand, was_rounded
+            if rounded:
+                self.notes.append("the starting plan is the rounded LP relaxation")
             self._start = best
         return self._start
 
