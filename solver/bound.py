@@ -18,6 +18,14 @@
   migration costs are dropped (>= 0, so the bound stays valid). For `fairness` the LP
   maximises t subject to (placed value of tenant k) >= D_k * t.
 
+Node structure enters in three places: single-node gangs pack into node patterns (per
+model and free-GPU count, the maximal multisets of gang sizes that fit; threshold rows
+per gang size beyond 3,000 patterns), GPUs holding non-preemptible shares stay shared, and
+the GPU memory of each pool is a row. When gang columns come out fractional, the model is
+re-solved with them integral (HiGHS MIP, part of the time slice): its dual bound can only
+tighten the LP's, and its incumbent gives `Relaxation.targets`, which
+heuristics/lp_round.py rounds into a plan.
+
 Every feasible plan maps to a feasible LP point of at least its objective (capacities,
 eligibility and gang sizes are relaxations of the contract's constraints), so the LP
 optimum is a valid bound for `throughput`, `jct`, `makespan`, `priority_fifo` (whose

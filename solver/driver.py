@@ -14,7 +14,9 @@ Lexicographic objectives run as several exact solves of the same model:
 `auto` picks by size: the full aggregated model when it stays under `EXACT_VARS`
 variables; otherwise local search, then CP-SAT on a pruned model warm-started from it;
 beyond `PRUNED_SIZE` (GPUs x jobs), greedy plus local search. Every non-optimal answer
-carries the aggregated LP bound (solver/bound.py).
+carries the aggregated LP bound (solver/bound.py). For throughput-like objectives the
+heuristic starting point (of local search, and the CP-SAT hint) is the best of the greedy
+plan and the LP relaxation rounded into plans (heuristics/lp_round.py, `Context.start`).
 """
 
 from __future__ import annotations
