@@ -10,21 +10,23 @@ greedy plus CP-SAT stay several percent below it (benchmarks/RESULTS.md).
 `plan_lp_round(request, targets)` places, with the greedy's best-fit machinery:
 1. the jobs that must keep running (non-preemptible ones; all running jobs when the
    policy forbids preemption);
-2. the LP's running gangs whose target is the model they run on, kept where they are;
-3. the other LP-chosen single-node gangs (new, or moving to another model), largest
-   first, each on the node where it
-   displaces the fewest GPUs of running jobs the LP keeps (best fit among the nodes
-   that displace none): the LP pools capacity, so only here do node boundaries and the
-   running jobs' positions meet;
-4. the LP's other running jobs on their model, kept where they are when still free;
-5. the other LP-chosen jobs on their target model, largest first, then by value there
-   (a running job displaced in step 3 migrates here);
-6. every job still unplaced, in value-density order on any model (this also places the
+2. the running gangs spanning nodes that the LP keeps on their model, where they are; then
+   the other LP-chosen gangs spanning nodes (largest first) over the fullest nodes, on GPUs no
+   running job the LP keeps holds when possible, one domain for `same_domain` gangs: the
+   pooled LP does not see racks, and once the running jobs sit where they are, no rack
+   may have room left for them; whole free nodes stay for single-node gangs;
+3. the LP's running gangs whose target is the model they run on, kept where they are;
+4. the other LP-chosen single-node gangs (new, or moving to another model), largest
+   first, each on the node where it displaces the fewest GPUs of running jobs the LP
+   keeps (best fit among the nodes that displace none);
+5. the LP's other running jobs on their model, kept where they are when still free;
+6. the other LP-chosen jobs on their target model, largest first, then by value there
+   (a running job displaced in steps 2-4 migrates here);
+7. every job still unplaced, in value-density order on any model (this also places the
    jobs of fractional LP counts and any target that did not fit).
-The "keep_first" variant skips steps 2-3: every running job the LP keeps on its model
-stays first, then step 5 places the rest, largest first. Neither dominates (gangs first
-wins when running jobs fragment the nodes the LP's gangs need, keeping first when the
-displaced jobs find no room elsewhere), so the driver tries both.
+The "keep_first" variant skips steps 2-4: every running job the LP keeps on its model
+stays first, then step 6 places the rest, largest first. The first variant is better on
+most generated instances (benchmarks/RESULTS.md), not on all, so the driver tries both.
 Every placement goes through the same conflict checks as the greedy, so the plan honours
 the whole contract; it is one more starting point for local search and CP-SAT.
 """
@@ -71,13 +73,29 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
     staying = [i for i in chosen if i.current and i.preemptible
                and st.model_of(i.current) == targets[i.name]]
     gangs_first = variant == "gangs_first"
+    stay = {i.name for i in staying}
+    if gangs_first:
+        # Running gangs spanning nodes that the LP keeps stay; other gangs spanning nodes
+        # next (see the module doc, step 2).
+        for info in sorted((i for i in staying if i.shape == "whole"
+                            and not i.job.single_node),
+                           key=lambda i: (-i.gpus, -i.density, i.name)):
+            g.try_keep(info)
+        reserved_all = {st.gid_of[(p.node, p.gpu)] for i in staying if i.name not in st.placed
+                        for p in i.current or []}
+        multi = [i for i in chosen if i.name not in stay and i.shape == "whole"
+                 and i.gpus >= 2 and not i.job.single_node and targets[i.name] in i.values
+                 and (i.preemptible or not i.current)]
+        for info in sorted(multi, key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]),
+                                                 i.name)):
+            if info.name not in st.placed:
+                _place_spread(g, info, targets[info.name], reserved_all)
     for info in sorted((i for i in staying if i.shape == "whole" and i.gpus >= 2),
                        key=lambda i: (-i.gpus, -i.density, i.name)):
         if info.name not in st.placed and gangs_first:
             g.try_keep(info)
     reserved = {st.gid_of[(p.node, p.gpu)] for i in staying if i.name not in st.placed
                 for p in i.current or []}
-    stay = {i.name for i in staying}
     new_gangs = [i for i in chosen if i.name not in stay and i.shape == "whole"
                  and i.gpus >= 2 and i.job.single_node and targets[i.name] in i.values
                  and (i.preemptible or not i.current)] if gangs_first else []
@@ -134,3 +152,76 @@ def _place_gang(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> boo
     st.place(info, placements)
     g.reasons.pop(info.name, None)
     return True
+
+
+def _place_spread(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> bool:
+    """Place multi-node gang `info` on `model` (one domain when `same_domain`) over the
+    nodes with the fewest free GPUs first, GPUs not `reserved` first, so that whole free
+    nodes stay for single-node gangs and kept running jobs stay put; False if it does
+    not fit. Host CPU/memory is taken pro rata per GPU, as the greedy does."""
+    st = g.state
+    k = info.gpus
+    if st.model_free.get(model, 0) < k:
+        return False
+    if info.job.same_domain:
+        domains = sorted((c, d) for (d, m), c in st.domain_free.items()
+                         if m == model and c >= k and d is not None)
+        options = [[ni for ni in g._domain_nodes.get(d, []) if st.free_count(ni, model)]
+                   for _, d in domains[:_SPREAD_DOMAINS]]
+    else:
+        options = [[ni for bucket in st.buckets.get(model, [])[1:] for ni in sorted(bucket)]]
+    best: tuple[int, int] | None = None
+    best_take: list[tuple[int, list[int]]] = []
+    for nodes in options:
+        take = _spread_take(g, info, model, sorted(nodes, key=lambda ni: (
+            st.free_count(ni, model), ni)), reserved)
+        if take is None:
+            continue
+        displaced = sum(1 for _, gids in take for gid in gids if gid in reserved)
+        key = (displaced, len(take))
+        if best is None or key < best:
+            best, best_take = key, take
+    if best is None:
+        return False
+    placements = [Placement(node=st.nodes[ni].name, gpu=st.gpus[gid].index)
+                  for ni, gids in best_take for gid in sorted(gids)]
+    if st.conflicts(info, placements) is not None:
+        return False
+    st.place(info, placements)
+    g.reasons.pop(info.name, None)
+    return True
+
+
+#: Domains (fewest free GPUs first) `_place_spread` compares for a same-domain gang.
+_SPREAD_DOMAINS = 8
+
+
+def _spread_take(g: Greedy, info: JobInfo, model: str, nodes: list[int],
+                 reserved: set[int]) -> list[tuple[int, list[int]]] | None:
+    """GPUs for gang `info` over `nodes` (in order): the free unreserved ones first, then
+    reserved ones; None if there are not enough."""
+    st = g.state
+    k = info.gpus
+    per_cpu, per_mem = info.cpu / k, info.host_mem / k
+    take: dict[int, list[int]] = {}
+    spare: list[tuple[int, list[int]]] = []
+    left = k
+    for ni in nodes:
+        room = st.nodes[ni].host_room(per_cpu, per_mem)
+        free = sorted(st.free_gpus[ni][model], key=lambda gid: (gid in reserved,
+                                                               st.gpus[gid].index))[:room]
+        clean = [gid for gid in free if gid not in reserved][:left]
+        if clean:
+            take[ni] = clean
+            left -= len(clean)
+        if len(free) > len(clean):
+            spare.append((ni, [gid for gid in free if gid in reserved]))
+        if not left:
+            break
+    for ni, gids in spare:
+        if not left:
+            break
+        extra = gids[:left]
+        take.setdefault(ni, []).extend(extra)
+        left -= len(extra)
+    return None if left else sorted(take.items())
