@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from benchmarks.generator import generate_custom
 from heuristics.greedy import plan_greedy
-from heuristics.lp_round import plan_lp_round
+from heuristics.lp_round import VARIANTS, plan_lp_round
 from models import PlanRequest
 from models.objective import evaluate
 from solver import plan
@@ -81,16 +81,16 @@ def test_non_preemptible_jobs_stay_whatever_the_targets() -> None:
     assert res.placements["q"][0].node == "b"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(4, 48), st.integers(1, 40), st.integers(0, 10_000),
-       st.sampled_from(("throughput", "jct", "makespan")))
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(4, 64), st.integers(1, 60), st.integers(0, 10_000),
+       st.sampled_from(("throughput", "jct", "makespan")), st.sampled_from(VARIANTS))
 def test_rounded_plans_are_valid_and_below_the_bound(gpus: int, jobs: int, seed: int,
-                                                     objective: str) -> None:
+                                                     objective: str, variant: str) -> None:
     req = generate_custom(gpus, jobs, seed)
     req.policy.objective = objective  # type: ignore[assignment]
     rel = relax(req)
     assert rel is not None
-    res = plan_lp_round(req, rel.targets)
+    res = plan_lp_round(req, rel.targets, variant=variant)
     assert violations(req, res) == []
     # every job is placed or explained
     assert set(res.placements) | set(res.reasons) == {j.name for j in req.jobs}
@@ -140,3 +140,26 @@ def test_gangs_first_rounding_clears_a_node_for_the_lps_gang() -> None:
     v_first = evaluate(req, first.placements).objective_value
     assert v_first > v_keep
     assert abs(plan(req).objective_value - v_first) < 1e-9  # the driver keeps the best
+
+
+def test_gangs_spanning_nodes_fill_the_fullest_nodes_of_one_rack() -> None:
+    """One rack of three 8-GPU H100 nodes; four running 1-GPU jobs on node a, a 12-GPU
+    same-rack gang and an 8-GPU single-node gang. Everything fits only if the 12-GPU gang
+    takes a's four free GPUs and one whole node, leaving the third node to the 8-GPU
+    gang; spreading over the emptiest nodes first leaves no whole node."""
+    nodes = [node(n, H100, 8, topology_domain="r0") for n in ("a", "b", "c")]
+    running = [{"name": f"r{i}", "gpus": 1, "current": [{"node": "a", "gpu": i}]}
+               for i in range(4)]
+    req = request(nodes, [*running,
+                          {"name": "wide", "gpus": 12, "single_node": False,
+                           "same_domain": True, "weight": 2},
+                          {"name": "eight", "gpus": 8, "weight": 2}])
+    rel = relax(req)
+    assert rel is not None and rel.targets.get("wide") == H100
+    res = plan_lp_round(req, rel.targets, variant="gangs_first")
+    assert violations(req, res) == []
+    assert set(res.placements) == {"r0", "r1", "r2", "r3", "wide", "eight"}
+    assert {p.node for p in res.placements["wide"]} == {"a", "b"} or {
+        p.node for p in res.placements["wide"]} == {"a", "c"}
+    for i in range(4):  # the running jobs kept their GPUs
+        assert [(p.node, p.gpu) for p in res.placements[f"r{i}"]] == [("a", i)]
