@@ -53,10 +53,19 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
                   deadline: float | None = None,
                   variant: str = "gangs_first") -> HeuristicResult:
     """The plan of the LP's `targets` (job name -> model), completed by best fit;
-    `variant` "keep_first" skips steps 2-3 (every LP-kept running job stays first)."""
+    `variant` "keep_first" skips steps 2-4 (every LP-kept running job stays first).
+    Past `deadline` (a `time.monotonic()` instant) no more jobs are placed; the jobs left
+    get the reason `time_limit`."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown rounding variant {variant!r}")
     g = Greedy(request)
+    ticks = [0]
+
+    def late() -> bool:
+        ticks[0] += 1
+        return (deadline is not None and ticks[0] % _DEADLINE_EVERY == 0
+                and time.monotonic() > deadline)
+
     policy = request.policy
     keep_all = not policy.allow_preemption
     failed = g.keep_running(preemptible=keep_all)
@@ -88,6 +97,8 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
                  and (i.preemptible or not i.current)]
         for info in sorted(multi, key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]),
                                                  i.name)):
+            if late():
+                break
             if info.name not in st.placed:
                 _place_spread(g, info, targets[info.name], reserved_all)
     for info in sorted((i for i in staying if i.shape == "whole" and i.gpus >= 2),
@@ -101,21 +112,24 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
                  and (i.preemptible or not i.current)] if gangs_first else []
     for info in sorted(new_gangs, key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]),
                                                  i.name)):
+        if late():
+            break
         _place_gang(g, info, targets[info.name], reserved)
     for info in sorted(staying, key=lambda i: (-i.density, i.name)):
         if info.name not in st.placed:
             g.try_keep(info)
     order = sorted(chosen, key=lambda i: (-i.size, -g.value_on(i, targets[i.name]),
                                           i.name))
-    for n, info in enumerate(order):
-        if deadline is not None and n % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
+    for info in order:
+        if late():
             break
         if info.name not in st.placed and targets[info.name] in info.values:
             g.place(info, [targets[info.name]])
     rest = g.density_order(i for i in g.infos if i.name not in st.placed
                            and (i.preemptible or not i.current))
+    expired = deadline is not None and time.monotonic() > deadline
     for n, info in enumerate(rest):
-        if deadline is not None and n % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
+        if expired or late():
             for left in rest[n:]:
                 if left.name not in st.placed:
                     g.reasons[left.name] = ("time_limit", "the heuristic ran out of time")
