@@ -314,33 +314,41 @@ class _Search:
         st = self.g.state
         before = score.value()
         old = {j.name: st.remove(j) for j in evict}
-        placed_gang = False
-        if (st.free_count(ni, model) >= info.gpus
-                and st.nodes[ni].host_fits(info.cpu, info.host_mem)):
+        placed_gang = (st.free_count(ni, model) >= info.gpus
+                       and st.nodes[ni].host_fits(info.cpu, info.host_mem))
+        if placed_gang:
             st.place(info, self.g._take(ni, model, info.gpus))
-            placed_gang = True
-        moved = [j for j in self.g.density_order(evict) if self.g.place(j)] \
-            if placed_gang else []
-        changed = [*evict, info]
+            for j in self.g.density_order(evict):
+                self.g.place(j)
+        if self._keep_or_undo(score, before, evict, old, [*evict, info], placed_gang):
+            self.g.reasons.pop(info.name, None)
+            return True
+        return False
+
+    def _keep_or_undo(self, score: _Score, before: tuple[float, float],
+                      removed: list[JobInfo], old: dict[str, list[Placement] | None],
+                      changed: list[JobInfo], possible: bool = True) -> bool:
+        """Keep a move when it is `possible` and improves the objective (costs included;
+        for fairness the minimum share, then throughput) without stopping a running job
+        that may not stop; otherwise put every `changed` job back where `old` had the
+        `removed` ones. True when kept."""
+        st = self.g.state
         score.refresh(changed)
         now = score.value()
-        ok = placed_gang and (now[0] > before[0] + 1e-9 or (
+        ok = possible and (now[0] > before[0] + 1e-9 or (
             now[0] >= before[0] - 1e-9 and now[1] > before[1] + 1e-9))
         if ok and not self.request.policy.allow_preemption:
-            ok = all(j.name in st.placed for j in evict if j.current)
+            ok = all(info.name in st.placed for info in removed if info.current)
         if ok:
-            self.g.reasons.pop(info.name, None)
-            if len(moved) < len(evict):
+            if any(info.name not in st.placed for info in removed):
                 self._prune()
             return True
-        for j in moved:
-            st.remove(j)
-        if placed_gang:
+        for info in changed:
             st.remove(info)
-        for j in evict:
-            pl = old[j.name]
+        for info in removed:
+            pl = old[info.name]
             if pl:
-                st.place(j, pl)
+                st.place(info, pl)
         score.refresh(changed)
         return False
 
@@ -378,24 +386,7 @@ class _Search:
             pool.sort(key=lambda i: (-i.density * noise[i.name], i.name))
         placed_now = [info for info in pool if self.g.place(info)]
         changed = removed + [i for i in placed_now if i.name not in old]
-        score.refresh(changed)
-        now = score.value()
-        ok = now[0] > before[0] + 1e-9 or (now[0] >= before[0] - 1e-9
-                                           and now[1] > before[1] + 1e-9)
-        if ok and not self.request.policy.allow_preemption:
-            ok = all(info.name in st.placed for info in removed if info.current)
-        if ok:
-            if any(info.name not in st.placed for info in removed):
-                self._prune()
-            return True
-        for info in changed:
-            st.remove(info)
-        for info in removed:
-            pl = old[info.name]
-            if pl:
-                st.place(info, pl)
-        score.refresh(changed)
-        return False
+        return self._keep_or_undo(score, before, removed, old, changed)
 
 
 def st_value(g: Greedy, info: JobInfo) -> float:
