@@ -70,27 +70,65 @@ Option = tuple[Pool, float, float, float, float, bool]
 GroupKey = tuple[tuple[Option, ...], str, bool, int]
 
 
-def _capacities(state: ClusterState, request: PlanRequest) -> tuple[
-        dict[Pool, int], dict[str, int], dict[tuple[str | None, str], int]]:
-    """Pool capacities, the most non-MIG GPUs of a model on one node and in one domain."""
-    occupied = {(p.node, p.gpu) for j in request.jobs for p in (j.current or [])}
+@dataclass
+class _Capacity:
+    """What the relaxation knows of the cluster, from one pass over its GPUs. A GPU
+    counts when usable, or when a running job holds it now (only a kept placement may
+    use it)."""
+
+    #: pool -> GPUs
+    cap: dict[Pool, int]
+    #: model -> the most non-MIG GPUs of it on one node
+    per_node: dict[str, int]
+    #: (domain, model) -> non-MIG GPUs
+    dom_count: dict[tuple[str | None, str], int]
+    #: model -> each node's non-MIG GPUs not held by a non-preemptible running job
+    node_free: dict[str, list[int]]
+    #: model with non-preemptible shares -> non-MIG GPUs left for whole jobs (a GPU
+    #: holding such a share stays shared, so only shares may use the rest of it)
+    whole_cap: dict[str, int]
+
+
+def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
+    """The cluster's capacities for the relaxation (see `_Capacity`)."""
+    occupied: set[tuple[str, int]] = set()
+    held: set[tuple[str, int]] = set()
+    pinned_shares: set[tuple[str, int]] = set()
+    for j in request.jobs:
+        for p in j.current or []:
+            occupied.add((p.node, p.gpu))
+            if not j.preemptible:
+                held.add((p.node, p.gpu))
+                if p.fraction is not None and p.mig is None:
+                    pinned_shares.add((p.node, p.gpu))
+    shared_models = {state.gpus[state.gid_of[key]].model for key in pinned_shares}
     cap: dict[Pool, int] = {}
     node_count: dict[tuple[int, str], int] = {}
+    free_count: dict[tuple[int, str], int] = {}
     dom_count: dict[tuple[str | None, str], int] = {}
+    whole_cap = dict.fromkeys(shared_models, 0)
     for g in state.gpus:
         key = (state.nodes[g.node].name, g.index)
         if not g.usable and key not in occupied:
             continue
         pool = ("mig" if g.mig else "whole", g.model)
         cap[pool] = cap.get(pool, 0) + 1
-        if not g.mig:
-            node_count[(g.node, g.model)] = node_count.get((g.node, g.model), 0) + 1
-            dk = (state.nodes[g.node].domain, g.model)
-            dom_count[dk] = dom_count.get(dk, 0) + 1
+        if g.mig:
+            continue
+        node_count[(g.node, g.model)] = node_count.get((g.node, g.model), 0) + 1
+        dk = (state.nodes[g.node].domain, g.model)
+        dom_count[dk] = dom_count.get(dk, 0) + 1
+        if key not in held:
+            free_count[(g.node, g.model)] = free_count.get((g.node, g.model), 0) + 1
+        if g.model in whole_cap and key not in pinned_shares:
+            whole_cap[g.model] += 1
     per_node: dict[str, int] = {}
     for (_, m), c in node_count.items():
         per_node[m] = max(per_node.get(m, 0), c)
-    return cap, per_node, dom_count
+    node_free: dict[str, list[int]] = {}
+    for (_, m), c in free_count.items():
+        node_free.setdefault(m, []).append(c)
+    return _Capacity(cap, per_node, dom_count, node_free, whole_cap)
 
 
 def _round_up(x: float) -> float:
@@ -129,7 +167,8 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0) -> Relaxation | No
     fair = objective == "fairness"
     state = ClusterState(request)
     catalog = state.catalog
-    cap, per_node, dom_count = _capacities(state, request)
+    caps = _capacities(state, request)
+    cap, per_node, dom_count = caps.cap, caps.per_node, caps.dom_count
     infos = compile_jobs(request)
     pre_cost = 0.0 if fair else policy.preemption_cost
     const = 0.0
@@ -213,7 +252,7 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0) -> Relaxation | No
         if job.current and not job.preemptible:
             slot[1] += 1
     mem_cap = {m: catalog[m].memory_gib for _, m in cap}
-    solved = _solve_lp(groups, cap, _node_free(state, request), _whole_caps(state, request),
+    solved = _solve_lp(groups, cap, caps.node_free, caps.whole_cap,
                        mem_cap, fair,
                        tenant_demands(request) if fair else {},
                        max(0.1, time_limit_s - (time.perf_counter() - t0)))
@@ -245,32 +284,6 @@ def _targets(groups: dict[GroupKey, list[int]], members: dict[GroupKey, list[str
                 if name is None:
                     break
                 out[name] = model
-    return out
-
-
-def _whole_caps(state: ClusterState, request: PlanRequest) -> dict[str, int]:
-    """Per model with shares that must keep running: the non-MIG GPUs left for whole
-    jobs. A GPU holding a non-preemptible share stays shared, so only shares may use the
-    rest of it."""
-    pinned: dict[str, set[tuple[str, int]]] = {}
-    for j in request.jobs:
-        if j.current and not j.preemptible:
-            for p in j.current:
-                if p.fraction is not None and p.mig is None:
-                    g = state.gpus[state.gid_of[(p.node, p.gpu)]]
-                    pinned.setdefault(g.model, set()).add((p.node, p.gpu))
-    if not pinned:
-        return {}
-    occupied = {(p.node, p.gpu) for j in request.jobs for p in (j.current or [])}
-    out: dict[str, int] = {}
-    for g in state.gpus:
-        key = (state.nodes[g.node].name, g.index)
-        if g.mig or g.model not in pinned or key in pinned[g.model] or (
-                not g.usable and key not in occupied):
-            continue
-        out[g.model] = out.get(g.model, 0) + 1
-    for m in pinned:
-        out.setdefault(m, 0)
     return out
 
 
@@ -331,23 +344,6 @@ def _maximal_multisets(c: int, sizes: list[int], cap: int) -> list[tuple[int, ..
             rec(i + 1, left - n * k, acc + (k,) * n)
 
     rec(0, c, ())
-    return out
-
-
-def _node_free(state: ClusterState, request: PlanRequest) -> dict[str, list[int]]:
-    """Per model, each node's non-MIG GPUs not held by a non-preemptible running job."""
-    held = {(p.node, p.gpu) for j in request.jobs if j.current and not j.preemptible
-            for p in j.current}
-    occupied = {(p.node, p.gpu) for j in request.jobs for p in (j.current or [])}
-    counts: dict[tuple[int, str], int] = {}
-    for g in state.gpus:
-        key = (state.nodes[g.node].name, g.index)
-        if g.mig or key in held or (not g.usable and key not in occupied):
-            continue
-        counts[(g.node, g.model)] = counts.get((g.node, g.model), 0) + 1
-    out: dict[str, list[int]] = {}
-    for (_, m), c in counts.items():
-        out.setdefault(m, []).append(c)
     return out
 
 
