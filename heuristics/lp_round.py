@@ -92,29 +92,26 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
             g.try_keep(info)
         reserved_all = {st.gid_of[(p.node, p.gpu)] for i in staying if i.name not in st.placed
                         for p in i.current or []}
-        multi = [i for i in chosen if i.name not in stay and i.shape == "whole"
-                 and i.gpus >= 2 and not i.job.single_node and targets[i.name] in i.values
-                 and (i.preemptible or not i.current)]
-        for info in sorted(multi, key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]),
-                                                 i.name)):
+        # the LP's other gangs, largest first, then by value on their target
+        movers = sorted((i for i in chosen if i.name not in stay and i.shape == "whole"
+                         and i.gpus >= 2 and targets[i.name] in i.values
+                         and (i.preemptible or not i.current)),
+                        key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]), i.name))
+        for info in (i for i in movers if not i.job.single_node):
             if late():
                 break
             if info.name not in st.placed:
                 _place_spread(g, info, targets[info.name], reserved_all)
-    for info in sorted((i for i in staying if i.shape == "whole" and i.gpus >= 2),
-                       key=lambda i: (-i.gpus, -i.density, i.name)):
-        if info.name not in st.placed and gangs_first:
-            g.try_keep(info)
-    reserved = {st.gid_of[(p.node, p.gpu)] for i in staying if i.name not in st.placed
-                for p in i.current or []}
-    new_gangs = [i for i in chosen if i.name not in stay and i.shape == "whole"
-                 and i.gpus >= 2 and i.job.single_node and targets[i.name] in i.values
-                 and (i.preemptible or not i.current)] if gangs_first else []
-    for info in sorted(new_gangs, key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]),
-                                                 i.name)):
-        if late():
-            break
-        _place_gang(g, info, targets[info.name], reserved)
+        for info in sorted((i for i in staying if i.shape == "whole" and i.gpus >= 2),
+                           key=lambda i: (-i.gpus, -i.density, i.name)):
+            if info.name not in st.placed:
+                g.try_keep(info)
+        reserved = {st.gid_of[(p.node, p.gpu)] for i in staying if i.name not in st.placed
+                    for p in i.current or []}
+        for info in (i for i in movers if i.job.single_node):
+            if late():
+                break
+            _place_gang(g, info, targets[info.name], reserved)
     for info in sorted(staying, key=lambda i: (-i.density, i.name)):
         if info.name not in st.placed:
             g.try_keep(info)
@@ -158,14 +155,7 @@ def _place_gang(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> boo
             best, best_gids = key, free[:k]
     if best is None:
         return False
-    name = st.nodes[best[2]].name
-    placements = [Placement(node=name, gpu=st.gpus[gid].index)
-                  for gid in sorted(best_gids, key=lambda gid: st.gpus[gid].index)]
-    if st.conflicts(info, placements) is not None:
-        return False
-    st.place(info, placements)
-    g.reasons.pop(info.name, None)
-    return True
+    return _commit(g, info, [(best[2], best_gids)])
 
 
 def _place_spread(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> bool:
@@ -197,8 +187,16 @@ def _place_spread(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> b
             best, best_take = key, take
     if best is None:
         return False
+    return _commit(g, info, best_take)
+
+
+def _commit(g: Greedy, info: JobInfo, take: list[tuple[int, list[int]]]) -> bool:
+    """Place `info` on the GPUs `take` ((node, GPU ids) pairs) if the state's conflict
+    checks (the whole contract) allow it."""
+    st = g.state
     placements = [Placement(node=st.nodes[ni].name, gpu=st.gpus[gid].index)
-                  for ni, gids in best_take for gid in sorted(gids)]
+                  for ni, gids in take
+                  for gid in sorted(gids, key=lambda gid: st.gpus[gid].index)]
     if st.conflicts(info, placements) is not None:
         return False
     st.place(info, placements)

@@ -73,7 +73,6 @@ class Context:
     _relax: Relaxation | None = None
     _bound_done: bool = False
     _start: HeuristicResult | None = None
-    _greedy_s: float = 0.0
     _reasons: dict[str, tuple[str, str]] | None = None
 
     def remaining(self) -> float:
@@ -119,15 +118,16 @@ class Context:
                 self.bound()
                 targets = self._relax.targets if self._relax is not None else {}
             plans: list[tuple[HeuristicResult, bool]] = []
-            spent = [0.0]  # the longest pass so far: the next one needs about as long
+            spent = 0.0  # the longest pass so far: the next one needs about as long
 
             def run(make: Callable[[], HeuristicResult], rounded: bool) -> None:
+                nonlocal spent
                 t0 = time.monotonic()
                 plans.append((make(), rounded))
-                spent[0] = max(spent[0], time.monotonic() - t0)
+                spent = max(spent, time.monotonic() - t0)
 
             def room() -> bool:
-                return self.remaining() - self.reserve > spent[0]
+                return self.remaining() - self.reserve > spent
 
             def rounding(variant: str) -> Callable[[], HeuristicResult]:
                 return lambda: plan_lp_round(self.request, targets, variant=variant,
@@ -159,10 +159,8 @@ class Context:
     def heuristic(self) -> HeuristicResult:
         """The greedy plan of this request (computed once)."""
         if self._heuristic is None:
-            t0 = time.monotonic()
             self._heuristic = plan_greedy(self.request, seed=self.request.policy.seed,
                                           deadline=self.deadline - self.reserve)
-            self._greedy_s = time.monotonic() - t0
         return self._heuristic
 
 
