@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from api.batch.task import SolveFn, SolveOutcome, SolveTask
 
@@ -35,6 +35,21 @@ class Backend(Protocol):
 def in_flight_limit(jobs: int) -> int:
     """Tasks submitted but not yet collected: enough to keep every worker busy, no more."""
     return 2 * jobs
+
+
+Handle = TypeVar("Handle")
+
+
+def top_up(pending: dict[Handle, int], source: Iterator[SolveTask], limit: int,
+           submit: Callable[[SolveTask], Handle]) -> bool:
+    """Submit tasks from `source` until `limit` are pending (handle -> task key); False
+    once `source` is exhausted."""
+    while len(pending) < limit:
+        task = next(source, None)
+        if task is None:
+            return False
+        pending[submit(task)] = task.key
+    return True
 
 
 def _local(config: BackendConfig) -> Backend:

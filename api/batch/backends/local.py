@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
-from api.batch.backends import in_flight_limit
+from api.batch.backends import in_flight_limit, top_up
 from api.batch.task import SolveFn, SolveOutcome, SolveTask, solve_one
 
 
@@ -53,14 +53,11 @@ class LocalBackend:
         limit = in_flight_limit(self.jobs)
         finished = False
         try:
-            exhausted = False
+            more = True
             while True:
-                while not exhausted and len(pending) < limit:
-                    task = next(source, None)
-                    if task is None:
-                        exhausted = True
-                    else:
-                        pending[pool.submit(solve_one, task, solve)] = task.key
+                if more:
+                    more = top_up(pending, source, limit,
+                                  lambda task: pool.submit(solve_one, task, solve))
                 if not pending:
                     break
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from api.batch.backends import in_flight_limit
+from api.batch.backends import in_flight_limit, top_up
 from api.batch.task import SolveFn, SolveOutcome, SolveTask, solve_one
 
 #: Object store of a private local runtime: small, results are small and collected at once.
@@ -70,14 +70,11 @@ class RayBackend:
         source = iter(tasks)
         limit = in_flight_limit(self.jobs)
         try:
-            exhausted = False
+            more = True
             while True:
-                while not exhausted and len(pending) < limit:
-                    task = next(source, None)
-                    if task is None:
-                        exhausted = True
-                    else:
-                        pending[remote.remote(task, solve_ref)] = task.key
+                if more:
+                    more = top_up(pending, source, limit,
+                                  lambda task: remote.remote(task, solve_ref))
                 if not pending:
                     break
                 ready, _ = ray.wait(list(pending), num_returns=1)
