@@ -40,8 +40,19 @@ def test_short_run_writes_curve_and_summary(shared_data: Path, tmp_path: Path) -
     with (tmp_path / "summary.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [r["policy"] for r in rows] == ["bestfit"]
+    assert rows[0]["paper_at_130_pct"] == "93.08"
     # the harness reproduces the paper's BestFit (93.08% mean) within a couple of points
     assert 91.0 < float(rows[0]["alloc_at_130_pct"]) < 95.0
     with (tmp_path / "curve.csv").open() as f:
         curve = list(csv.DictReader(f))
     assert {int(r["arrived_pct"]) for r in curve} >= {100, 130}
+
+
+def test_published_figures_only_beside_the_default_workload(shared_data: Path,
+                                                            tmp_path: Path) -> None:
+    result = runner.invoke(app, ["bench", "openb", "--seeds", "42", "--policies", "bestfit",
+                                 "--workload", "gpuspec33", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    with (tmp_path / "summary.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows[0]["paper_at_130_pct"] == ""  # the paper's 93.08 is for `default`
