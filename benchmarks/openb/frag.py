@@ -13,6 +13,12 @@ hkust-adsl/kubernetes-scheduler-simulator `pkg/utils/frag.go`):
 - node fragmentation F(n) = sum_t w_t F_t(n); cluster fragmentation = sum_n F(n).
   FGD places each pod where F grows least.
 
+gpuplan's rule adds a second measure that FGD lacks, `TypicalShapes.stranded`: the free GPU
+milli a node cannot sell because its free CPU will run out first, at the workload's own CPU
+intensity (CPU milli the original GPU pods request per GPU milli, `cpu_per_milli`):
+`max(0, free GPU milli - free CPU milli / cpu_per_milli)`. F only sees the shapes that no
+longer fit today; a node whose CPU is drained faster than its GPUs strands GPUs tomorrow.
+
 `TypicalShapes.frag(cpu_free, gpu_free, model_id)` evaluates F for a batch of (real or
 hypothetical) node states at once.
 """
@@ -46,6 +52,8 @@ class TypicalShapes:
     weight: FloatArray
     levels: IntArray  # distinct per-GPU milli of the GPU shapes
     level_of: IntArray  # shape -> index into levels (0 for CPU-only shapes)
+    #: CPU milli the workload's GPU pods request per GPU milli (0: no GPU pods)
+    cpu_per_milli: float = 0.0
 
     def __len__(self) -> int:
         return len(self.cpu)
@@ -66,6 +74,14 @@ class TypicalShapes:
         )
         per_shape = np.where(fits, lt[:, self.level_of], total[:, None])
         return per_shape @ self.weight
+
+    def stranded(self, cpu_free: IntArray, gpu_free: IntArray) -> FloatArray:
+        """Free GPU milli beyond what the free CPU can feed at the workload's CPU intensity,
+        for a batch of node states: cpu_free (S,), gpu_free (S, G)."""
+        free = np.maximum(gpu_free, 0).sum(axis=1).astype(np.float64)
+        if self.cpu_per_milli <= 0:
+            return np.zeros_like(free)
+        return np.maximum(0.0, free - cpu_free / self.cpu_per_milli)
 
 
 def typical_shapes(pods: OpenbPods, models: list[str], coverage: float = COVERAGE) -> TypicalShapes:
@@ -94,4 +110,7 @@ def typical_shapes(pods: OpenbPods, models: list[str], coverage: float = COVERAG
     levels = np.array(gpu_levels, dtype=np.int64)
     level_of = np.array([gpu_levels.index(int(m)) if n > 0 else 0
                          for m, n in zip(milli, num, strict=True)], dtype=np.int64)
-    return TypicalShapes(cpu, milli, num, allowed, weight, levels, level_of)
+    gpu_pods = pods.num_gpu > 0
+    gpu_milli = int((pods.gpu_milli[gpu_pods] * pods.num_gpu[gpu_pods]).sum())
+    cpu_per_milli = float(pods.cpu_milli[gpu_pods].sum()) / gpu_milli if gpu_milli else 0.0
+    return TypicalShapes(cpu, milli, num, allowed, weight, levels, level_of, cpu_per_milli)

@@ -145,16 +145,28 @@ class FgdPolicy:
 
 
 class GpuplanPolicy(FgdPolicy):
-    """gpuplan's rule: FGD's fragmentation delta, with near-ties resolved by consolidation.
+    """gpuplan's rule: FGD's fragmentation plus CPU stranding, near-ties by consolidation.
 
-    FGD's integer sigmoid score already treats fragmentation deltas within ~40 milli as equal
-    and then takes a fixed node preference, which consolidates load. We make that explicit:
-    the delta is bucketed in `band` sigmoid points (about `band` x 40 milli near zero), and
-    within the best bucket a node already in use beats an untouched one (keeping whole
-    empty nodes for 8-GPU and CPU-heavy pods), then the fixed node preference decides.
+    - The measure: F_before - F_after (FGD's) plus S_before - S_after, where S is the GPU
+      milli a node strands because its CPU runs out first (`TypicalShapes.stranded`, at
+      the workload's CPU per GPU milli). At 130% of the GPU request the trace asks ~104%
+      of the cluster's CPU, and FGD, which only sees the shapes that stop fitting now,
+      leaves ~80 GPUs behind on nodes with no CPU left (seed 42); S counts them in the
+      same unit as F (milli), so the two simply add.
+    - FGD's integer sigmoid score already treats deltas within ~40 milli as equal and then
+      takes a fixed node preference, which consolidates load. We make that explicit: the
+      delta is bucketed in `band` sigmoid points (about `band` x 40 milli near zero), and
+      within the best bucket a node already in use beats an untouched one (keeping whole
+      empty nodes for 8-GPU and CPU-heavy pods), then the fixed node preference decides.
     """
 
     band = 2.0
+
+    def delta(self, state: ClusterState, cand: Candidates) -> FloatArray:
+        """FGD's delta plus the decrease of stranded GPU milli (> 0: the placement helps)."""
+        before = self.shapes.stranded(state.cpu_free[cand.node], state.gpu_free[cand.node])
+        after = self.shapes.stranded(cand.cpu_after, cand.gpu_after)
+        return super().delta(state, cand) + before - after
 
     def score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
         sig = 100.0 / (1.0 + np.exp(-self.delta(state, cand) / 1000.0))

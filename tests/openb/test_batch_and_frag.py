@@ -55,3 +55,31 @@ def test_fragment_of_whole_and_cpu_only_shapes() -> None:
     cpu_only = typical_shapes(_one_shape(1000, 0, 0), nodes.models)
     # a CPU-only typical pod leaves every free GPU milli unused (the paper's XL/XR cases)
     assert cpu_only.frag(np.array([8000]), np.array([[1000, 900]]), model)[0] == 1900
+
+
+def test_stranded_counts_gpu_milli_the_free_cpu_cannot_feed() -> None:
+    nodes = OpenbNodes(["n"], np.array([8000]), np.array([1]), np.array([2]), ["T4"])
+    shapes = typical_shapes(_one_shape(2000, 500, 1), nodes.models)
+    assert shapes.cpu_per_milli == 4.0  # 2,000 CPU milli per 500 GPU milli
+    # 2,000 CPU milli feed 500 GPU milli: 800 of the 1,300 free are stranded
+    assert shapes.stranded(np.array([2000]), np.array([[300, 1000]]))[0] == 800
+    assert shapes.stranded(np.array([8000]), np.array([[300, 1000]]))[0] == 0
+    assert typical_shapes(_one_shape(1000, 0, 0), nodes.models).stranded(
+        np.array([0]), np.array([[1000, 1000]]))[0] == 0  # no GPU pods: no CPU intensity
+
+
+def test_gpuplan_keeps_cpu_away_from_a_cpu_poor_node_fgd_cannot_tell_apart() -> None:
+    from benchmarks.openb.policies import FgdPolicy, GpuplanPolicy
+    from benchmarks.openb.state import ClusterState, pod_reqs
+
+    # same model and GPUs; "poor" has 4 CPUs for its 2 GPUs, "rich" 64, and ties go to poor
+    nodes = OpenbNodes(["poor", "rich"], np.array([4000, 64000]), np.array([65536, 65536]),
+                       np.array([2, 2]), ["T4", "T4"])
+    shapes = typical_shapes(_one_shape(2000, 500, 1), nodes.models)  # 4 CPU milli per milli
+    cpu_pod = pod_reqs(_one_shape(2000, 0, 0), nodes.models)[0]
+    rng = np.random.default_rng(0)
+    for policy, expected in ((FgdPolicy(shapes), 0), (GpuplanPolicy(shapes), 1)):
+        state = ClusterState(nodes, tie_rank=np.array([0, 1]))
+        # on "poor", the 500-milli shape still fits afterwards (FGD sees no change), but the
+        # 2 CPUs left can only feed 500 of its 2,000 free GPU milli
+        assert policy.choose(state, cpu_pod, rng) == (expected, [])
