@@ -13,12 +13,14 @@ BENCH_COMMANDS = {
     "openb": "benchmarks.openb.cli:openb_command",
     "load": "benchmarks.load:load_command",
     "exact": "benchmarks.exact:exact_command",
+    "vbp": "benchmarks.vbp:vbp_command",
 }
 
 
 def register(app: typer.Typer) -> None:
     """Add the `bench` command group to `app`."""
-    bench = typer.Typer(help="Benchmarks: scale (run), fragmentation (openb), service load.",
+    bench = typer.Typer(help="Benchmarks: scale (run), fragmentation (openb), service load "
+                        "(load), exact solves (exact), known-optimum packing (vbp).",
                         no_args_is_help=True)
     for name, target in BENCH_COMMANDS.items():
         module_name, func_name = target.split(":")
