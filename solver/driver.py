@@ -49,6 +49,7 @@ from solver.formulation import (
 )
 from solver.linear import Limits, LinearModel, ModelTooLarge, Solution, add_terms
 from solver.reasons import hard_conflicts, static_reasons
+from solver.share_packing import repack
 from solver.validate import validate_plan
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,34 @@ class Context:
                     best, rounded = cand, was_rounded
             if rounded:
                 self.notes.append("the starting plan is the rounded LP relaxation")
-            self._start = best
+            self._start = self._repacked(best)
+        return self._start
+
+    def _repacked(self, plan: HeuristicResult) -> HeuristicResult:
+        """`plan` with its new shared jobs re-packed exactly by GPU patterns
+        (solver/share_packing.py) when that ranks better; throughput-like objectives only,
+        with at most `REPACK_SHARE` of the budget."""
+        if self.request.policy.objective not in LP_ROUND_OBJECTIVES:
+            return plan
+        stop = min(self.deadline - self.reserve,
+                   time.monotonic() + REPACK_SHARE * self.request.policy.time_limit_s)
+        if stop - time.monotonic() < 0.05:
+            return plan
+        try:
+            better = repack(self.request, plan, stop)
+        except Exception:  # an optional improvement must never fail the request
+            log.exception("share re-packing failed; keeping the plan")
+            return plan
+        if better is None or _rank(self.request, better.placements) <= _rank(
+                self.request, plan.placements):
+            return plan
+        bad = validate_plan(self.request, build_plan(self.request, better, status="heuristic",
+                                                     solver="heuristic"))
+        if bad:  # a bug, reported; the plan it would have replaced is still valid
+            log.error("share re-packing produced an invalid plan: %s", bad[0].message)
+            return plan
+        self.notes.append("new shared jobs were re-packed by GPU patterns")
+        return better
         return self._start
 
     def reasons(self) -> dict[str, tuple[str, str]]:
@@ -182,6 +210,8 @@ RESERVE_S = 0.3
 #: Objectives whose plans may start from the rounded LP relaxation (the lexicographic
 #: ones have their own order of decisions).
 LP_ROUND_OBJECTIVES = ("throughput", "jct", "makespan")
+#: Most of the budget the pattern re-pack of shared jobs may take.
+REPACK_SHARE = 0.3
 
 
 def _infeasible(ctx: Context, solver: str, why: str) -> Outcome:

@@ -1,0 +1,299 @@
+"""Shared-GPU packing by patterns: an exact re-pack of a plan's new shared jobs.
+
+Tight multi-resource packings of shared jobs (fractions, GPU memory, host CPU and memory
+on one-GPU nodes) are where the compact model, one binary per (job, GPU), is weakest: its
+LP relaxation is loose and identical GPUs make it symmetric, so CP-SAT and the heuristics
+leave 5-10% of a tight packing out (on the Triplet vector bin packing instances of
+`gpuplan bench vbp`, 56 of 60 jobs in 10 s where all 60 fit). The pattern model
+(Gilmore-Gomory) has one integer column per way to fill a *class* of identical GPUs with
+groups of identical jobs; its LP relaxation is nearly integral and HiGHS closes such
+instances in about a second.
+
+What is re-packed, given a plan (`repack`):
+- the movable jobs: shared jobs that are not running (no `current`), placed or not;
+- on the pool: usable non-MIG GPUs that host no whole-GPU job in the plan, with what the
+  plan's other jobs leave of them (running shares stay where the plan puts them);
+- GPUs of a node whose host CPU or memory the movable jobs would share between several
+  pool GPUs are left out of the pool (patterns are per GPU, so host capacity must belong
+  to one GPU), and the movable jobs the plan puts there stay;
+- GPUs with the same model and the same residual fraction, GPU memory, host CPU and host
+  memory form a class; jobs with the same demands and values form a group.
+
+    maximise   sum_{c,p} value(c, p) y[c,p]
+    subject to sum_p y[c,p] <= |class c|                 (GPUs of each class)
+               sum_{c,p} count(p, g) y[c,p] <= |group g|  (jobs of each group)
+
+A pattern p of class c is a multiset of groups eligible on c's model that fits c's
+residuals, its value the jobs' per-job objective values on that model. The plan's own
+packing is passed to HiGHS as a starting solution, so the result is never worse; the
+caller keeps it only if the whole plan ranks better. Requests with too many patterns
+(many tiny shares) are left alone (`MAX_PATTERNS`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+
+from heuristics.result import HeuristicResult
+from heuristics.state import ClusterState, JobInfo, compile_jobs
+from models import Placement, PlanRequest
+from solver.quiet import new_highs
+
+log = logging.getLogger(__name__)
+
+#: Most patterns over all classes; beyond it the re-pack is skipped.
+MAX_PATTERNS = 60_000
+#: Most job groups a class may see (the enumeration recurses once per group).
+MAX_GROUPS = 500
+#: Capacity tolerance, the validator's.
+_TOL = 1e-9
+_NONE = -1.0  # an unconstrained host resource in a class key
+
+
+@dataclass(frozen=True)
+class _Class:
+    model: str
+    frac: float
+    mem: float
+    cpu: float  # _NONE: unconstrained
+    host_mem: float
+
+
+@dataclass
+class _Group:
+    share: float
+    gpu_mem: float
+    cpu: float
+    host_mem: float
+    values: dict[str, float]
+    jobs: list[JobInfo]
+
+
+def _group_key(info: JobInfo) -> tuple[object, ...]:
+    return (info.share, info.gpu_mem, info.cpu, info.host_mem,
+            tuple(sorted(info.obj_values.items())))
+
+
+def _patterns(cls: _Class, groups: list[_Group], budget: int, deadline: float
+              ) -> list[tuple[tuple[tuple[int, int], ...], float]] | None:
+    """Every non-empty multiset of eligible groups fitting `cls`, as ((group, count), ...)
+    with its value; None when there are more than `budget` or `deadline` passes."""
+    elig = sorted((gi for gi, g in enumerate(groups) if cls.model in g.values),
+                  key=lambda gi: -groups[gi].share)
+    if len(elig) > MAX_GROUPS:
+        return None
+    cpu_on = cls.cpu != _NONE
+    hmem_on = cls.host_mem != _NONE
+    # the least each remaining group needs, per resource: below it nothing more fits
+    inf = float("inf")
+    suffix = [(inf, inf, inf, inf)] * (len(elig) + 1)
+    for k in range(len(elig) - 1, -1, -1):
+        g = groups[elig[k]]
+        a = suffix[k + 1]
+        suffix[k] = (min(a[0], g.share), min(a[1], g.gpu_mem), min(a[2], g.cpu),
+                     min(a[3], g.host_mem))
+    out: list[tuple[tuple[tuple[int, int], ...], float]] = []
+    pick: list[tuple[int, int]] = []
+    calls = 0
+
+    def rec(k: int, frac: float, mem: float, cpu: float, hmem: float, value: float) -> bool:
+        nonlocal calls
+        calls += 1
+        if calls % 4096 == 0 and time.monotonic() > deadline:
+            return False
+        low = suffix[k]
+        if (k == len(elig) or frac < low[0] - _TOL or mem < low[1] - _TOL
+                or (cpu_on and cpu < low[2] - _TOL) or (hmem_on and hmem < low[3] - _TOL)):
+            if pick:
+                out.append((tuple(pick), value))
+                if len(out) > budget:
+                    return False
+            return True
+        gi = elig[k]
+        g = groups[gi]
+        if not rec(k + 1, frac, mem, cpu, hmem, value):
+            return False
+        v = g.values[cls.model]
+        for n in range(1, len(g.jobs) + 1):
+            f, m = frac - n * g.share, mem - n * g.gpu_mem
+            c, h = cpu - n * g.cpu, hmem - n * g.host_mem
+            if f < -_TOL or m < -_TOL or (cpu_on and c < -_TOL) or (hmem_on and h < -_TOL):
+                break
+            pick.append((gi, n))
+            ok = rec(k + 1, f, m, c, h, value + n * v)
+            pick.pop()
+            if not ok:
+                return False
+        return True
+
+    if not rec(0, cls.frac, cls.mem, cls.cpu if cpu_on else 0.0,
+               cls.host_mem if hmem_on else 0.0, 0.0):
+        return None
+    return out
+
+
+def repack(request: PlanRequest, result: HeuristicResult, deadline: float
+           ) -> HeuristicResult | None:
+    """`result` with its movable shared jobs re-packed by the pattern model (module doc),
+    or None when there is nothing to re-pack, too many patterns or no time. The caller
+    compares the two plans by the policy objective."""
+    infos = compile_jobs(request)
+    movable = {i.name: i for i in infos
+               if i.shape == "share" and not i.current and i.obj_values}
+    if len(movable) < 2:
+        return None
+    state = ClusterState(request)
+    by_name = {i.name: i for i in infos}
+    for name, pls in result.placements.items():
+        if name not in movable:
+            state.place(by_name[name], pls)
+    host_cpu = any(i.cpu > 0 for i in movable.values())
+    host_mem = any(i.host_mem > 0 for i in movable.values())
+    pool: list[int] = []
+    for node in state.nodes:
+        gids = [g for g in node.gpus if state.gpus[g].usable and not state.gpus[g].mig
+                and state.gpus[g].whole_job is None]
+        coupled = len(gids) > 1 and ((host_cpu and node.cpu_cap is not None)
+                                     or (host_mem and node.mem_cap is not None))
+        if not coupled:
+            pool.extend(gids)
+    pool_set = set(pool)
+    # movable jobs the plan puts outside the pool stay there
+    for name in list(movable):
+        kept = result.placements.get(name)
+        if kept and state.gid_of[(kept[0].node, kept[0].gpu)] not in pool_set:
+            state.place(movable.pop(name), kept)
+    if len(movable) < 2 or not pool:
+        return None
+    classes: dict[_Class, list[int]] = defaultdict(list)
+    for gid in pool:
+        g = state.gpus[gid]
+        node = state.nodes[g.node]
+        cls = _Class(
+            g.model, round(1.0 - g.share_used, 9), round(g.mem - g.share_mem, 9),
+            _NONE if node.cpu_cap is None else round(node.cpu_cap - node.cpu_used, 9),
+            _NONE if node.mem_cap is None else round(node.mem_cap - node.mem_used, 9))
+        if cls.frac > _TOL:
+            classes[cls].append(gid)
+    grouped: dict[tuple[object, ...], _Group] = {}
+    for info in movable.values():
+        key = _group_key(info)
+        if key not in grouped:
+            grouped[key] = _Group(info.share, info.gpu_mem, info.cpu, info.host_mem,
+                                  dict(info.obj_values), [])
+        grouped[key].jobs.append(info)
+    groups = list(grouped.values())
+    cols: list[tuple[_Class, tuple[tuple[int, int], ...], float]] = []
+    for cls in sorted(classes, key=lambda c: (c.model, c.frac, c.mem, c.cpu, c.host_mem)):
+        pats = _patterns(cls, groups, MAX_PATTERNS - len(cols), deadline)
+        if pats is None or time.monotonic() > deadline:
+            return None
+        cols.extend((cls, p, v) for p, v in pats)
+    if not cols:
+        return None
+    y = _solve(cols, classes, groups, _start(result, state, movable, classes, groups, cols),
+               deadline)
+    if y is None:
+        return None
+    return _placements(request, result, movable, classes, groups, cols, y, state)
+
+
+def _start(result: HeuristicResult, state: ClusterState, movable: dict[str, JobInfo],
+           classes: dict[_Class, list[int]], groups: list[_Group],
+           cols: list[tuple[_Class, tuple[tuple[int, int], ...], float]]) -> list[float] | None:
+    """The plan's own packing as column values (None if a GPU's load is no column)."""
+    group_of = {info.name: gi for gi, g in enumerate(groups) for info in g.jobs}
+    class_of = {gid: cls for cls, gids in classes.items() for gid in gids}
+    load: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for name in movable:
+        pls = result.placements.get(name)
+        if pls:
+            gid = state.gid_of[(pls[0].node, pls[0].gpu)]
+            if gid not in class_of:
+                return None
+            load[gid][group_of[name]] += 1
+    index = {(cls, p): i for i, (cls, p, _v) in enumerate(cols)}
+    x = [0.0] * len(cols)
+    for gid, counts in load.items():
+        i = index.get((class_of[gid], tuple(sorted(counts.items()))))
+        if i is None:
+            return None
+        x[i] += 1.0
+    return x
+
+
+def _solve(cols: list[tuple[_Class, tuple[tuple[int, int], ...], float]],
+           classes: dict[_Class, list[int]], groups: list[_Group], start: list[float] | None,
+           deadline: float) -> list[int] | None:
+    """The pattern MIP with HiGHS: column values, or None without a solution in time."""
+    left = deadline - time.monotonic()
+    if left < 0.05:
+        return None
+    class_row = {cls: r for r, cls in enumerate(classes)}
+    n_rows = len(class_row) + len(groups)
+    entries: list[tuple[int, int, float]] = []
+    for j, (cls, pat, _v) in enumerate(cols):
+        entries.append((class_row[cls], j, 1.0))
+        for gi, n in pat:
+            entries.append((len(class_row) + gi, j, float(n)))
+    upper = np.array([float(len(classes[c])) for c in class_row]
+                     + [float(len(g.jobs)) for g in groups])
+    h = new_highs()
+    h.setOptionValue("time_limit", left)
+    h.setOptionValue("mip_rel_gap", 1e-6)
+    n = len(cols)
+    ub = np.array([float(len(classes[cls])) for cls, _p, _v in cols])
+    h.addVars(n, np.zeros(n), ub)
+    h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array([-v for _c, _p, v in cols]))
+    entries.sort()
+    rows = np.array([r for r, _, _ in entries], dtype=np.int64)
+    starts = np.searchsorted(rows, np.arange(n_rows)).astype(np.int32)
+    h.addRows(n_rows, np.full(n_rows, -highspy.kHighsInf), upper, len(entries), starts,
+              np.array([c for _, c, _ in entries], dtype=np.int32),
+              np.array([v for _, _, v in entries], dtype=np.float64))
+    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
+                            np.full(n, highspy.HighsVarType.kInteger))
+    if start is not None:
+        sol = highspy.HighsSolution()
+        sol.col_value = start
+        h.setSolution(sol)
+    h.run()
+    if h.getInfo().primal_solution_status != 2:  # no feasible solution
+        return None
+    return [max(0, round(v)) for v in h.getSolution().col_value]
+
+
+def _placements(request: PlanRequest, result: HeuristicResult, movable: dict[str, JobInfo],
+                classes: dict[_Class, list[int]], groups: list[_Group],
+                cols: list[tuple[_Class, tuple[tuple[int, int], ...], float]], y: list[int],
+                state: ClusterState) -> HeuristicResult | None:
+    """The plan with the movable jobs placed as the column values `y` say."""
+    free = {cls: list(gids) for cls, gids in classes.items()}
+    left = [list(g.jobs) for g in groups]
+    placements = {name: pls for name, pls in result.placements.items() if name not in movable}
+    for (cls, pat, _v), count in zip(cols, y, strict=True):
+        for _ in range(count):
+            if not free[cls]:
+                return None  # more patterns than GPUs: a solver tolerance issue
+            gid = free[cls].pop()
+            g = state.gpus[gid]
+            node = state.nodes[g.node].name
+            for gi, n in pat:
+                if len(left[gi]) < n:
+                    return None
+                for _ in range(n):
+                    info = left[gi].pop()
+                    placements[info.name] = [Placement(node=node, gpu=g.index,
+                                                       fraction=info.share)]
+    reasons = {name: why for name, why in result.reasons.items() if name not in placements}
+    for name in movable:
+        if name not in placements and name not in reasons:
+            reasons[name] = ("insufficient_capacity",
+                             "eligible GPUs exist but are taken by other work")
+    return HeuristicResult(placements=placements, reasons=reasons)
