@@ -26,8 +26,12 @@ What is re-packed, given a plan (`repack`):
 A pattern p of class c is a multiset of groups eligible on c's model that fits c's
 residuals, its value the jobs' per-job objective values on that model. The plan's own
 packing is passed to HiGHS as a starting solution, so the result is never worse; the
-caller keeps it only if the whole plan ranks better. Requests with too many patterns
-(many tiny shares) are left alone (`MAX_PATTERNS`).
+caller keeps it only if the whole plan ranks better. When there are too many patterns to
+list (`MAX_PATTERNS`; many small shares), the useful ones are generated instead: column
+generation on the model's LP relaxation, pricing each GPU class by a branch-and-bound
+knapsack over the job groups, then the MIP over the generated columns (price-and-branch,
+a heuristic: the columns may miss the optimum). Very large requests are left alone
+(`MAX_GPUS`, `MAX_MOVABLE`).
 """
 
 from __future__ import annotations
@@ -47,10 +51,21 @@ from solver.quiet import new_highs
 
 log = logging.getLogger(__name__)
 
-#: Most patterns over all classes; beyond it the re-pack is skipped.
+#: Most patterns listed over all classes; beyond it they are generated from the LP.
 MAX_PATTERNS = 60_000
+#: Largest requests re-packed (GPUs in the cluster, new shared jobs): beyond them setting
+#: up the pool alone takes a good part of a short budget, for little gain.
+MAX_GPUS = 4_096
+MAX_MOVABLE = 1_000
 #: Most job groups a class may see (the enumeration recurses once per group).
 MAX_GROUPS = 500
+#: Share of the re-pack's time column generation may take when patterns are too many to
+#: list; the MIP over the generated columns gets the rest.
+CG_SHARE = 0.5
+#: Most columns column generation may add.
+MAX_COLUMNS = 100_000
+#: Patterns priced into the LP per class and round (the best by reduced cost).
+PRICED_PER_CLASS = 100
 #: Capacity tolerance, the validator's.
 _TOL = 1e-9
 _NONE = -1.0  # an unconstrained host resource in a class key
@@ -63,6 +78,12 @@ class _Class:
     mem: float
     cpu: float  # _NONE: unconstrained
     host_mem: float
+
+
+#: a pattern: ((group index, count), ...), sorted by group
+Pattern = tuple[tuple[int, int], ...]
+#: a column of the pattern model: (GPU class, pattern, value)
+Column = tuple[_Class, Pattern, float]
 
 
 @dataclass
@@ -81,7 +102,7 @@ def _group_key(info: JobInfo) -> tuple[object, ...]:
 
 
 def _patterns(cls: _Class, groups: list[_Group], budget: int, deadline: float
-              ) -> list[tuple[tuple[tuple[int, int], ...], float]] | None:
+              ) -> list[tuple[Pattern, float]] | None:
     """Every non-empty multiset of eligible groups fitting `cls`, as ((group, count), ...)
     with its value; None when there are more than `budget` or `deadline` passes."""
     elig = sorted((gi for gi, g in enumerate(groups) if cls.model in g.values),
@@ -98,7 +119,7 @@ def _patterns(cls: _Class, groups: list[_Group], budget: int, deadline: float
         a = suffix[k + 1]
         suffix[k] = (min(a[0], g.share), min(a[1], g.gpu_mem), min(a[2], g.cpu),
                      min(a[3], g.host_mem))
-    out: list[tuple[tuple[tuple[int, int], ...], float]] = []
+    out: list[tuple[Pattern, float]] = []
     pick: list[tuple[int, int]] = []
     calls = 0
 
@@ -111,7 +132,7 @@ def _patterns(cls: _Class, groups: list[_Group], budget: int, deadline: float
         if (k == len(elig) or frac < low[0] - _TOL or mem < low[1] - _TOL
                 or (cpu_on and cpu < low[2] - _TOL) or (hmem_on and hmem < low[3] - _TOL)):
             if pick:
-                out.append((tuple(pick), value))
+                out.append((tuple(sorted(pick)), value))
                 if len(out) > budget:
                     return False
             return True
@@ -143,10 +164,12 @@ def repack(request: PlanRequest, result: HeuristicResult, deadline: float
     """`result` with its movable shared jobs re-packed by the pattern model (module doc),
     or None when there is nothing to re-pack, too many patterns or no time. The caller
     compares the two plans by the policy objective."""
+    if sum(len(n.gpus) for n in request.cluster.nodes) > MAX_GPUS:
+        return None
     infos = compile_jobs(request)
     movable = {i.name: i for i in infos
                if i.shape == "share" and not i.current and i.obj_values}
-    if len(movable) < 2:
+    if not 2 <= len(movable) <= MAX_MOVABLE:
         return None
     state = ClusterState(request)
     by_name = {i.name: i for i in infos}
@@ -189,25 +212,32 @@ def repack(request: PlanRequest, result: HeuristicResult, deadline: float
                                   dict(info.obj_values), [])
         grouped[key].jobs.append(info)
     groups = list(grouped.values())
-    cols: list[tuple[_Class, tuple[tuple[int, int], ...], float]] = []
-    for cls in sorted(classes, key=lambda c: (c.model, c.frac, c.mem, c.cpu, c.host_mem)):
+    ordered = sorted(classes, key=lambda c: (c.model, c.frac, c.mem, c.cpu, c.host_mem))
+    cols: list[Column] = []
+    for cls in ordered:
         pats = _patterns(cls, groups, MAX_PATTERNS - len(cols), deadline)
-        if pats is None or time.monotonic() > deadline:
-            return None
+        if pats is None:
+            cols = []
+            break
         cols.extend((cls, p, v) for p, v in pats)
-    if not cols:
+    own = _own_patterns(result, state, movable, classes, groups)
+    if not cols and time.monotonic() < deadline:
+        # too many patterns to list: generate the useful ones (price-and-branch)
+        cg_stop = time.monotonic() + CG_SHARE * (deadline - time.monotonic())
+        cols = _generate(ordered, classes, groups, own, cg_stop)
+    if not cols or time.monotonic() > deadline:
         return None
-    y = _solve(cols, classes, groups, _start(result, state, movable, classes, groups, cols),
-               deadline)
+    y = _solve(cols, classes, groups, _start(own, cols), deadline)
     if y is None:
         return None
     return _placements(request, result, movable, classes, groups, cols, y, state)
 
 
-def _start(result: HeuristicResult, state: ClusterState, movable: dict[str, JobInfo],
-           classes: dict[_Class, list[int]], groups: list[_Group],
-           cols: list[tuple[_Class, tuple[tuple[int, int], ...], float]]) -> list[float] | None:
-    """The plan's own packing as column values (None if a GPU's load is no column)."""
+def _own_patterns(result: HeuristicResult, state: ClusterState, movable: dict[str, JobInfo],
+                  classes: dict[_Class, list[int]], groups: list[_Group]
+                  ) -> list[tuple[_Class, Pattern]] | None:
+    """The plan's own load of each pool GPU as (class, pattern), or None if a movable job
+    sits outside the classes."""
     group_of = {info.name: gi for gi, g in enumerate(groups) for info in g.jobs}
     class_of = {gid: cls for cls, gids in classes.items() for gid in gids}
     load: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
@@ -218,24 +248,165 @@ def _start(result: HeuristicResult, state: ClusterState, movable: dict[str, JobI
             if gid not in class_of:
                 return None
             load[gid][group_of[name]] += 1
+    return [(class_of[gid], tuple(sorted(counts.items()))) for gid, counts in load.items()]
+
+
+def _start(own: list[tuple[_Class, Pattern]] | None, cols: list[Column]
+           ) -> list[float] | None:
+    """The plan's own packing as column values (None if a GPU's load is no column)."""
+    if own is None:
+        return None
     index = {(cls, p): i for i, (cls, p, _v) in enumerate(cols)}
     x = [0.0] * len(cols)
-    for gid, counts in load.items():
-        i = index.get((class_of[gid], tuple(sorted(counts.items()))))
+    for key in own:
+        i = index.get(key)
         if i is None:
             return None
         x[i] += 1.0
     return x
 
 
-def _solve(cols: list[tuple[_Class, tuple[tuple[int, int], ...], float]],
-           classes: dict[_Class, list[int]], groups: list[_Group], start: list[float] | None,
-           deadline: float) -> list[int] | None:
-    """The pattern MIP with HiGHS: column values, or None without a solution in time."""
-    left = deadline - time.monotonic()
-    if left < 0.05:
+def _value(cls: _Class, pat: Pattern, groups: list[_Group]) -> float:
+    return sum(n * groups[gi].values[cls.model] for gi, n in pat)
+
+
+def _generate(ordered: list[_Class], classes: dict[_Class, list[int]],
+              groups: list[_Group], own: list[tuple[_Class, Pattern]] | None,
+              stop: float) -> list[Column]:
+    """Columns by column generation on the LP of the pattern model: start from the plan's
+    own patterns and every single job group per class, then add the patterns of positive
+    reduced cost (`_price`) until there are none or `stop` passes."""
+    seen: set[tuple[_Class, Pattern]] = set()
+    cols: list[Column] = []
+
+    def add(cls: _Class, pat: Pattern) -> None:
+        if (cls, pat) not in seen:
+            seen.add((cls, pat))
+            cols.append((cls, pat, _value(cls, pat, groups)))
+
+    for cls, pat in own or []:
+        add(cls, pat)
+    for cls in ordered:
+        for gi, g in enumerate(groups):
+            if (cls.model in g.values and g.share <= cls.frac + _TOL
+                    and g.gpu_mem <= cls.mem + _TOL
+                    and (cls.cpu == _NONE or g.cpu <= cls.cpu + _TOL)
+                    and (cls.host_mem == _NONE or g.host_mem <= cls.host_mem + _TOL)):
+                add(cls, ((gi, 1),))
+    class_row = {cls: r for r, cls in enumerate(ordered)}
+    while time.monotonic() < stop and len(cols) < MAX_COLUMNS:
+        duals = _lp_duals(cols, classes, groups, class_row, stop)
+        if duals is None:
+            break
+        pi, mu = duals
+        fresh = 0
+        complete = True
+        for cls in ordered:
+            pats, done = _price(cls, groups, pi[class_row[cls]], mu, PRICED_PER_CLASS, stop)
+            complete &= done
+            for pat in pats:
+                if (cls, pat) not in seen:
+                    add(cls, pat)
+                    fresh += 1
+        if fresh == 0 or not complete:
+            break  # the LP over the columns is optimal, or the time is up
+    return cols
+
+
+def _lp_duals(cols: list[Column], classes: dict[_Class, list[int]], groups: list[_Group],
+              class_row: dict[_Class, int], stop: float
+              ) -> tuple[list[float], list[float]] | None:
+    """Dual prices (>= 0) of the class and group rows of the pattern LP over `cols`."""
+    h = _master(cols, classes, groups, class_row)
+    h.setOptionValue("time_limit", max(0.05, stop - time.monotonic()))
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
-    class_row = {cls: r for r, cls in enumerate(classes)}
+    duals = [max(0.0, -d) for d in h.getSolution().row_dual]
+    return duals[:len(class_row)], duals[len(class_row):]
+
+
+def _price(cls: _Class, groups: list[_Group], pi: float, mu: list[float], k: int,
+           stop: float) -> tuple[list[Pattern], bool]:
+    """Up to `k` patterns of class `cls` with the largest positive reduced cost
+    value - pi - sum mu (a multi-resource knapsack, by branch and bound: the remaining
+    capacity of each resource times the best profit per unit left bounds a branch), and
+    whether the search was complete (not cut by `stop`)."""
+    profit = {gi: g.values[cls.model] - mu[gi] for gi, g in enumerate(groups)
+              if cls.model in g.values}
+    elig = sorted((gi for gi, p in profit.items() if p > 1e-9),
+                  key=lambda gi: -profit[gi] / groups[gi].share)
+    if not elig:
+        return [], True
+    cpu_on = cls.cpu != _NONE
+    hmem_on = cls.host_mem != _NONE
+    # per resource, the best profit per unit among the remaining groups (a suffix max):
+    # remaining capacity x that ratio bounds what the rest of a pattern can add
+    inf = float("inf")
+
+    def per_unit(gi: int, w: float) -> float:
+        return profit[gi] / w if w > 0 else inf
+
+    dims: list[tuple[int, float]] = [(0, cls.frac)]  # (resource, capacity)
+    if cls.mem < 1e17:
+        dims.append((1, cls.mem))
+    if cpu_on:
+        dims.append((2, cls.cpu))
+    if hmem_on:
+        dims.append((3, cls.host_mem))
+    ratio = [[0.0] * (len(elig) + 1) for _ in range(4)]
+    for j in range(len(elig) - 1, -1, -1):
+        g = groups[elig[j]]
+        for d, w in enumerate((g.share, g.gpu_mem, g.cpu, g.host_mem)):
+            ratio[d][j] = max(ratio[d][j + 1], per_unit(elig[j], w))
+    used_dims = [d for d, _cap in dims]
+    best: list[tuple[float, Pattern]] = []  # (reduced cost, pattern), at most k, worst first
+    pick: list[tuple[int, int]] = []
+    calls = 0
+
+    def floor() -> float:
+        return best[0][0] if len(best) >= k else 1e-6
+
+    def rec(j: int, frac: float, mem: float, cpu: float, hmem: float, gain: float) -> bool:
+        nonlocal calls
+        calls += 1
+        if calls % 4096 == 0 and time.monotonic() > stop:
+            return False
+        left = (frac, mem, cpu, hmem)
+        room = min(ratio[d][j] * left[d] if left[d] > 0 else 0.0 for d in used_dims)
+        if gain + room - pi <= floor():
+            return True
+        if j == len(elig):
+            rc = gain - pi
+            if pick and rc > floor():
+                best.append((rc, tuple(sorted(pick))))
+                best.sort(key=lambda b: b[0])
+                if len(best) > k:
+                    best.pop(0)
+            return True
+        gi = elig[j]
+        g = groups[gi]
+        most = len(g.jobs)
+        for n in range(most, 0, -1):
+            f, m = frac - n * g.share, mem - n * g.gpu_mem
+            c, h = cpu - n * g.cpu, hmem - n * g.host_mem
+            if f < -_TOL or m < -_TOL or (cpu_on and c < -_TOL) or (hmem_on and h < -_TOL):
+                continue
+            pick.append((gi, n))
+            ok = rec(j + 1, f, m, c, h, gain + n * profit[gi])
+            pick.pop()
+            if not ok:
+                return False
+        return rec(j + 1, frac, mem, cpu, hmem, gain)
+
+    complete = rec(0, cls.frac, cls.mem, cls.cpu if cpu_on else 0.0,
+                   cls.host_mem if hmem_on else 0.0, 0.0)
+    return [pat for _rc, pat in best], complete
+
+
+def _master(cols: list[Column], classes: dict[_Class, list[int]], groups: list[_Group],
+            class_row: dict[_Class, int]) -> highspy.Highs:
+    """The pattern model over `cols` as a HiGHS LP (minimising minus the value)."""
     n_rows = len(class_row) + len(groups)
     entries: list[tuple[int, int, float]] = []
     for j, (cls, pat, _v) in enumerate(cols):
@@ -245,11 +416,8 @@ def _solve(cols: list[tuple[_Class, tuple[tuple[int, int], ...], float]],
     upper = np.array([float(len(classes[c])) for c in class_row]
                      + [float(len(g.jobs)) for g in groups])
     h = new_highs()
-    h.setOptionValue("time_limit", left)
-    h.setOptionValue("mip_rel_gap", 1e-6)
     n = len(cols)
-    ub = np.array([float(len(classes[cls])) for cls, _p, _v in cols])
-    h.addVars(n, np.zeros(n), ub)
+    h.addVars(n, np.zeros(n), np.array([float(len(classes[cls])) for cls, _p, _v in cols]))
     h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array([-v for _c, _p, v in cols]))
     entries.sort()
     rows = np.array([r for r, _, _ in entries], dtype=np.int64)
@@ -257,6 +425,19 @@ def _solve(cols: list[tuple[_Class, tuple[tuple[int, int], ...], float]],
     h.addRows(n_rows, np.full(n_rows, -highspy.kHighsInf), upper, len(entries), starts,
               np.array([c for _, c, _ in entries], dtype=np.int32),
               np.array([v for _, _, v in entries], dtype=np.float64))
+    return h
+
+
+def _solve(cols: list[Column], classes: dict[_Class, list[int]], groups: list[_Group],
+           start: list[float] | None, deadline: float) -> list[int] | None:
+    """The pattern MIP with HiGHS: column values, or None without a solution in time."""
+    left = deadline - time.monotonic()
+    if left < 0.05:
+        return None
+    h = _master(cols, classes, groups, {cls: r for r, cls in enumerate(classes)})
+    h.setOptionValue("time_limit", left)
+    h.setOptionValue("mip_rel_gap", 1e-6)
+    n = len(cols)
     h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
                             np.full(n, highspy.HighsVarType.kInteger))
     if start is not None:
@@ -271,7 +452,7 @@ def _solve(cols: list[tuple[_Class, tuple[tuple[int, int], ...], float]],
 
 def _placements(request: PlanRequest, result: HeuristicResult, movable: dict[str, JobInfo],
                 classes: dict[_Class, list[int]], groups: list[_Group],
-                cols: list[tuple[_Class, tuple[tuple[int, int], ...], float]], y: list[int],
+                cols: list[Column], y: list[int],
                 state: ClusterState) -> HeuristicResult | None:
     """The plan with the movable jobs placed as the column values `y` say."""
     free = {cls: list(gids) for cls, gids in classes.items()}
