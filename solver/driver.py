@@ -212,6 +212,9 @@ RESERVE_S = 0.3
 LP_ROUND_OBJECTIVES = ("throughput", "jct", "makespan")
 #: Most of the budget the pattern re-pack of shared jobs may take.
 REPACK_SHARE = 0.3
+#: Relative tolerance within which a plan reaching the LP bound counts as optimal (the
+#: bound comes from a floating-point LP).
+BOUND_TOL = 1e-7
 
 
 def _infeasible(ctx: Context, solver: str, why: str) -> Outcome:
@@ -556,10 +559,29 @@ def _milp(ctx: Context) -> Outcome:
     return _exact_for_size(ctx, ctx.request.policy.milp_backend)
 
 
+def _meets_bound(ctx: Context) -> Outcome | None:
+    """The starting plan, as `optimal`, when its objective already reaches the LP bound
+    (throughput-like objectives, where that bound is computed anyway); else None."""
+    if ctx.request.policy.objective not in LP_ROUND_OBJECTIVES:
+        return None
+    start = ctx.start()
+    bound = ctx.bound()
+    if bound is None:
+        return None
+    value = evaluate(ctx.request, start.placements).objective_value
+    if value < bound - BOUND_TOL * max(1.0, abs(bound)):
+        return None
+    ctx.notes.append("the starting plan reaches the LP bound, so it is optimal")
+    return Outcome(start, "optimal", "auto/heuristic", max(bound, value))
+
+
 def _auto(ctx: Context) -> Outcome:
     """Exact CP-SAT for small requests, the pruned model warm-started from the heuristic
     for medium ones, decomposition and heuristics for large ones; never worse than the
-    heuristic plan."""
+    heuristic plan. A starting plan that reaches the LP bound is returned at once."""
+    done = _meets_bound(ctx)
+    if done is not None:
+        return done
     size = _size(ctx.request)
     full = _full_model(ctx) if size <= PRUNED_SIZE else None
     if full is not None:

@@ -39,3 +39,12 @@ def test_cp_sat_matches_brute_force(seed: int) -> None:
 @given(st.integers(min_value=0, max_value=10**9))
 def test_milp_matches_brute_force(seed: int) -> None:
     _check(seed, "milp")
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_auto_matches_brute_force(seed: int) -> None:
+    # auto may stop early when its starting plan reaches the LP bound: that claim of
+    # optimality must hold too
+    _check(seed, "auto")
