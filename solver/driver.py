@@ -514,8 +514,11 @@ def _size(request: PlanRequest) -> int:
 EXACT_VARS = 20_000
 #: GPUs x jobs up to which `auto` tries CP-SAT (full or pruned); beyond it, heuristics.
 PRUNED_SIZE = 4_000_000
-#: Targets per job in the pruned model.
+#: Targets per job in the pruned model; `auto` doubles them, up to `PRUNE_K_MAX`, while
+#: CP-SAT settles each pruned model with more than `WIDEN_MIN_S` seconds to spare.
 PRUNE_K = 4
+PRUNE_K_MAX = 64
+WIDEN_MIN_S = 1.0
 
 
 def _estimate_vars(request: PlanRequest) -> int:
@@ -596,6 +599,21 @@ def _auto(ctx: Context) -> Outcome:
                            max_moves=_moves(ctx.request),
                            seed=ctx.request.policy.seed)
         out = exact_outcome(ctx, "cp_sat", PRUNE_K)
+        k = PRUNE_K
+        while (out.status == "feasible" and k < PRUNE_K_MAX
+               and ctx.remaining() - ctx.reserve > WIDEN_MIN_S):
+            # CP-SAT settled the pruned model with time to spare: offer each job more
+            # targets, warm-started from the best plan so far
+            k *= 2
+            if _rank(ctx.request, out.result.placements) > _rank(
+                    ctx.request, (ctx.warm or ctx.start()).placements):
+                ctx.warm = out.result
+            wider = exact_outcome(ctx, "cp_sat", k)
+            if wider.status == "feasible" and _rank(ctx.request, wider.result.placements) >= (
+                    _rank(ctx.request, out.result.placements)):
+                out = wider
+            else:
+                break
         out.solver = f"auto/{out.solver}"
     else:
         ctx.bound()
