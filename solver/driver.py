@@ -562,20 +562,22 @@ def _milp(ctx: Context) -> Outcome:
     return _exact_for_size(ctx, ctx.request.policy.milp_backend)
 
 
-def _meets_bound(ctx: Context) -> Outcome | None:
-    """The starting plan, as `optimal`, when its objective already reaches the LP bound
-    (throughput-like objectives, where that bound is computed anyway); else None."""
+def _meets_bound(ctx: Context, plan: HeuristicResult | None = None,
+                 what: str = "the starting plan") -> Outcome | None:
+    """`plan` (default: the starting plan), as `optimal`, when its objective already
+    reaches the LP bound (throughput-like objectives, where that bound is computed
+    anyway); else None."""
     if ctx.request.policy.objective not in LP_ROUND_OBJECTIVES:
         return None
-    start = ctx.start()
+    res = plan if plan is not None else ctx.start()
     bound = ctx.bound()
     if bound is None:
         return None
-    value = evaluate(ctx.request, start.placements).objective_value
+    value = evaluate(ctx.request, res.placements).objective_value
     if value < bound - BOUND_TOL * max(1.0, abs(bound)):
         return None
-    ctx.notes.append("the starting plan reaches the LP bound, so it is optimal")
-    return Outcome(start, "optimal", "auto/heuristic", max(bound, value))
+    ctx.notes.append(f"{what} reaches the LP bound, so it is optimal")
+    return Outcome(res, "optimal", "auto/heuristic", max(bound, value))
 
 
 def _auto(ctx: Context) -> Outcome:
@@ -598,6 +600,9 @@ def _auto(ctx: Context) -> Outcome:
         ctx.warm = improve(ctx.request, ctx.start(), deadline=stop,
                            max_moves=_moves(ctx.request),
                            seed=ctx.request.policy.seed)
+        done = _meets_bound(ctx, ctx.warm, "the local search's plan")
+        if done is not None:
+            return done
         out = exact_outcome(ctx, "cp_sat", PRUNE_K)
         k = PRUNE_K
         while (out.status == "feasible" and k < PRUNE_K_MAX
@@ -627,6 +632,11 @@ def _auto(ctx: Context) -> Outcome:
     if out.status != "optimal":
         bounds = [b for b in (out.bound, ctx.bound()) if b is not None]
         out.bound = min(bounds) if bounds else None
+        done = (_meets_bound(ctx, out.result, "the plan")
+                if out.status in ("feasible", "heuristic") else None)
+        if done is not None:
+            done.solver = out.solver
+            return done
     return out
 
 
