@@ -75,6 +75,7 @@ class Context:
     _bound_done: bool = False
     _start: HeuristicResult | None = None
     _reasons: dict[str, tuple[str, str]] | None = None
+    compile_s: float = 0.0  # how long the last pruned model took to compile
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -255,7 +256,9 @@ def exact_outcome(ctx: Context, backend: str, prune: int | None = None,
     objective = req.policy.objective
     start = (ctx.warm or ctx.start()).placements
     if compiled is None:
+        t0 = time.monotonic()
         compiled = compile_request(req, prune=prune, hint=start)
+        ctx.compile_s = time.monotonic() - t0
     compiled.model.hints.update(encode_hints(compiled, start))
     if ctx.remaining() < 2 * ctx.reserve + 0.05:
         ctx.notes.append("no time left for the exact search after compiling the model")
@@ -515,7 +518,8 @@ EXACT_VARS = 20_000
 #: GPUs x jobs up to which `auto` tries CP-SAT (full or pruned); beyond it, heuristics.
 PRUNED_SIZE = 4_000_000
 #: Targets per job in the pruned model; `auto` doubles them, up to `PRUNE_K_MAX`, while
-#: CP-SAT settles each pruned model with more than `WIDEN_MIN_S` seconds to spare.
+#: CP-SAT settles each pruned model with more than `WIDEN_MIN_S` seconds to spare (plus
+#: three times the last compile, as the wider model takes about twice as long to build).
 PRUNE_K = 4
 PRUNE_K_MAX = 64
 WIDEN_MIN_S = 1.0
@@ -606,7 +610,7 @@ def _auto(ctx: Context) -> Outcome:
         out = exact_outcome(ctx, "cp_sat", PRUNE_K)
         k = PRUNE_K
         while (out.status == "feasible" and k < PRUNE_K_MAX
-               and ctx.remaining() - ctx.reserve > WIDEN_MIN_S):
+               and ctx.remaining() - ctx.reserve > WIDEN_MIN_S + 3 * ctx.compile_s):
             # CP-SAT settled the pruned model with time to spare: offer each job more
             # targets, warm-started from the best plan so far
             k *= 2
