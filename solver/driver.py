@@ -162,22 +162,12 @@ class Context:
                    time.monotonic() + REPACK_SHARE * self.request.policy.time_limit_s)
         if stop - time.monotonic() < 0.05:
             return plan
-        try:
-            better = repack(self.request, plan, stop)
-        except Exception:  # an optional improvement must never fail the request
-            log.exception("share re-packing failed; keeping the plan")
-            return plan
+        better = repack(self.request, plan, stop)
         if better is None or _rank(self.request, better.placements) <= _rank(
                 self.request, plan.placements):
             return plan
-        bad = validate_plan(self.request, build_plan(self.request, better, status="heuristic",
-                                                     solver="heuristic"))
-        if bad:  # a bug, reported; the plan it would have replaced is still valid
-            log.error("share re-packing produced an invalid plan: %s", bad[0].message)
-            return plan
         self.notes.append("new shared jobs were re-packed by GPU patterns")
         return better
-        return self._start
 
     def reasons(self) -> dict[str, tuple[str, str]]:
         """Static reasons of the jobs no plan can place (computed once)."""

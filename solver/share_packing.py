@@ -36,6 +36,7 @@ a heuristic: the columns may miss the optimum). Very large requests are left alo
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections import defaultdict
@@ -78,6 +79,11 @@ class _Class:
     mem: float
     cpu: float  # _NONE: unconstrained
     host_mem: float
+
+    def holds(self, frac: float, mem: float, cpu: float, host_mem: float) -> bool:
+        """Whether what a pattern leaves of this class's residuals is all >= 0."""
+        return (frac >= -_TOL and mem >= -_TOL and (self.cpu == _NONE or cpu >= -_TOL)
+                and (self.host_mem == _NONE or host_mem >= -_TOL))
 
 
 #: a pattern: ((group index, count), ...), sorted by group
@@ -144,7 +150,7 @@ def _patterns(cls: _Class, groups: list[_Group], budget: int, deadline: float
         for n in range(1, len(g.jobs) + 1):
             f, m = frac - n * g.share, mem - n * g.gpu_mem
             c, h = cpu - n * g.cpu, hmem - n * g.host_mem
-            if f < -_TOL or m < -_TOL or (cpu_on and c < -_TOL) or (hmem_on and h < -_TOL):
+            if not cls.holds(f, m, c, h):
                 break
             pick.append((gi, n))
             ok = rec(k + 1, f, m, c, h, value + n * v)
@@ -288,10 +294,8 @@ def _generate(ordered: list[_Class], classes: dict[_Class, list[int]],
         add(cls, pat)
     for cls in ordered:
         for gi, g in enumerate(groups):
-            if (cls.model in g.values and g.share <= cls.frac + _TOL
-                    and g.gpu_mem <= cls.mem + _TOL
-                    and (cls.cpu == _NONE or g.cpu <= cls.cpu + _TOL)
-                    and (cls.host_mem == _NONE or g.host_mem <= cls.host_mem + _TOL)):
+            if cls.model in g.values and cls.holds(cls.frac - g.share, cls.mem - g.gpu_mem,
+                                                   cls.cpu - g.cpu, cls.host_mem - g.host_mem):
                 add(cls, ((gi, 1),))
     class_row = {cls: r for r, cls in enumerate(ordered)}
     while time.monotonic() < stop and len(cols) < MAX_COLUMNS:
@@ -347,20 +351,14 @@ def _price(cls: _Class, groups: list[_Group], pi: float, mu: list[float], k: int
     def per_unit(gi: int, w: float) -> float:
         return profit[gi] / w if w > 0 else inf
 
-    dims: list[tuple[int, float]] = [(0, cls.frac)]  # (resource, capacity)
-    if cls.mem < 1e17:
-        dims.append((1, cls.mem))
-    if cpu_on:
-        dims.append((2, cls.cpu))
-    if hmem_on:
-        dims.append((3, cls.host_mem))
+    # resources that bind: the share always, the others when the class limits them
+    used_dims = [0] + [d for d, on in ((1, cls.mem < 1e17), (2, cpu_on), (3, hmem_on)) if on]
     ratio = [[0.0] * (len(elig) + 1) for _ in range(4)]
     for j in range(len(elig) - 1, -1, -1):
         g = groups[elig[j]]
         for d, w in enumerate((g.share, g.gpu_mem, g.cpu, g.host_mem)):
             ratio[d][j] = max(ratio[d][j + 1], per_unit(elig[j], w))
-    used_dims = [d for d, _cap in dims]
-    best: list[tuple[float, Pattern]] = []  # (reduced cost, pattern), at most k, worst first
+    best: list[tuple[float, Pattern]] = []  # a min-heap of (reduced cost, pattern), <= k
     pick: list[tuple[int, int]] = []
     calls = 0
 
@@ -379,10 +377,9 @@ def _price(cls: _Class, groups: list[_Group], pi: float, mu: list[float], k: int
         if j == len(elig):
             rc = gain - pi
             if pick and rc > floor():
-                best.append((rc, tuple(sorted(pick))))
-                best.sort(key=lambda b: b[0])
+                heapq.heappush(best, (rc, tuple(sorted(pick))))
                 if len(best) > k:
-                    best.pop(0)
+                    heapq.heappop(best)
             return True
         gi = elig[j]
         g = groups[gi]
@@ -390,7 +387,7 @@ def _price(cls: _Class, groups: list[_Group], pi: float, mu: list[float], k: int
         for n in range(most, 0, -1):
             f, m = frac - n * g.share, mem - n * g.gpu_mem
             c, h = cpu - n * g.cpu, hmem - n * g.host_mem
-            if f < -_TOL or m < -_TOL or (cpu_on and c < -_TOL) or (hmem_on and h < -_TOL):
+            if not cls.holds(f, m, c, h):
                 continue
             pick.append((gi, n))
             ok = rec(j + 1, f, m, c, h, gain + n * profit[gi])
