@@ -182,6 +182,7 @@ class VbpResult:
     """One instance solved with as many nodes as its known optimum."""
 
     name: str
+    solver: str
     items: int
     bins: int
     placed: int
@@ -202,7 +203,7 @@ def solve_at_optimum(inst: VbpInstance, time_limit_s: float, solver: str = "auto
     t0 = time.perf_counter()
     result = plan(req)
     wall = time.perf_counter() - t0
-    return VbpResult(inst.name, inst.n_items, inst.optimum, len(result.assignments),
+    return VbpResult(inst.name, solver, inst.n_items, inst.optimum, len(result.assignments),
                      result.status, wall)
 
 
@@ -265,5 +266,6 @@ def vbp_command(
         with out.open("w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["instance", "solver", "items", "bins", "placed", "status", "wall_s"])
-            for r, s in zip(rows, [s for _ in insts for s in names], strict=True):
-                w.writerow([r.name, s, r.items, r.bins, r.placed, r.status, f"{r.wall_s:.3f}"])
+            for r in rows:
+                w.writerow([r.name, r.solver, r.items, r.bins, r.placed, r.status,
+                            f"{r.wall_s:.3f}"])

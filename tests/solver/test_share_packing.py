@@ -62,6 +62,20 @@ def _value(req: PlanRequest, res: HeuristicResult) -> float:
     return evaluate(req, res.placements).objective_value
 
 
+def _repack_checked(seed: int, coupled: bool, running: bool
+                    ) -> tuple[HeuristicResult, HeuristicResult] | None:
+    """Re-pack the greedy plan of a random request; when there is a result, check that it
+    is valid and never worse, and return (start, result)."""
+    req = _request(random.Random(seed), coupled=coupled, running=running)
+    start = plan_greedy(req)
+    out = repack(req, start, time.monotonic() + 10)
+    if out is None:
+        return None
+    _valid(req, out)
+    assert _value(req, out) >= _value(req, start) - 1e-9
+    return start, out
+
+
 @settings(max_examples=120, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=10**9))
@@ -85,13 +99,10 @@ def test_repack_of_new_shares_on_one_gpu_nodes_is_the_brute_force_optimum(seed: 
 @given(st.integers(min_value=0, max_value=10**9), st.booleans(), st.booleans())
 def test_repack_is_valid_and_never_worse_with_coupled_hosts_and_running_jobs(
         seed: int, coupled: bool, running: bool) -> None:
-    req = _request(random.Random(seed), coupled=coupled, running=running)
-    start = plan_greedy(req)
-    out = repack(req, start, time.monotonic() + 10)
-    if out is None:
+    checked = _repack_checked(seed, coupled, running)
+    if checked is None:
         return
-    _valid(req, out)
-    assert _value(req, out) >= _value(req, start) - 1e-9
+    start, out = checked
     if running and "run" in start.placements:
         assert out.placements["run"] == start.placements["run"]
     if coupled:
@@ -144,13 +155,7 @@ def test_generated_columns_give_valid_plans_never_worse(
     import solver.share_packing as sp
 
     monkeypatch.setattr(sp, "MAX_PATTERNS", 1)  # too many to list: column generation
-    req = _request(random.Random(seed), coupled=coupled, running=running)
-    start = plan_greedy(req)
-    out = repack(req, start, time.monotonic() + 10)
-    if out is None:
-        return
-    _valid(req, out)
-    assert _value(req, out) >= _value(req, start) - 1e-9
+    _repack_checked(seed, coupled, running)
 
 
 def test_column_generation_closes_most_of_a_triplet_packing(
