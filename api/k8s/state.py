@@ -226,6 +226,8 @@ class K8sState:
                 # cluster (the kubelet admitted more than fits); count what fits.
                 log.warning("running job %s overlaps another on the same GPUs", info.name)
         for a, info in zip(assumed, infos[len(running):], strict=True):
+            if a.node not in occupancy.node_of:
+                continue  # a call's Node list need not hold every node
             why = occupancy.conflicts(info, a.job.current or [])
             if why is None:
                 occupancy.place(info, list(a.job.current or []))

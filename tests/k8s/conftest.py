@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +54,13 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="module")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real `uvicorn --factory api.app:create_app` on a free loopback port."""
-    tmp = tmp_path_factory.mktemp("k8s-server")
+@contextmanager
+def serve(tmp: Path, env_extra: dict[str, str] | None = None) -> Iterator[str]:
+    """A real `uvicorn --factory api.app:create_app` on a free loopback port; its URL."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLAN_")}
     env.update({"GPUPLAN_DB_PATH": str(tmp / "gpuplan.db"), "GPUPLAN_WORKERS": "1",
-                "PYTHONPATH": str(REPO)})
+                "PYTHONPATH": str(REPO), **(env_extra or {})})
     log = (tmp / "server.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app",
@@ -90,3 +90,10 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()
             proc.wait(5)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A live gpuplan server shared by a module's tests."""
+    with serve(tmp_path_factory.mktemp("k8s-server")) as url:
+        yield url

@@ -13,6 +13,7 @@ in `requests`.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import threading
 from collections.abc import Iterator
@@ -150,6 +151,10 @@ class FakeApiServer:
         return 200, {"kind": LIST_KINDS[kind], "apiVersion": "v1", "metadata": meta,
                      "items": page}
 
+    def _woken(self, kind: str, since: int, generation: int) -> bool:
+        return self.closing or self.generation != generation or any(
+            rv > since for rv, _, _ in self.log[kind])
+
     def watch_lines(self, kind: str, query: dict[str, str]) -> Iterator[dict[str, Any]]:
         """The events a watch from `resourceVersion` sees, until it ends."""
         since = int(query.get("resourceVersion") or 0)
@@ -162,11 +167,14 @@ class FakeApiServer:
                 return
         while True:
             with self.cond:
+                if self.closing or self.generation != generation:
+                    return
                 fresh = [(rv, t, o) for rv, t, o in self.log[kind] if rv > since]
                 if not fresh:
-                    self.cond.wait_for(lambda: self.closing or self.generation != generation
-                                       or any(rv > since for rv, _, _ in self.log[kind]),
+                    self.cond.wait_for(functools.partial(self._woken, kind, since, generation),
                                        timeout=float(query.get("timeoutSeconds") or 30))
+                    if self.closing or self.generation != generation:
+                        return
                     fresh = [(rv, t, o) for rv, t, o in self.log[kind] if rv > since]
                     if not fresh:
                         return

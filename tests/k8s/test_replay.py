@@ -1,0 +1,181 @@
+"""The live kube-scheduler run replayed: 4 GPU nodes, 10 pods, 32 GPUs, no snapshot re-posts.
+
+A real gpuplan server (uvicorn, `GPUPLAN_K8S_WATCH=true`) watches a fake API server
+(`fakeapi.py`) through the official client. The test plays kube-scheduler: for each pod, in
+order, it creates the pod, sends the extender's filter (with node names when
+`nodeCacheCapable` is true, Node objects otherwise) and, when more than one node passes,
+prioritize; it picks the highest extender score, breaking ties as the default scheduler's
+spreading would (more free GPUs, then fewer pods), and binds the pod. The binding reaches
+gpuplan only through the watch stream, right away or a few pods later (a slow API server).
+
+Every candidate node is sent to filter, even full ones (the default scheduler's own
+resource fit would drop those first): gpuplan must fail them on its own knowledge. All ten
+pods must be placed, and no pod may pass on a node that is already full.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from api.k8s import ExtenderArgs, K8sSettings, K8sState, extender_filter, extender_prioritize
+from tests.k8s import scenario as sc
+from tests.k8s.conftest import serve
+from tests.k8s.fakeapi import FakeApiServer
+
+NAMES = [n[0] for n in sc.NODES]
+Verb = Callable[[dict[str, Any]], Any]
+
+
+@dataclass
+class Truth:
+    """What the cluster really holds: free GPUs and pod counts per node."""
+
+    free: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NAMES, sc.GPUS_PER_NODE))
+    pods: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NAMES, 0))
+    placed: dict[str, str] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+
+
+def _passed(res: dict[str, Any], cache_capable: bool) -> list[str]:
+    if cache_capable:
+        return list(res["NodeNames"] or [])
+    return [n["metadata"]["name"] for n in (res["Nodes"] or {}).get("items", [])]
+
+
+def replay(filter_verb: Verb, prioritize_verb: Verb, create: Callable[[dict[str, Any]], None],
+           bind: Callable[[dict[str, Any], str], None], *, cache_capable: bool, lag: int
+           ) -> Truth:
+    """Schedule the ten pods as kube-scheduler would; bindings are published `lag` pods
+    late."""
+    truth = Truth()
+    late: deque[tuple[dict[str, Any], str]] = deque()
+    for pod in sc.pods():
+        name = pod["metadata"]["name"]
+        need = int(pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
+        create(pod)
+        args: dict[str, Any] = {"Pod": pod}
+        if cache_capable:
+            args["NodeNames"] = NAMES
+        else:
+            args["Nodes"] = sc.node_list(sc.nodes())
+        res = filter_verb(args)
+        assert res["Error"] == "", res["Error"]
+        passed = _passed(res, cache_capable)
+        truth.violations += [f"{name} ({need} GPUs) passed on {n}, {truth.free[n]} free"
+                             for n in passed if truth.free[n] < need]
+        if not passed:
+            truth.violations.append(f"{name} fits nowhere: {res['FailedNodes']}")
+            continue
+        if len(passed) == 1:  # kube-scheduler does not score a single feasible node
+            chosen = passed[0]
+        else:
+            scores = {h["Host"]: h["Score"] for h in prioritize_verb({**args, "NodeNames": (
+                passed if cache_capable else None), "Nodes": None if cache_capable else {
+                **args["Nodes"], "items": res["Nodes"]["items"]}})}
+            top = max(scores.values())
+            chosen = min((n for n in passed if scores[n] == top),
+                         key=lambda n: (-truth.free[n], truth.pods[n], n))
+        truth.free[chosen] -= need
+        truth.pods[chosen] += 1
+        truth.placed[name] = chosen
+        late.append((pod, chosen))
+        while len(late) > lag:
+            bind(*late.popleft())
+    while late:
+        bind(*late.popleft())
+    return truth
+
+
+def _check(truth: Truth) -> None:
+    assert truth.violations == []
+    assert len(truth.placed) == 10
+    assert all(v == 0 for v in truth.free.values())
+    # The jobs that run 2.5x faster on the H100 got H100s.
+    assert {truth.placed[n] for n in ("train-a", "train-b", "tune-d")} <= {"h100-1", "h100-2"}
+
+
+@pytest.fixture
+def apiserver() -> Iterator[FakeApiServer]:
+    server = FakeApiServer().start()
+    for node in sc.nodes():
+        server.add("nodes", node)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _wait_status(client: httpx.Client, ok: Callable[[dict[str, Any]], bool]
+                 ) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while True:
+        status: dict[str, Any] = client.get("/v1/k8s/extender/status").json()
+        if ok(status) or time.monotonic() > deadline:
+            return status
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("cache_capable", [True, False], ids=["nodeCacheCapable",
+                                                              "nodeObjects"])
+@pytest.mark.parametrize("lag", [0, 3], ids=["bound-at-once", "bound-3-pods-late"])
+def test_replay_over_http_with_the_watch(apiserver: FakeApiServer, tmp_path: Path,
+                                         cache_capable: bool, lag: int) -> None:
+    env = {"GPUPLAN_K8S_WATCH": "true",
+           "GPUPLAN_K8S_KUBECONFIG": str(apiserver.kubeconfig(tmp_path / "kubeconfig")),
+           "GPUPLAN_K8S_WATCH_TIMEOUT_S": "20"}
+    with serve(tmp_path, env) as url, httpx.Client(base_url=url, timeout=60) as client:
+        status = _wait_status(client, lambda s: s["synced"])
+        assert status["synced"] and status["gpu_nodes"] == 4, status
+
+        def verb(path: str) -> Verb:
+            def call(args: dict[str, Any]) -> Any:
+                r = client.post(f"/v1/k8s/extender/{path}", json=args)
+                assert r.status_code == 200, r.text
+                return r.json()
+            return call
+
+        truth = replay(verb("filter"), verb("prioritize"),
+                       lambda pod: apiserver.add("pods", pod),
+                       lambda pod, node: apiserver.modify("pods", sc.bound(pod, node)),
+                       cache_capable=cache_capable, lag=lag)
+        _check(truth)
+        # Every assumption is confirmed by the watch, none is left to expire.
+        status = _wait_status(client, lambda s: not s["assumed"])
+        assert status["assumed"] == {}
+        assert int(status["resource_versions"]["pods"]) == apiserver.rv
+
+
+def _in_process(state: K8sState, cache_capable: bool, lag: int) -> Truth:
+    def filter_verb(args: dict[str, Any]) -> Any:
+        return extender_filter(ExtenderArgs(**args), state).model_dump()
+
+    def prioritize_verb(args: dict[str, Any]) -> Any:
+        return [h.model_dump() for h in extender_prioritize(ExtenderArgs(**args), state)]
+
+    return replay(filter_verb, prioritize_verb, lambda pod: None, lambda pod, node: None,
+                  cache_capable=cache_capable, lag=lag)
+
+
+@pytest.mark.parametrize("cache_capable", [True, False])
+def test_replay_with_one_snapshot_and_assumptions(cache_capable: bool) -> None:
+    """No watch, one snapshot before the run: the assumptions alone carry the run."""
+    state = K8sState(K8sSettings(assume_ttl_s=600))
+    state.update(sc.node_list(sc.nodes()), sc.pod_list([]))
+    _check(_in_process(state, cache_capable, lag=10))
+
+
+def test_replay_fails_without_knowing_the_bindings() -> None:
+    """The control: a view frozen at the first snapshot (assumptions expire at once) sends
+    pods to full nodes, which the replay's check catches."""
+    state = K8sState(K8sSettings(assume_ttl_s=1e-9))
+    state.update(sc.node_list(sc.nodes()), sc.pod_list([]))
+    truth = _in_process(state, True, lag=10)
+    assert truth.violations
