@@ -50,6 +50,7 @@ from api.k8s.pods import (
 )
 from api.k8s.snapshot import Snapshot, build_snapshot, demand_of, list_items
 from api.k8s.state import K8sState, View
+from api.k8s.watch import PODS, BindError
 from models import Job, Node, Placement, Plan
 from models.instance import ClusterState, GpuSlot, JobInfo, compile_jobs, mig_placement
 from models.request import speed
@@ -92,6 +93,25 @@ class HostPriority(BaseModel):
 
     Host: str
     Score: int = Field(ge=0, le=MAX_SCORE)
+
+
+class ExtenderBindingArgs(BaseModel):
+    """extenderv1.ExtenderBindingArgs: bind this pod to this node (bindVerb)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    PodName: str
+    PodNamespace: str
+    PodUID: str = ""
+    Node: str
+
+
+class ExtenderBindingResult(BaseModel):
+    """extenderv1.ExtenderBindingResult."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    Error: str = ""
 
 
 @dataclass
@@ -382,6 +402,36 @@ def extender_prioritize(args: ExtenderArgs, state: K8sState) -> list[HostPriorit
     if chosen is not None and chosen.job is not None and best is not None:
         state.assume(call.pod.ref, best, chosen.job)
     return [HostPriority(Host=n, Score=by_node[n]) for n, _ in verdicts]
+
+
+def extender_bind(args: ExtenderBindingArgs, state: K8sState) -> ExtenderBindingResult:
+    """The bind verb: bind the pod through the API; gpuplan then knows where it is."""
+    ref = f"{args.PodNamespace}/{args.PodName}"
+    if state.binder is None:
+        return ExtenderBindingResult(Error="gpuplan: bindVerb needs API access: run with "
+                                           "GPUPLAN_K8S_WATCH=true (gpuplan serve --k8s-watch)")
+    try:
+        state.binder(args.PodNamespace, args.PodName, args.PodUID or None, args.Node)
+    except BindError as e:
+        state.forget(ref)
+        return ExtenderBindingResult(Error=f"gpuplan: binding {ref} to {args.Node} failed: {e}")
+    with state.lock:
+        assumed = state.assumed.get(ref)
+    if assumed is not None and assumed.node == args.Node:
+        state.assume(ref, args.Node, assumed.job, bound=True)
+        return ExtenderBindingResult()
+    # The scheduler chose another node (other plugins' scores): count the pod there.
+    state.forget(ref)
+    obj = state.live.get(PODS, ref) if state.live is not None else None
+    view = state.view()
+    if obj is not None and view is not None:
+        try:
+            verdict = _Judge(parse_pod(obj), view)(args.Node)
+        except PodProblem:
+            verdict = Verdict(False)
+        if verdict.job is not None:
+            state.assume(ref, args.Node, verdict.job, bound=True)
+    return ExtenderBindingResult()
 
 
 def issues_of(state: K8sState) -> list[ImportIssue]:

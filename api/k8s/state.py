@@ -13,6 +13,11 @@ highest), it assumes the pod lands there and counts those GPUs as taken until
 - the pod is deleted (watch) or filtered again (the scheduler is retrying it),
 - the view shows something else on those GPUs (the assumption is wrong), or
 - `assume_ttl_s` passes (the binding never showed up).
+
+With kube-scheduler's `bindVerb` pointed at the extender, gpuplan binds the pod itself
+(`api.k8s.watch.bind_pod`, needs the watch's API access) and then knows where it is: the
+assumption is marked bound and kept until the view shows the pod, for at most
+`BOUND_TTL_S`.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ log = logging.getLogger("gpuplan.k8s")
 
 #: The same warning is logged at most once per this many seconds.
 WARN_EVERY_S = 60.0
+#: How long a pod gpuplan bound itself counts without the view showing it.
+BOUND_TTL_S = 600.0
 
 
 class K8sSettings(BaseSettings):
@@ -71,6 +78,8 @@ class Assumption:
     node: str
     job: Job
     expires: float
+    #: gpuplan bound the pod itself (bindVerb): known, not guessed
+    bound: bool = False
 
 
 @dataclass
@@ -92,6 +101,8 @@ class K8sState:
         self.settings = settings or K8sSettings()
         self.live = live
         self.clock = clock
+        #: binds a pod (namespace, name, uid, node) through the API; None without access
+        self.binder: Callable[[str, str, str | None, str], None] | None = None
         self.lock = threading.RLock()
         self.nodes: object = None
         self.pods: object = None
@@ -154,11 +165,11 @@ class K8sState:
             return self.pods
 
     # ------------------------------------------------------------------ assumptions
-    def assume(self, pod: str, node: str, job: Job) -> None:
+    def assume(self, pod: str, node: str, job: Job, *, bound: bool = False) -> None:
         """Count `job` (a pod's job with its placements as `current`) as running."""
+        ttl = BOUND_TTL_S if bound else self.settings.assume_ttl_s
         with self.lock:
-            self.assumed[pod] = Assumption(pod, node, job,
-                                           self.clock() + self.settings.assume_ttl_s)
+            self.assumed[pod] = Assumption(pod, node, job, self.clock() + ttl, bound)
             self._assume_gen += 1
 
     def forget(self, pod: str) -> None:

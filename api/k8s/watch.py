@@ -299,3 +299,32 @@ def make_api(kubeconfig: str | None = None, context: str | None = None) -> Any:
         return client.CoreV1Api(client.ApiClient(cfg))
     api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
     return client.CoreV1Api(api_client)
+
+
+class BindError(Exception):
+    """The API server refused a Binding; the message says why."""
+
+
+def bind_pod(api: Any, namespace: str, name: str, uid: str | None, node: str) -> None:
+    """Bind pod `namespace/name` (of `uid`, when given) to `node` with a v1 Binding, as
+    kube-scheduler's default binder does; raises BindError when the server refuses."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    body = client.V1Binding(
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
+        target=client.V1ObjectReference(api_version="v1", kind="Node", name=node))
+    try:
+        # The pods/binding subresource, as kube-scheduler uses. The answer is a Status,
+        # which the generated client cannot read as a V1Binding: it is not parsed.
+        api.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
+    except ApiException as e:
+        raw = e.body.decode(errors="replace") if isinstance(e.body, bytes) else str(e.body or "")
+        try:
+            detail = str(json.loads(raw).get("message") or raw)
+        except (ValueError, AttributeError):
+            detail = raw
+        raise BindError(f"{e.status} {e.reason}: {detail[:300]}") from e
+    except HTTPError as e:  # connection refused, timeout: the API server is unreachable
+        raise BindError(str(e)) from e

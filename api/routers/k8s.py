@@ -9,6 +9,7 @@ never on the event loop.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.k8s import (
     ClusterCache,
     ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderBindingResult,
     ExtenderFilterResult,
     HostPriority,
     ImportIssue,
@@ -30,12 +33,13 @@ from api.k8s import (
     SnapshotError,
     Watcher,
     export_plan,
+    extender_bind,
     extender_filter,
     extender_prioritize,
     make_api,
 )
 from api.k8s.snapshot import build_snapshot
-from api.k8s.watch import WatchOptions
+from api.k8s.watch import WatchOptions, bind_pod
 from models import Plan, PlanRequest, Policy
 from solver import plan as solve
 
@@ -51,8 +55,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         live = ClusterCache() if settings.watch else None
         app.state.k8s = K8sState(settings, live=live)
         if live is not None:
-            watcher = Watcher(live, make_api(settings.kubeconfig, settings.context),
-                              WatchOptions(timeout_s=settings.watch_timeout_s))
+            api = make_api(settings.kubeconfig, settings.context)
+            watcher = Watcher(live, api, WatchOptions(timeout_s=settings.watch_timeout_s))
+            app.state.k8s.binder = functools.partial(bind_pod, api)
             watcher.start()
             log.info("watching nodes and pods for the extender")
     try:
@@ -186,6 +191,7 @@ class ExtenderStatus(BaseModel):
     view: bool = Field(description="A view exists (synced watch or posted snapshot).")
     gpu_nodes: int
     assumed: dict[str, str] = Field(description="Assumed pod (ns/name) -> node.")
+    bound: list[str] = Field(description="Assumed pods gpuplan bound itself (bindVerb).")
 
 
 @router.get("/extender/status", response_model=ExtenderStatus)
@@ -195,11 +201,12 @@ def extender_status(state: StateDep) -> ExtenderStatus:
     live = state.live
     with state.lock:
         assumed = {a.pod: a.node for a in state.assumed.values()}
+        bound = sorted(a.pod for a in state.assumed.values() if a.bound)
     return ExtenderStatus(
         watching=live is not None, synced=live is not None and live.synced,
         resource_versions=dict(live.resource_versions) if live is not None else {},
         view=snap is not None, gpu_nodes=len(snap.snapshot.nodes) if snap else 0,
-        assumed=assumed)
+        assumed=assumed, bound=bound)
 
 
 @router.post("/extender/filter", response_model=ExtenderFilterResult,
@@ -215,3 +222,10 @@ def prioritize_nodes(args: Annotated[ExtenderArgs, Body()], state: StateDep
                      ) -> list[HostPriority]:
     """kube-scheduler extender prioritize verb (ExtenderArgs -> HostPriorityList)."""
     return extender_prioritize(args, state)
+
+
+@router.post("/extender/bind", response_model=ExtenderBindingResult)
+def bind_node(args: Annotated[ExtenderBindingArgs, Body()], state: StateDep
+              ) -> ExtenderBindingResult:
+    """kube-scheduler extender bind verb (ExtenderBindingArgs -> ExtenderBindingResult)."""
+    return extender_bind(args, state)

@@ -2,7 +2,8 @@
 
 It speaks the wire protocol the official client uses (`GET /api/v1/nodes`,
 `GET /api/v1/pods`, `?limit=&continue=` pages, `?watch=true&resourceVersion=` streams of
-JSON lines sent chunked), from an event log the test writes: every `add` / `modify` /
+JSON lines sent chunked, `POST /api/v1/namespaces/<ns>/pods/<name>/binding`), from an
+event log the test writes (a Binding writes a MODIFIED event of the pod): every `add` / `modify` /
 `delete` gets the next resourceVersion and wakes the open watches. `compact` forgets the
 log up to now, so a watch from an older version gets the server's `410 Gone` (an ERROR
 event whose Status has code 410, as the real server sends it), and `drop_watches` ends
@@ -132,6 +133,25 @@ class FakeApiServer:
                    and ("watch=true" in r.lower() or "watch=1" in r) == watch)
 
     # ------------------------------------------------------------------ answers
+    def bind(self, namespace: str, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """A v1 Binding: 404 for an unknown pod, 409 for a bound one, else 201."""
+        key = f"{namespace}/{name}"
+        with self.cond:
+            pod = self.objects["pods"].get(key)
+            if pod is None:
+                return 404, _status(404, "NotFound", f'pods "{name}" not found')
+            if pod["spec"].get("nodeName"):
+                return 409, _status(409, "Conflict", f"pod {name} is already assigned to "
+                                                     f"node {pod['spec']['nodeName']!r}")
+            uid = (body.get("metadata") or {}).get("uid")
+            if uid and uid != pod["metadata"].get("uid"):
+                return 409, _status(409, "Conflict", "the UID in the precondition differs")
+            bound = copy.deepcopy(pod)
+            bound["spec"]["nodeName"] = body["target"]["name"]
+            self._record("pods", "MODIFIED", bound)
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                     "status": "Success", "code": 201}
+
     def list_body(self, kind: str, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
         with self.cond:
             items = sorted(self.objects[kind].values(), key=lambda o: key_of(kind, o))
@@ -208,6 +228,19 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 self._watch(kind, query)
             else:
                 self._json(*api.list_body(kind, query))
+
+        def do_POST(self) -> None:
+            """Bindings."""
+            url = urlparse(self.path)
+            api.requests.append("POST " + self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            parts = url.path.strip("/").split("/")
+            if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] \
+                    and parts[4] == "pods" and parts[6] == "binding":
+                self._json(*api.bind(parts[3], parts[5], body))
+            else:
+                self._json(404, _status(404, "NotFound", f"{url.path} not served"))
 
         def _json(self, code: int, body: dict[str, Any]) -> None:
             data = json.dumps(body).encode()

@@ -6,7 +6,8 @@ order, it creates the pod, sends the extender's filter (with node names when
 `nodeCacheCapable` is true, Node objects otherwise) and, when more than one node passes,
 prioritize; it picks the highest extender score, breaking ties as the default scheduler's
 spreading would (more free GPUs, then fewer pods), and binds the pod. The binding reaches
-gpuplan only through the watch stream, right away or a few pods later (a slow API server).
+gpuplan only through the watch stream, right away or a few pods later (a slow API server);
+or, with `bindVerb`, the scheduler asks gpuplan to bind and gpuplan writes the Binding.
 
 Every candidate node is sent to filter, even full ones (the default scheduler's own
 resource fit would drop those first): gpuplan must fail them on its own knowledge. All ten
@@ -123,11 +124,12 @@ def _wait_status(client: httpx.Client, ok: Callable[[dict[str, Any]], bool]
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("cache_capable", [True, False], ids=["nodeCacheCapable",
-                                                              "nodeObjects"])
-@pytest.mark.parametrize("lag", [0, 3], ids=["bound-at-once", "bound-3-pods-late"])
+@pytest.mark.parametrize(("cache_capable", "binding"), [
+    (True, "at-once"), (False, "at-once"), (True, "3-pods-late"), (False, "3-pods-late"),
+    (True, "bindVerb"),
+], ids=lambda v: {True: "nodeCacheCapable", False: "nodeObjects"}.get(v, v))
 def test_replay_over_http_with_the_watch(apiserver: FakeApiServer, tmp_path: Path,
-                                         cache_capable: bool, lag: int) -> None:
+                                         cache_capable: bool, binding: str) -> None:
     env = {"GPUPLAN_K8S_WATCH": "true",
            "GPUPLAN_K8S_KUBECONFIG": str(apiserver.kubeconfig(tmp_path / "kubeconfig")),
            "GPUPLAN_K8S_WATCH_TIMEOUT_S": "20"}
@@ -142,11 +144,24 @@ def test_replay_over_http_with_the_watch(apiserver: FakeApiServer, tmp_path: Pat
                 return r.json()
             return call
 
+        def bind(pod: dict[str, Any], node: str) -> None:
+            if binding != "bindVerb":
+                apiserver.modify("pods", sc.bound(pod, node))
+                return
+            meta = pod["metadata"]
+            res = verb("bind")({"PodName": meta["name"], "PodNamespace": meta["namespace"],
+                                "PodUID": meta["uid"], "Node": node})
+            assert res == {"Error": ""}
+
         truth = replay(verb("filter"), verb("prioritize"),
-                       lambda pod: apiserver.add("pods", pod),
-                       lambda pod, node: apiserver.modify("pods", sc.bound(pod, node)),
-                       cache_capable=cache_capable, lag=lag)
+                       lambda pod: apiserver.add("pods", pod), bind,
+                       cache_capable=cache_capable, lag=3 if binding == "3-pods-late" else 0)
         _check(truth)
+        if binding == "bindVerb":
+            assert sum(r.startswith("POST ") for r in apiserver.requests) == 10
+            again = verb("bind")({"PodName": "train-a", "PodNamespace": sc.NAMESPACE,
+                                  "Node": "a100-1"})
+            assert "409" in again["Error"]  # already bound: the server's answer is passed on
         # Every assumption is confirmed by the watch, none is left to expire.
         status = _wait_status(client, lambda s: not s["assumed"])
         assert status["assumed"] == {}

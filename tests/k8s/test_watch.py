@@ -16,14 +16,16 @@ import pytest
 from api.k8s import (
     ClusterCache,
     ExtenderArgs,
+    ExtenderBindingArgs,
     K8sSettings,
     K8sState,
     Watcher,
+    extender_bind,
     extender_filter,
     extender_prioritize,
     make_api,
 )
-from api.k8s.watch import NODES, PODS, WatchOptions
+from api.k8s.watch import NODES, PODS, BindError, WatchOptions
 from tests.k8s import scenario as sc
 from tests.k8s.fakeapi import FakeApiServer
 
@@ -261,3 +263,38 @@ def test_assumption_confirmed_and_dropped_by_watch_events(
     assert res.FailedNodes == {"h100-1": "needs 8 free GPUs, 4 free"}
     res = extender_filter(ExtenderArgs(Pod=_pod("train-i"), NodeNames=["h100-1"]), state)
     assert res.NodeNames == ["h100-1"]
+
+
+def test_bind_verb_knows_where_the_pod_went() -> None:
+    clock = Clock()
+    cache = ClusterCache()
+    cache.replace(NODES, sc.nodes(), "1")
+    cache.replace(PODS, [_pod("train-a"), _pod("train-b"), _pod("tune-c")], "1")
+    state = K8sState(K8sSettings(assume_ttl_s=30.0), live=cache, clock=clock)
+
+    def bind_args(name: str, node: str) -> ExtenderBindingArgs:
+        return ExtenderBindingArgs(PodName=name, PodNamespace=sc.NAMESPACE, Node=node)
+
+    assert "needs API access" in extender_bind(bind_args("train-a", "h100-1"), state).Error
+    calls: list[tuple[str, str, str | None, str]] = []
+    state.binder = lambda ns, name, uid, node: calls.append((ns, name, uid, node))
+    assert _schedule(state, "train-a") == "h100-1"
+    assert extender_bind(bind_args("train-a", "h100-1"), state).Error == ""
+    assert calls == [("ml", "train-a", None, "h100-1")]
+    assert state.assumed["ml/train-a"].bound
+    # The scheduler bound train-b elsewhere than gpuplan preferred: it counts there.
+    assert _schedule(state, "train-b") == "h100-1"
+    assert extender_bind(bind_args("train-b", "a100-2"), state).Error == ""
+    assert state.assumed["ml/train-b"].node == "a100-2" and state.assumed["ml/train-b"].bound
+    clock.now += 300  # far past the TTL of a guess: bound pods stay known
+    res = extender_filter(ExtenderArgs(Pod=_pod("train-j"), NodeNames=NAMES), state)
+    assert res.FailedNodes == {"h100-1": "needs 8 free GPUs, 4 free",
+                               "a100-2": "needs 8 free GPUs, 4 free"}
+
+    def refuse(ns: str, name: str, uid: str | None, node: str) -> None:
+        raise BindError("409 Conflict: already assigned")
+
+    state.binder = refuse
+    assert _schedule(state, "tune-c") == "h100-1"
+    res_bind = extender_bind(bind_args("tune-c", "h100-1"), state)
+    assert "409 Conflict" in res_bind.Error and "ml/tune-c" not in state.assumed
