@@ -39,7 +39,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.k8s.issues import ImportIssue
 from api.k8s.pods import (
     PodInfo,
     PodProblem,
@@ -263,11 +262,6 @@ class _Judge:
                        job=job.model_copy(update={"current": proposed}), placements=proposed)
 
 
-def judge(pod: PodInfo, node_name: str, view: View) -> Verdict:
-    """Whether `pod` fits node `node_name` of `view` now, and how well."""
-    return _Judge(pod, view)(node_name)
-
-
 def _planned_nodes(pod: PodInfo, plan: Plan | None) -> set[str]:
     if plan is None:
         return set()
@@ -432,9 +426,3 @@ def extender_bind(args: ExtenderBindingArgs, state: K8sState) -> ExtenderBinding
         if verdict.job is not None:
             state.assume(ref, args.Node, verdict.job, bound=True)
     return ExtenderBindingResult()
-
-
-def issues_of(state: K8sState) -> list[ImportIssue]:
-    """The warnings of the current snapshot."""
-    snap = state.snapshot
-    return list(snap.issues) if snap else []
