@@ -7,11 +7,13 @@ against `fakeapi.FakeApiServer`, which serves recorded events over HTTP on 127.0
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from api.k8s import (
     ClusterCache,
@@ -298,3 +300,66 @@ def test_bind_verb_knows_where_the_pod_went() -> None:
     assert _schedule(state, "tune-c") == "h100-1"
     res_bind = extender_bind(bind_args("tune-c", "h100-1"), state)
     assert "409 Conflict" in res_bind.Error and "ml/tune-c" not in state.assumed
+
+
+class FlakyApi:
+    """The real CoreV1Api with failures injected into node lists (the client boundary)."""
+
+    def __init__(self, real: Any, fail: Callable[[dict[str, Any]], Exception | None]) -> None:
+        self.real = real
+        self.fail = fail
+
+    def list_node(self, **kwargs: Any) -> Any:
+        """Like CoreV1Api.list_node.
+
+        :return: V1NodeList
+        """
+        error = None if kwargs.get("watch") else self.fail(kwargs)
+        if error is not None:
+            raise error
+        return self.real.list_node(**kwargs)
+
+    def list_pod_for_all_namespaces(self, **kwargs: Any) -> Any:
+        """Like CoreV1Api.list_pod_for_all_namespaces.
+
+        :return: V1PodList
+        """
+        return self.real.list_pod_for_all_namespaces(**kwargs)
+
+
+def _flaky_watch(apiserver: FakeApiServer, tmp_path: Path,
+                 fail: Callable[[dict[str, Any]], Exception | None]
+                 ) -> tuple[ClusterCache, Watcher]:
+    api = FlakyApi(make_api(str(apiserver.kubeconfig(tmp_path / "kubeconfig"))), fail)
+    cache = ClusterCache()
+    watcher = Watcher(cache, api, WatchOptions(timeout_s=20, page_size=3))
+    watcher.start()
+    return cache, watcher
+
+
+def test_list_errors_back_off_and_list_again(apiserver: FakeApiServer, tmp_path: Path,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    errors = [ApiException(status=500, reason="Internal Server Error")]
+    with caplog.at_level(logging.WARNING, "gpuplan.k8s.watch"):
+        cache, watcher = _flaky_watch(apiserver, tmp_path,
+                                      lambda kw: errors.pop() if errors else None)
+        try:
+            assert cache.wait(lambda c: c.synced, WAIT_S)
+        finally:
+            watcher.stop(wait_s=0.0)
+    assert "nodes: list/watch failed" in caplog.text and "retrying in 1 s" in caplog.text
+    assert len(cache.lists()[0]["items"]) == 4
+
+
+def test_expired_continue_token_lists_from_the_start(apiserver: FakeApiServer,
+                                                     tmp_path: Path) -> None:
+    gone = [ApiException(status=410, reason="Gone")]
+    cache, watcher = _flaky_watch(
+        apiserver, tmp_path, lambda kw: gone.pop() if gone and kw.get("_continue") else None)
+    try:
+        assert cache.wait(lambda c: c.synced, WAIT_S)
+    finally:
+        watcher.stop(wait_s=0.0)
+    # First page, then (410 on the second page) both pages again.
+    assert apiserver.count("/api/v1/nodes", watch=False) == 3
+    assert len(cache.lists()[0]["items"]) == 4
