@@ -137,11 +137,6 @@ class K8sState:
             return snap
 
     @property
-    def watching(self) -> bool:
-        """A live cache feeds the view and has listed both kinds."""
-        return self.live is not None and self.live.synced
-
-    @property
     def snapshot(self) -> Snapshot | None:
         """The newest snapshot: the live one when the cache changed since the last post."""
         with self.lock:
@@ -235,7 +230,8 @@ class K8sState:
             else:
                 # The import assigned these GPUs itself: a conflict means an inconsistent
                 # cluster (the kubelet admitted more than fits); count what fits.
-                log.warning("running job %s overlaps another on the same GPUs", info.name)
+                self.warn(f"overlap:{info.name}",
+                          f"running job {info.name} overlaps another on the same GPUs")
         for a, info in zip(assumed, infos[len(running):], strict=True):
             if a.node not in occupancy.node_of:
                 continue  # a call's Node list need not hold every node
