@@ -17,6 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.k8s import scenario
+from tests.k8s.fakeapi import FakeApiServer
+
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,3 +100,15 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A live gpuplan server shared by a module's tests."""
     with serve(tmp_path_factory.mktemp("k8s-server")) as url:
         yield url
+
+
+@pytest.fixture
+def apiserver() -> Iterator[FakeApiServer]:
+    """A fake Kubernetes API server (fakeapi.py) holding the four scenario nodes."""
+    server = FakeApiServer().start()
+    for node in scenario.nodes():
+        server.add("nodes", node)
+    try:
+        yield server
+    finally:
+        server.stop()

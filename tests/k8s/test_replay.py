@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,17 +101,6 @@ def _check(truth: Truth) -> None:
     assert all(v == 0 for v in truth.free.values())
     # The jobs that run 2.5x faster on the H100 got H100s.
     assert {truth.placed[n] for n in ("train-a", "train-b", "tune-d")} <= {"h100-1", "h100-2"}
-
-
-@pytest.fixture
-def apiserver() -> Iterator[FakeApiServer]:
-    server = FakeApiServer().start()
-    for node in sc.nodes():
-        server.add("nodes", node)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _wait_status(client: httpx.Client, ok: Callable[[dict[str, Any]], bool]

@@ -76,17 +76,6 @@ def test_cache_applies_recorded_events_in_order() -> None:
 
 
 # ---------------------------------------------------------------- the client against a server
-@pytest.fixture
-def apiserver() -> Iterator[FakeApiServer]:
-    server = FakeApiServer().start()
-    for node in sc.nodes():
-        server.add("nodes", node)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def _watch(server: FakeApiServer, tmp_path: Path, page_size: int = 500
            ) -> tuple[ClusterCache, Watcher]:
     cache = ClusterCache()
