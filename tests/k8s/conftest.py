@@ -58,16 +58,22 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(tmp: Path, env_extra: dict[str, str] | None = None) -> Iterator[str]:
-    """A real `uvicorn --factory api.app:create_app` on a free loopback port; its URL."""
+def serve(tmp: Path, env_extra: dict[str, str] | None = None,
+          serve_args: list[str] | None = None) -> Iterator[str]:
+    """A real `uvicorn --factory api.app:create_app` on a free loopback port; its URL.
+
+    With `serve_args`, `gpuplan serve <serve_args>` (the CLI) runs it instead.
+    """
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLAN_")}
     env.update({"GPUPLAN_DB_PATH": str(tmp / "gpuplan.db"), "GPUPLAN_WORKERS": "1",
                 "PYTHONPATH": str(REPO), **(env_extra or {})})
     log = (tmp / "server.log").open("wb")
+    command = [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app"]
+    if serve_args is not None:
+        command = [sys.executable, "-m", "api.cli", "serve", *serve_args]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        [*command, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -157,6 +157,20 @@ def test_replay_over_http_with_the_watch(apiserver: FakeApiServer, tmp_path: Pat
         assert int(status["resource_versions"]["pods"]) == apiserver.rv
 
 
+def test_serve_k8s_watch_flag(apiserver: FakeApiServer, tmp_path: Path) -> None:
+    """`gpuplan serve --k8s-watch` (the CLI flag, no GPUPLAN_K8S_WATCH) watches."""
+    apiserver.add("pods", sc.bound(sc.pods()[0], "h100-1"))
+    env = {"GPUPLAN_K8S_KUBECONFIG": str(apiserver.kubeconfig(tmp_path / "kubeconfig"))}
+    with serve(tmp_path, env, ["--k8s-watch", "--workers", "1"]) as url, \
+            httpx.Client(base_url=url, timeout=60) as client:
+        status = _wait_status(client, lambda s: s["synced"])
+        assert status["watching"] and status["synced"] and status["gpu_nodes"] == 4
+        res = client.post("/v1/k8s/extender/filter", json={
+            "Pod": sc.pods()[-1], "NodeNames": ["h100-1", "h100-2"]}).json()
+        assert res["NodeNames"] == ["h100-2"]
+        assert res["FailedNodes"] == {"h100-1": "needs 8 free GPUs, 4 free"}
+
+
 def _in_process(state: K8sState, cache_capable: bool, lag: int) -> Truth:
     def filter_verb(args: dict[str, Any]) -> Any:
         return extender_filter(ExtenderArgs(**args), state).model_dump()
