@@ -25,6 +25,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from api.k8s import ExtenderArgs, K8sSettings, K8sState, extender_filter, extender_prioritize
 from tests.k8s import scenario as sc
@@ -42,6 +44,9 @@ class Truth:
     free: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NAMES, sc.GPUS_PER_NODE))
     pods: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NAMES, 0))
     placed: dict[str, str] = field(default_factory=dict)
+    #: pods no node had room for at their turn
+    refused: list[str] = field(default_factory=list)
+    #: pods passed on a node without room, or refused while a node had room
     violations: list[str] = field(default_factory=list)
 
 
@@ -52,13 +57,13 @@ def _passed(res: dict[str, Any], cache_capable: bool) -> list[str]:
 
 
 def replay(filter_verb: Verb, prioritize_verb: Verb, create: Callable[[dict[str, Any]], None],
-           bind: Callable[[dict[str, Any], str], None], *, cache_capable: bool, lag: int
-           ) -> Truth:
-    """Schedule the ten pods as kube-scheduler would; bindings are published `lag` pods
-    late."""
+           bind: Callable[[dict[str, Any], str], None], *, cache_capable: bool, lag: int,
+           pods: list[dict[str, Any]] | None = None) -> Truth:
+    """Schedule the pods (the ten of the scenario by default) as kube-scheduler would;
+    bindings are published `lag` pods late."""
     truth = Truth()
     late: deque[tuple[dict[str, Any], str]] = deque()
-    for pod in sc.pods():
+    for pod in pods if pods is not None else sc.pods():
         name = pod["metadata"]["name"]
         need = int(pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
         create(pod)
@@ -73,7 +78,9 @@ def replay(filter_verb: Verb, prioritize_verb: Verb, create: Callable[[dict[str,
         truth.violations += [f"{name} ({need} GPUs) passed on {n}, {truth.free[n]} free"
                              for n in passed if truth.free[n] < need]
         if not passed:
-            truth.violations.append(f"{name} fits nowhere: {res['FailedNodes']}")
+            if any(free >= need for free in truth.free.values()):
+                truth.violations.append(f"{name} refused with room left: {truth.free}")
+            truth.refused.append(name)
             continue
         if len(passed) == 1:  # kube-scheduler does not score a single feasible node
             chosen = passed[0]
@@ -97,6 +104,7 @@ def replay(filter_verb: Verb, prioritize_verb: Verb, create: Callable[[dict[str,
 
 def _check(truth: Truth) -> None:
     assert truth.violations == []
+    assert truth.refused == []
     assert len(truth.placed) == 10
     assert all(v == 0 for v in truth.free.values())
     # The jobs that run 2.5x faster on the H100 got H100s.
@@ -171,7 +179,8 @@ def test_serve_k8s_watch_flag(apiserver: FakeApiServer, tmp_path: Path) -> None:
         assert res["FailedNodes"] == {"h100-1": "needs 8 free GPUs, 4 free"}
 
 
-def _in_process(state: K8sState, cache_capable: bool, lag: int) -> Truth:
+def _in_process(state: K8sState, cache_capable: bool, lag: int,
+                pods: list[dict[str, Any]] | None = None) -> Truth:
     def filter_verb(args: dict[str, Any]) -> Any:
         return extender_filter(ExtenderArgs(**args), state).model_dump()
 
@@ -179,7 +188,7 @@ def _in_process(state: K8sState, cache_capable: bool, lag: int) -> Truth:
         return [h.model_dump() for h in extender_prioritize(ExtenderArgs(**args), state)]
 
     return replay(filter_verb, prioritize_verb, lambda pod: None, lambda pod, node: None,
-                  cache_capable=cache_capable, lag=lag)
+                  cache_capable=cache_capable, lag=lag, pods=pods)
 
 
 @pytest.mark.parametrize("cache_capable", [True, False])
@@ -196,4 +205,20 @@ def test_replay_fails_without_knowing_the_bindings() -> None:
     state = K8sState(K8sSettings(assume_ttl_s=1e-9))
     state.update(sc.node_list(sc.nodes()), sc.pod_list([]))
     truth = _in_process(state, True, lag=10)
-    assert truth.violations
+    assert any("passed on" in v for v in truth.violations)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=16),
+       h100=st.lists(st.booleans(), min_size=16, max_size=16),
+       lag=st.integers(0, 5), cache_capable=st.booleans())
+def test_no_pod_passes_on_a_full_node(sizes: list[int], h100: list[bool], lag: int,
+                                      cache_capable: bool) -> None:
+    """Any queue, any binding delay: while gpuplan remembers what it placed, no pod is
+    passed on a node without room for it, and none is refused while a node has room."""
+    pods = [sc.gpu_pod(f"pod-{i}", n, h100[i], i) for i, n in enumerate(sizes)]
+    state = K8sState(K8sSettings(assume_ttl_s=600))
+    state.update(sc.node_list(sc.nodes()), sc.pod_list([]))
+    truth = _in_process(state, cache_capable, lag, pods)
+    assert truth.violations == []
+    assert len(truth.refused) + len(truth.placed) == len(sizes)
