@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from models import GpuModel, Instance, Job, MigInstance, Placement, PlanRequest
+from models.capacity import usable
 from models.catalog import MIG_COMPUTE_SLICES, instance_positions, is_valid_layout
 from models.objective import objective_value_of
 from models.request import speed
@@ -306,7 +307,7 @@ class ClusterState:
             for gpu in node.gpus:
                 gid = len(self.gpus)
                 spec = self.catalog[gpu.model]
-                g = GpuSlot(gid, ni, gpu.index, gpu.model, gpu.healthy and node.schedulable,
+                g = GpuSlot(gid, ni, gpu.index, gpu.model, usable(node, gpu),
                             gpu.mig_enabled, spec.memory_gib if spec.memory_gib else 1e18,
                             mig_current=frozenset(m.key() for m in gpu.mig_instances))
                 self.gpus.append(g)
