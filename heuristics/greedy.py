@@ -19,7 +19,8 @@ still holds a single-node gang; few nodes for multi-node gangs (one domain when
 node otherwise); for MIG the instance position that keeps the largest instance creatable
 beside it (existing free instances first, none created when `allow_mig_reconfiguration` is
 false). Unhealthy GPUs and cordoned nodes take no new placement. Host CPU/memory is
-checked per node, pro rata for gangs.
+checked per node, pro rata for gangs. A job left unplaced gets its static reason
+(`models.reasons`, the same as the solver's) or `insufficient_capacity`.
 """
 
 from __future__ import annotations
