@@ -103,8 +103,3 @@ def export(
         fail(f"cannot write to {out}: {e.strerror or e}")
     typer.echo(json.dumps({"out": str(out), "bindings": len(result.bindings),
                            "nodes_to_reconfigure": [d.node for d in result.drain]}))
-
-
-def register(app: typer.Typer) -> None:
-    """Add `gpuplan k8s ...` to `app`."""
-    app.add_typer(k8s_app, name="k8s")

@@ -33,8 +33,3 @@ def serve(
     except ValidationError as e:
         fail(f"invalid GPUPLAN_* setting: {format_validation_error(e)}")
     uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
-
-
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("serve")(serve)

@@ -97,8 +97,3 @@ def simulate(
             "policies": names}
     paths = write_outputs(cmp, out, meta)
     typer.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
-
-
-def register(app: typer.Typer) -> None:
-    """Add `simulate` to `app`."""
-    app.command("simulate")(simulate)
