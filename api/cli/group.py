@@ -111,7 +111,9 @@ class Lazy:
 class LazyGroup(TyperGroup):
     """A command group whose sub-commands come from the `lazy` table, loaded on demand.
 
-    Subclass it with `lazy = {...}` and pass the subclass as `typer.Typer(cls=...)`.
+    Subclass it with `lazy = {...}` and pass the subclass as `typer.Typer(cls=...)`. Used
+    as is (empty table), it is a plain group with the same listing (summaries never cut
+    short) and the same one-line error boundary.
     """
 
     lazy: ClassVar[Mapping[str, Lazy]] = {}

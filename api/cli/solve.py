@@ -3,41 +3,18 @@
 from __future__ import annotations
 
 from collections import Counter
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from pydantic import ValidationError
 
 from api.cli.common import fail, format_validation_error, load_request
 from models import Plan, Policy
+from models.request import Objective, SolverName
 
-
-class SolverChoice(StrEnum):
-    """Backends selectable on the command line."""
-
-    auto = "auto"
-    cp_sat = "cp_sat"
-    milp = "milp"
-    heuristic = "heuristic"
-
-
-class ObjectiveChoice(StrEnum):
-    """Objectives selectable on the command line."""
-
-    throughput = "throughput"
-    fairness = "fairness"
-    priority_fifo = "priority_fifo"
-    makespan = "makespan"
-    jct = "jct"
-
-
-class MilpBackendChoice(StrEnum):
-    """MILP backends selectable on the command line."""
-
-    cbc = "cbc"
-    highs = "highs"
+#: --milp-backend's choices: the values `models.request.Policy.milp_backend` accepts.
+MilpBackend = Literal["cbc", "highs"]
 
 
 def unplaced_summary(plan: Plan) -> str:
@@ -67,12 +44,12 @@ def solve(
     request: Annotated[Path, typer.Argument(help="PlanRequest JSON file ('-' = stdin).")],
     output: Annotated[Path | None, typer.Option("-o", "--output",
                                                 help="Write the plan here.")] = None,
-    solver: Annotated[SolverChoice | None, typer.Option(help="Override policy.solver.")] = None,
+    solver: Annotated[SolverName | None, typer.Option(help="Override policy.solver.")] = None,
     time_limit: Annotated[float | None, typer.Option(
         "--time-limit", min=0.01, help="Override policy.time_limit_s (seconds).")] = None,
-    objective: Annotated[ObjectiveChoice | None, typer.Option(
+    objective: Annotated[Objective | None, typer.Option(
         help="Override policy.objective.")] = None,
-    milp_backend: Annotated[MilpBackendChoice | None, typer.Option(
+    milp_backend: Annotated[MilpBackend | None, typer.Option(
         help="Override policy.milp_backend (the MILP solver used by --solver milp).")] = None,
     threads: Annotated[int | None, typer.Option(
         min=1, help="Override policy.threads (solver worker threads).")] = None,
@@ -84,19 +61,9 @@ def solve(
     Exit 0 when a plan is produced, even with unplaced jobs; 2 on bad input.
     """
     req = load_request(request)
-    updates: dict[str, object] = {}
-    if solver is not None:
-        updates["solver"] = solver.value
-    if time_limit is not None:
-        updates["time_limit_s"] = time_limit
-    if objective is not None:
-        updates["objective"] = objective.value
-    if milp_backend is not None:
-        updates["milp_backend"] = milp_backend.value
-    if threads is not None:
-        updates["threads"] = threads
-    if seed is not None:
-        updates["seed"] = seed
+    given = {"solver": solver, "time_limit_s": time_limit, "objective": objective,
+             "milp_backend": milp_backend, "threads": threads, "seed": seed}
+    updates = {field: value for field, value in given.items() if value is not None}
     if updates:
         try:  # validated like the file's own policy (bounds live in models.request.Policy)
             req.policy = Policy.model_validate({**req.policy.model_dump(), **updates})
