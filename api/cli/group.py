@@ -96,7 +96,8 @@ class Lazy:
         if isinstance(obj, typer.Typer):
             obj.rich_markup_mode = None
             for info in obj.registered_commands:
-                info.cls = info.cls or Command
+                if info.cls in (None, TyperCommand):  # typer's default: use ours instead
+                    info.cls = Command
             cmd = typer.main.get_command(obj)
         else:
             holder = typer.Typer(rich_markup_mode=None, add_completion=False)

@@ -69,11 +69,12 @@ def solve(
             req.policy = Policy.model_validate({**req.policy.model_dump(), **updates})
         except ValidationError as e:
             fail(f"policy override: {format_validation_error(e)}")
+    if output is not None and not output.parent.is_dir():  # say so before solving
+        fail(f"cannot write {output}: no directory {output.parent}")
     from solver import plan as make_plan  # only now: reading and checking the input is fast
 
     result = make_plan(req)
     text = result.model_dump_json(indent=1)
-    typer.echo(summary(result), err=True)
     if output is None:
         typer.echo(text)
     else:
@@ -81,3 +82,4 @@ def solve(
             output.write_text(text + "\n")
         except OSError as e:
             fail(f"cannot write {output}: {e.strerror or e}")
+    typer.echo(summary(result), err=True)
