@@ -6,8 +6,10 @@ function (one command) or a `typer.Typer` (a group), and the one-line summary sh
 listing. A command's module is imported only when that command runs or prints its own help,
 so `gpuplan --help` loads no solver, simulator, plotting or HTTP library.
 
-Help is click's plain layout (no rich panels): flags as `--resume`, enums as
-`--solver [auto|cp_sat|...]`, arguments in capitals (`REQUEST`).
+Help is click's plain layout (no rich panels): flags as `--resume`, enums with their
+choices (`--solver <auto|cp_sat|milp|heuristic>`), arguments in capitals (`REQUEST`). A
+command with a required parameter prints its help when called with no arguments at all.
+typer (>= 0.29) ships click as `typer._click`; the classes extended here come from there.
 
 `LazyGroup.invoke` is the CLI's error boundary: every usage error (a missing argument, a
 `typer.BadParameter` raised by a command) is one line on stderr with exit status 2, and an
