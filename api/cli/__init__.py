@@ -1,5 +1,5 @@
 """The `gpuplan` command: one entry point for serve, solve, validate, catalog, batch, bench,
-simulate and k8s. Each command lives in its own module with a `register(app)` function.
+simulate, k8s and slurm. Each command lives in its own module with a `register(app)` function.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ app = typer.Typer(
 )
 
 #: Command modules under api.cli, each exposing `register(app: typer.Typer) -> None`.
-COMMAND_MODULES = ("solve", "validate", "serve", "batch", "bench", "simulate", "k8s")
+COMMAND_MODULES = ("solve", "validate", "serve", "batch", "bench", "simulate", "k8s", "slurm")
 
 
 def _register_all() -> None:

@@ -1,0 +1,389 @@
+"""`sinfo --json` + `squeue --json` -> a PlanRequest (docs/slurm.md has the mapping table).
+
+Nodes with GPU GRES become gpuplan nodes; running GPU jobs become jobs with their `current`
+devices (from `gres_detail`); pending GPU jobs become new jobs. Whatever cannot be mapped
+is listed in `Snapshot.issues` (the Kubernetes import's `ImportIssue`, objects named
+`node/<name>` and `job/<id>`) and left out, never guessed. GPUs that Slurm shows in use
+(`gres_used`) but no imported job holds are marked unhealthy, so no plan puts work there.
+
+Partitions: when the GPU nodes do not all sit in the same partitions, each node's GPUs get
+a model of their own, `<model>@<partitions>` (added to `cluster.gpu_models` as a copy of
+the catalog model), and each job's `allowed_models` lists the variants of its partitions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from api.k8s.issues import ImportIssue, SnapshotError
+from api.slurm.gres import GPU
+from api.slurm.jobs import NOT_STARTABLE, JobProblem, SlurmJob, parse_job
+from api.slurm.nodes import NodeProblem, SlurmNode, parse_node, states
+from api.slurm.types import resolve_type
+from models import (
+    BUILTIN_CATALOG,
+    Cluster,
+    Gpu,
+    GpuModel,
+    Job,
+    MigInstance,
+    Node,
+    Placement,
+    PlanRequest,
+    Policy,
+)
+
+#: The policy a Slurm snapshot gets unless the caller sends one: running jobs are never
+#: stopped (a Slurm requeue restarts a job from scratch) and MIG layouts are never changed
+#: (that needs a node drain and a new gres.conf; see docs/slurm.md).
+SLURM_POLICY = Policy(allow_preemption=False, allow_mig_reconfiguration=False)
+
+#: At most this many tasks of one pending array are planned per snapshot.
+ARRAY_TASKS = 32
+
+#: Joins a running job's id and a device number when the job holds devices that no single
+#: gpuplan job shape describes (several MIG instances, or MIG and whole GPUs together).
+PART_SEP = "#"
+
+
+@dataclass
+class Snapshot:
+    """The imported request, what could not be mapped, and the Slurm objects behind it."""
+
+    request: PlanRequest
+    issues: list[ImportIssue]
+    nodes: dict[str, SlurmNode]
+    #: gpuplan job name -> the Slurm job (array tasks: the array record, id = task id).
+    jobs: dict[str, SlurmJob] = field(default_factory=dict)
+    #: Pending GPU jobs left out of the request: Slurm job id -> (its comment now, why).
+    left_out: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def _list(obj: object, key: str) -> list[Any]:
+    if not isinstance(obj, dict) or not isinstance(obj.get(key), list):
+        what = "sinfo --json" if key == "nodes" else "squeue --json"
+        raise SnapshotError((key,), f"expected {what} output: an object with a `{key}` list")
+    return list(obj[key])
+
+
+class _Builder:
+    """Accumulates nodes, jobs and issues for one snapshot."""
+
+    def __init__(self, catalog: Mapping[str, GpuModel], gres_types: Mapping[str, str],
+                 qos_weights: Mapping[str, float]) -> None:
+        self.catalog = catalog
+        self.gres_types = gres_types
+        self.qos_weights = qos_weights
+        self.issues: list[ImportIssue] = []
+        self.nodes: dict[str, SlurmNode] = {}
+        self.jobs: list[Job] = []
+        self.slurm_jobs: dict[str, SlurmJob] = {}
+        self.claimed: dict[str, set[int]] = {}
+        self.left_out: dict[str, tuple[str, str]] = {}
+
+    def skip(self, obj: str, message: str) -> None:
+        self.issues.append(ImportIssue(object=obj, skipped=True, message=message))
+
+    def note(self, obj: str, message: str) -> None:
+        self.issues.append(ImportIssue(object=obj, skipped=False, message=message))
+
+    # ------------------------------------------------------------------ nodes
+
+    def add_nodes(self, items: list[Any]) -> None:
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                self.skip(f"node/#{i}", "not an object")
+                continue
+            ref = f"node/{item.get('name') or '#' + str(i)}"
+            try:
+                node = parse_node(item, self.catalog, self.gres_types)
+            except NodeProblem as e:
+                self.skip(ref, str(e))
+                continue
+            if node is None or node.name in self.nodes:
+                continue
+            self.nodes[node.name] = node
+            self.claimed[node.name] = set()
+            for text in node.notes:
+                self.note(ref, text)
+
+    # ------------------------------------------------------------------ jobs
+
+    def read_jobs(self, items: list[Any]) -> list[SlurmJob]:
+        out: list[SlurmJob] = []
+        for i, item in enumerate(items):
+            ref = f"job/{item.get('job_id', '#' + str(i))}" if isinstance(item, dict) \
+                else f"job/#{i}"
+            if not isinstance(item, dict):
+                self.skip(ref, "not an object")
+                continue
+            if not states(item, "job_state") & {"RUNNING", "SUSPENDED", "PENDING"}:
+                continue
+            try:
+                job = parse_job(item)
+            except JobProblem as e:
+                self.skip(ref, str(e))
+                if "PENDING" in states(item, "job_state"):
+                    comment = item.get("comment")
+                    self.left_out[ref.removeprefix("job/")] = (
+                        comment if isinstance(comment, str) else "", str(e))
+                continue
+            if job.request is not None and job.state in ("RUNNING", "SUSPENDED", "PENDING"):
+                out.append(job)
+        return sorted(out, key=lambda j: (j.submit_time or 0.0, j.id))
+
+    def _common(self, job: SlurmJob) -> dict[str, Any]:
+        return {
+            "tenant": job.tenant,
+            "weight": self.qos_weights.get(job.qos, 1.0),
+            "cpu_millicores": job.cpus * 1000 if job.cpus is not None else None,
+            "host_memory_gib": job.memory_mib / 1024 if job.memory_mib is not None else None,
+            "submitted_at": job.submit_time,
+        }
+
+    def skip_pending(self, job: SlurmJob, message: str) -> None:
+        self.skip(f"job/{job.id}", message)
+        self.left_out[job.id] = (job.comment, message)
+
+    def _add(self, ref: str, job: SlurmJob, **fields: Any) -> bool:
+        try:
+            self.jobs.append(Job(**fields))
+        except ValidationError as e:
+            err = e.errors()[0]
+            message = f"{'.'.join(str(x) for x in err['loc']) or 'job'}: {err['msg']}"
+            if job.state == "PENDING":
+                self.skip_pending(job, message)
+            else:
+                self.skip(ref, message)
+            return False
+        self.slurm_jobs[fields["name"]] = job
+        return True
+
+    def add_running(self, job: SlurmJob) -> None:
+        ref = f"job/{job.id}"
+        if len(job.gres_detail) != len(job.nodes):
+            self.skip(ref, f"gres_detail lists {len(job.gres_detail)} node(s) for "
+                           f"{len(job.nodes)} allocated; its GPUs are marked unavailable")
+            return
+        held: list[Placement] = []
+        devices: list[tuple[str, int]] = []
+        for name, detail in zip(job.nodes, job.gres_detail, strict=True):
+            node = self.nodes.get(name)
+            devs = [i for it in detail if it.name == GPU for i in (it.indices or ())]
+            if not devs:
+                continue
+            if node is None:
+                self.skip(ref, f"runs on node {name}, which was not imported")
+                return
+            for idx in devs:
+                dev = node.devices.get(idx)
+                if dev is None or idx in self.claimed[name]:
+                    self.skip(ref, f"GPU index {idx} of {name} is unknown or held twice")
+                    return
+                mig = MigInstance(profile=dev.instance.profile, start=dev.instance.start) \
+                    if dev.instance is not None else None
+                held.append(Placement(node=name, gpu=dev.gpu, mig=mig))
+                devices.append((name, idx))
+        if not held:
+            self.skip(ref, "running, but gres_detail names no GPU index")
+            return
+        for name, idx in devices:
+            self.claimed[name].add(idx)
+        common = {**self._common(job),
+                  "preemptible": job.requeue and job.state == "RUNNING"}
+        whole = [p for p in held if p.mig is None]
+        if len(whole) == len(held):
+            self._add(ref, job, name=job.id, gpus=len(held), current=held,
+                      single_node=len({p.node for p in held}) == 1, **common)
+        elif len(held) == 1:
+            assert held[0].mig is not None
+            self._add(ref, job, name=job.id, mig_profile=held[0].mig.profile, current=held,
+                      **common)
+        else:
+            self._add_parts(ref, job, held, common)
+
+    def _add_parts(self, ref: str, job: SlurmJob, held: list[Placement],
+                   common: dict[str, Any]) -> None:
+        """A running job holding several MIG instances (or MIG and whole GPUs): one fixed
+        gpuplan job per device, so that its devices stay accounted for."""
+        n = len(held)
+        self.note(ref, f"holds {n} devices that no gpuplan job shape describes; planned as "
+                       f"{n} fixed parts {job.id}{PART_SEP}0..{n - 1}")
+        for k, p in enumerate(held):
+            shape: dict[str, Any] = {"mig_profile": p.mig.profile} if p.mig else {"gpus": 1}
+            share = {key: (v / n if key in ("cpu_millicores", "host_memory_gib")
+                           and v is not None else v) for key, v in common.items()}
+            self._add(ref, job, name=f"{job.id}{PART_SEP}{k}", current=[p],
+                      **{**share, "preemptible": False}, **shape)
+
+    def mark_foreign(self) -> None:
+        """GPUs Slurm shows in use that no imported job holds: unhealthy (reported)."""
+        for node in self.nodes.values():
+            foreign = sorted(node.used - self.claimed[node.name])
+            gpus = sorted({node.devices[i].gpu for i in foreign if i in node.devices})
+            for g in gpus:
+                gpu = node.gpu(g)
+                if gpu is not None:
+                    gpu.healthy = False
+            if gpus:
+                self.note(f"node/{node.name}", f"GPU device(s) {foreign} in use by jobs "
+                                               f"gpuplan did not import; GPU(s) {gpus} marked "
+                                               "unhealthy")
+
+    def _demand(self, job: SlurmJob) -> dict[str, Any]:
+        """The Job demand shape of a pending job. Raises JobProblem."""
+        assert job.request is not None
+        types = job.request.types
+        if len(types) != 1:
+            raise JobProblem("asks for several GPU types at once; a gpuplan job has one model")
+        (gtype,) = types
+        count = job.request.count
+        total = count * job.node_count if job.request.per_node else count
+        if gtype is None:
+            return {"gpus": total, "single_node": job.node_count == 1}
+        resolved = resolve_type(gtype, self.catalog, self.gres_types)
+        if isinstance(resolved, str):
+            raise JobProblem(resolved)
+        if resolved.profile is None:
+            return {"gpus": total, "single_node": job.node_count == 1,
+                    "allowed_models": [resolved.model]}
+        if total != 1:
+            raise JobProblem(f"asks for {total} MIG devices of type {gtype}; a gpuplan MIG job "
+                             "is one instance")
+        return {"mig_profile": resolved.profile, "allowed_models": [resolved.model]}
+
+    def add_pending(self, job: SlurmJob, running: list[SlurmJob]) -> None:
+        ref = f"job/{job.id}"
+        if job.reason in NOT_STARTABLE:
+            self.skip(ref, f"pending for {job.reason}: it cannot start whatever the plan")
+            return
+        try:
+            demand = self._demand(job)
+        except JobProblem as e:
+            self.skip_pending(job, str(e))
+            return
+        for what, value in (("features (--constraint)", job.features),
+                            ("excluded nodes", ",".join(job.excluded_nodes))):
+            if value:
+                self.note(ref, f"{what} {value!r} not modeled; apply pins only where Slurm "
+                               "accepts it")
+        ids = [job.id]
+        if job.array_tasks:
+            ids = self._array_ids(ref, job, running)
+        for task in ids:
+            one = dataclasses.replace(job, id=task, array_tasks=[]) if task != job.id else job
+            self._add(f"job/{task}", one, name=task, **self._common(job), **demand)
+
+    def _array_ids(self, ref: str, job: SlurmJob, running: list[SlurmJob]) -> list[str]:
+        room = len(job.array_tasks)
+        if job.array_limit:
+            active = sum(1 for r in running if r.array_id == job.array_id)
+            room = max(job.array_limit - active, 0)
+        room = min(room, ARRAY_TASKS)
+        if room < len(job.array_tasks):
+            self.note(ref, f"array: {len(job.array_tasks)} pending task(s), {room} planned "
+                           "now (array %limit and gpuplan's per-array cap); the rest later")
+        return job.array_tasks[:room]
+
+    # ------------------------------------------------------------------ assembly
+
+    def host_capacity(self, node: SlurmNode) -> tuple[float | None, float | None]:
+        """Node CPUs (millicores) and memory (GiB) less what non-imported jobs hold."""
+        mine_cpu = mine_mem = 0.0
+        unique = {j.id: j for j in self.slurm_jobs.values()}
+        for j in unique.values():
+            if j.state != "PENDING" and node.name in j.nodes:
+                parts = max(len(j.nodes), 1)
+                mine_cpu += (j.cpus or 0.0) / parts
+                mine_mem += (j.memory_mib or 0.0) / parts
+        cpu = mem = None
+        if node.cpus is not None:
+            cpu = max(node.cpus - max(node.alloc_cpus - mine_cpu, 0.0), 0.0) * 1000
+        if node.memory_mib:
+            mem = max(node.memory_mib - max(node.alloc_memory_mib - mine_mem, 0.0), 0.0) / 1024
+        return cpu, mem
+
+    def partition_variants(self) -> dict[str, GpuModel]:
+        """Give each partition set its own model names when the sets differ (see module)."""
+        keys = {",".join(sorted(n.partitions)) for n in self.nodes.values()}
+        if len(keys) <= 1:
+            return {}
+        extra: dict[str, GpuModel] = {}
+        variants: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        for node in self.nodes.values():
+            key = ",".join(sorted(node.partitions))
+            for g in node.gpus:
+                name = f"{g.model}@{key}"
+                extra[name] = self.catalog[g.model]
+                variants.setdefault(g.model, [])
+                if (name, node.partitions) not in variants[g.model]:
+                    variants[g.model].append((name, node.partitions))
+                g.model = name
+        for job in self.jobs:
+            sj = self.slurm_jobs[job.name]
+            if job.current is not None or not sj.partitions:
+                continue
+            base = job.allowed_models if job.allowed_models is not None else list(variants)
+            job.allowed_models = sorted(
+                name for m in base for name, parts in variants.get(m, [])
+                if set(parts) & set(sj.partitions))
+        return extra
+
+    def node_models(self) -> list[Node]:
+        out = []
+        for s in self.nodes.values():
+            cpu, mem = self.host_capacity(s)
+            out.append(Node(
+                name=s.name, schedulable=s.schedulable, cpu_millicores=cpu, memory_gib=mem,
+                labels={"slurm.partitions": ",".join(s.partitions)},
+                gpus=[Gpu(index=g.index, model=g.model, healthy=g.healthy,
+                          mig_enabled=g.mig_enabled,
+                          mig_instances=[MigInstance(profile=i.profile, start=i.start)
+                                         for i in g.instances])
+                      for g in s.gpus]))
+        return out
+
+
+def build_snapshot(
+    sinfo: object,
+    squeue: object,
+    *,
+    policy: Policy | None = None,
+    gres_types: Mapping[str, str] | None = None,
+    gpu_models: Mapping[str, GpuModel] | None = None,
+    qos_weights: Mapping[str, float] | None = None,
+) -> Snapshot:
+    """Import `sinfo --json` (or `scontrol --json show nodes`) and `squeue --json`.
+
+    Raises SnapshotError when either input is not such an object or the assembled request
+    is invalid; node- and job-level problems become `Snapshot.issues`.
+    """
+    node_items = _list(sinfo, "nodes")
+    job_items = _list(squeue, "jobs")
+    catalog = {**BUILTIN_CATALOG, **(gpu_models or {})}
+    b = _Builder(catalog, dict(gres_types or {}), dict(qos_weights or {}))
+    b.add_nodes(node_items)
+    jobs = b.read_jobs(job_items)
+    running = [j for j in jobs if j.state != "PENDING"]
+    for job in running:
+        b.add_running(job)
+    b.mark_foreign()
+    for job in jobs:
+        if job.state == "PENDING":
+            b.add_pending(job, running)
+    extra = b.partition_variants()
+    try:
+        request = PlanRequest(
+            cluster=Cluster(nodes=b.node_models(), gpu_models={**(gpu_models or {}), **extra}),
+            jobs=b.jobs, policy=policy or SLURM_POLICY)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise SnapshotError(tuple(err["loc"]), err["msg"]) from e
+    return Snapshot(request=request, issues=b.issues, nodes=b.nodes, jobs=b.slurm_jobs,
+                    left_out=b.left_out)
+
