@@ -49,6 +49,9 @@ GresTypeOpt = Annotated[list[str] | None, typer.Option(
 QosOpt = Annotated[list[str] | None, typer.Option(
     "--qos-weight", help="Job weight of a QOS: QOS=WEIGHT (repeatable; default 1).")]
 ScontrolOpt = Annotated[str, typer.Option("--scontrol", help="The scontrol program.")]
+RequeueOpt = Annotated[bool, typer.Option(
+    "--requeue-running", help="Let the plan move or stop running jobs that Slurm may requeue "
+                              "(they restart from scratch). Default: running jobs stay.")]
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -62,7 +65,7 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 
 
 def _options(policy: Path | None, gres_type: list[str] | None,
-             qos_weight: list[str] | None) -> SnapshotOptions:
+             qos_weight: list[str] | None, requeue_running: bool = False) -> SnapshotOptions:
     weights: dict[str, float] = {}
     for qos, raw in _pairs(qos_weight, "--qos-weight").items():
         try:
@@ -72,7 +75,8 @@ def _options(policy: Path | None, gres_type: list[str] | None,
         if not 0 < weights[qos] < float("inf"):
             fail(f"--qos-weight {qos}: the weight must be > 0")
     return SnapshotOptions(policy=load_model(policy, Policy) if policy is not None else None,
-                           gres_types=_pairs(gres_type, "--gres-type"), qos_weights=weights)
+                           gres_types=_pairs(gres_type, "--gres-type"), qos_weights=weights,
+                           requeue_running=requeue_running)
 
 
 def _source(sinfo: Path | None, squeue: Path | None, live: bool) -> Source:
@@ -109,11 +113,13 @@ def snapshot(
     policy: PolicyOpt = None,
     gres_type: GresTypeOpt = None,
     qos_weight: QosOpt = None,
+    requeue_running: RequeueOpt = False,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Exit 2 when any node or job could not be mapped.")] = False,
 ) -> None:
     """Build a PlanRequest from Slurm's JSON; what cannot be mapped is listed on stderr."""
-    snap = _snapshot(_source(sinfo, squeue, live), _options(policy, gres_type, qos_weight))
+    snap = _snapshot(_source(sinfo, squeue, live),
+                     _options(policy, gres_type, qos_weight, requeue_running))
     if strict and snap.issues:
         fail(f"{len(snap.issues)} node(s)/job(s) could not be mapped as they stand (--strict)")
     text = snap.request.model_dump_json(indent=2, exclude_none=True)
@@ -183,6 +189,10 @@ def sync(
     policy: PolicyOpt = None,
     gres_type: GresTypeOpt = None,
     qos_weight: QosOpt = None,
+    requeue_running: RequeueOpt = False,
+    plan_output: Annotated[Path | None, typer.Option(
+        "--plan-output", help="Write each round's plan here (overwritten every round).")
+                           ] = None,
     scontrol: ScontrolOpt = "scontrol",
 ) -> None:
     """Snapshot the live cluster, plan, apply; every INTERVAL, or once. One JSON summary
@@ -191,11 +201,16 @@ def sync(
         interval = parse_interval(every)
     except ValueError:
         fail(f"--every: {every!r} is not a duration such as 30s, 2m or 1h")
-    options = _options(policy, gres_type, qos_weight)
+    options = _options(policy, gres_type, qos_weight, requeue_running)
     planner = service_planner(url, token) if url else local_planner()
     source = live_source()
 
     def show(r: SyncRound) -> None:
+        if plan_output is not None:
+            try:
+                plan_output.write_text(r.plan.model_dump_json(indent=1) + "\n")
+            except OSError as e:
+                log.error("cannot write %s: %s", plan_output, e.strerror or e)
         for issue in r.snapshot.issues:
             typer.echo(f"gpuplan: warning: {issue.line()}", err=True)
         _report(r, actions_only=not run)

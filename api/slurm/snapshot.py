@@ -39,8 +39,8 @@ from models import (
 )
 
 #: The policy a Slurm snapshot gets unless the caller sends one: running jobs are never
-#: stopped (a Slurm requeue restarts a job from scratch) and MIG layouts are never changed
-#: (that needs a node drain and a new gres.conf; see docs/slurm.md).
+#: stopped (a Slurm requeue restarts a job from scratch; see `requeue_running`) and MIG
+#: layouts are never changed (that needs a node drain and a new gres.conf; docs/slurm.md).
 SLURM_POLICY = Policy(allow_preemption=False, allow_mig_reconfiguration=False)
 
 #: At most this many tasks of one pending array are planned per snapshot.
@@ -75,8 +75,9 @@ class _Builder:
     """Accumulates nodes, jobs and issues for one snapshot."""
 
     def __init__(self, catalog: Mapping[str, GpuModel], gres_types: Mapping[str, str],
-                 qos_weights: Mapping[str, float]) -> None:
+                 qos_weights: Mapping[str, float], requeue_running: bool) -> None:
         self.catalog = catalog
+        self.requeue_running = requeue_running
         self.gres_types = gres_types
         self.qos_weights = qos_weights
         self.issues: list[ImportIssue] = []
@@ -194,8 +195,8 @@ class _Builder:
             return
         for name, idx in devices:
             self.claimed[name].add(idx)
-        common = {**self._common(job),
-                  "preemptible": job.requeue and job.state == "RUNNING"}
+        common = {**self._common(job), "preemptible": self.requeue_running and job.requeue
+                  and job.state == "RUNNING"}
         whole = [p for p in held if p.mig is None]
         if len(whole) == len(held):
             self._add(ref, job, name=job.id, gpus=len(held), current=held,
@@ -357,8 +358,13 @@ def build_snapshot(
     gres_types: Mapping[str, str] | None = None,
     gpu_models: Mapping[str, GpuModel] | None = None,
     qos_weights: Mapping[str, float] | None = None,
+    requeue_running: bool = False,
 ) -> Snapshot:
     """Import `sinfo --json` (or `scontrol --json show nodes`) and `squeue --json`.
+
+    Running jobs are kept where they are (`preemptible: false`) unless `requeue_running`:
+    then those Slurm may requeue (`requeue: true`) may be moved or stopped by the plan,
+    which in Slurm means a requeue and a restart from scratch.
 
     Raises SnapshotError when either input is not such an object or the assembled request
     is invalid; node- and job-level problems become `Snapshot.issues`.
@@ -366,7 +372,7 @@ def build_snapshot(
     node_items = _list(sinfo, "nodes")
     job_items = _list(squeue, "jobs")
     catalog = {**BUILTIN_CATALOG, **(gpu_models or {})}
-    b = _Builder(catalog, dict(gres_types or {}), dict(qos_weights or {}))
+    b = _Builder(catalog, dict(gres_types or {}), dict(qos_weights or {}), requeue_running)
     b.add_nodes(node_items)
     jobs = b.read_jobs(job_items)
     running = [j for j in jobs if j.state != "PENDING"]

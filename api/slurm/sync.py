@@ -105,11 +105,13 @@ class SnapshotOptions:
     gres_types: Mapping[str, str] = field(default_factory=dict)
     qos_weights: Mapping[str, float] = field(default_factory=dict)
     gpu_models: Mapping[str, GpuModel] = field(default_factory=dict)
+    requeue_running: bool = False
 
     def build(self, sinfo: object, squeue: object) -> Snapshot:
         """`build_snapshot` with these options."""
         return build_snapshot(sinfo, squeue, policy=self.policy, gres_types=self.gres_types,
-                              qos_weights=self.qos_weights, gpu_models=self.gpu_models)
+                              qos_weights=self.qos_weights, gpu_models=self.gpu_models,
+                              requeue_running=self.requeue_running)
 
 
 @dataclass
