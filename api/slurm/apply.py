@@ -165,8 +165,10 @@ class _Exporter:
         ours = job.comment.startswith(COMMENT_PREFIX)
         if job.required_nodes and not ours and not set(by_node) <= set(job.required_nodes):
             return f"planned outside its required nodes {job.required_nodes}"
-        if len(by_node) > 1 and len(set(per_node.values())) != 1:
-            return f"planned on different GPU types per node {per_node}"
+        types = {str(self.gres_type(p)) for ps in by_node.values() for p in ps}
+        if len(by_node) > 1 and len(types) != 1:
+            # One TresPerNode/TresPerJob string covers every node of the job.
+            return f"planned on several GPU types {sorted(types)} across nodes"
         if req.per_node and len(by_node) > 1:
             split = {n: len(ps) for n, ps in by_node.items()}
             if len(by_node) != job.node_count or len(set(split.values())) != 1:

@@ -145,7 +145,7 @@ def gpu_items(items: list[GresItem]) -> list[GresItem]:
     return [i for i in items if i.name == GPU]
 
 
-_HOST = re.compile(r"([^,\[]*)(?:\[([^\]]*)\])?([^,\[]*)")
+_HOST = re.compile(r"([^,\[\]]*)(?:\[([^\]]*)\])?([^,\[\]]*)")
 
 
 def expand_hostlist(text: str | None) -> list[str]:
