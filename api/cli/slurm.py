@@ -54,12 +54,12 @@ RequeueOpt = Annotated[bool, typer.Option(
                               "(they restart from scratch). Default: running jobs stay.")]
 
 
-def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
+def _pairs(values: list[str] | None, flag: str, form: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for v in values or []:
         key, sep, value = v.partition("=")
         if not sep or not key or not value:
-            fail(f"{flag} expects KEY=VALUE, got {v!r}")
+            fail(f"{flag} expects {form}, got {v!r}")
         out[key] = value
     return out
 
@@ -67,7 +67,7 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 def _options(policy: Path | None, gres_type: list[str] | None,
              qos_weight: list[str] | None, requeue_running: bool = False) -> SnapshotOptions:
     weights: dict[str, float] = {}
-    for qos, raw in _pairs(qos_weight, "--qos-weight").items():
+    for qos, raw in _pairs(qos_weight, "--qos-weight", "QOS=WEIGHT").items():
         try:
             weights[qos] = float(raw)
         except ValueError:
@@ -75,8 +75,8 @@ def _options(policy: Path | None, gres_type: list[str] | None,
         if not 0 < weights[qos] < float("inf"):
             fail(f"--qos-weight {qos}: the weight must be > 0")
     return SnapshotOptions(policy=load_model(policy, Policy) if policy is not None else None,
-                           gres_types=_pairs(gres_type, "--gres-type"), qos_weights=weights,
-                           requeue_running=requeue_running)
+                           gres_types=_pairs(gres_type, "--gres-type", "TYPE=MODEL"),
+                           qos_weights=weights, requeue_running=requeue_running)
 
 
 def _source(sinfo: Path | None, squeue: Path | None, live: bool) -> Source:
