@@ -49,6 +49,9 @@ GresTypeOpt = Annotated[list[str] | None, typer.Option(
 QosOpt = Annotated[list[str] | None, typer.Option(
     "--qos-weight", help="Job weight of a QOS: QOS=WEIGHT (repeatable; default 1).")]
 ScontrolOpt = Annotated[str, typer.Option("--scontrol", help="The scontrol program.")]
+PriorityOpt = Annotated[float, typer.Option(
+    "--priority-weight", min=0.0, help="Scale job weights by Slurm priority: the top job "
+                                       "weighs 1 + this more than the lowest (default 0).")]
 RequeueOpt = Annotated[bool, typer.Option(
     "--requeue-running", help="Let the plan move or stop running jobs that Slurm may requeue "
                               "(they restart from scratch). Default: running jobs stay.")]
@@ -64,8 +67,8 @@ def _pairs(values: list[str] | None, flag: str, form: str) -> dict[str, str]:
     return out
 
 
-def _options(policy: Path | None, gres_type: list[str] | None,
-             qos_weight: list[str] | None, requeue_running: bool = False) -> SnapshotOptions:
+def _options(policy: Path | None, gres_type: list[str] | None, qos_weight: list[str] | None,
+             requeue_running: bool = False, priority_weight: float = 0.0) -> SnapshotOptions:
     weights: dict[str, float] = {}
     for qos, raw in _pairs(qos_weight, "--qos-weight", "QOS=WEIGHT").items():
         try:
@@ -76,7 +79,8 @@ def _options(policy: Path | None, gres_type: list[str] | None,
             fail(f"--qos-weight {qos}: the weight must be > 0")
     return SnapshotOptions(policy=load_model(policy, Policy) if policy is not None else None,
                            gres_types=_pairs(gres_type, "--gres-type", "TYPE=MODEL"),
-                           qos_weights=weights, requeue_running=requeue_running)
+                           qos_weights=weights, requeue_running=requeue_running,
+                           priority_weight=priority_weight)
 
 
 def _source(sinfo: Path | None, squeue: Path | None, live: bool) -> Source:
@@ -114,12 +118,13 @@ def snapshot(
     gres_type: GresTypeOpt = None,
     qos_weight: QosOpt = None,
     requeue_running: RequeueOpt = False,
+    priority_weight: PriorityOpt = 0.0,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Exit 2 when any node or job could not be mapped.")] = False,
 ) -> None:
     """Build a PlanRequest from Slurm's JSON; what cannot be mapped is listed on stderr."""
     snap = _snapshot(_source(sinfo, squeue, live),
-                     _options(policy, gres_type, qos_weight, requeue_running))
+                     _options(policy, gres_type, qos_weight, requeue_running, priority_weight))
     if strict and snap.issues:
         fail(f"{len(snap.issues)} node(s)/job(s) could not be mapped as they stand (--strict)")
     text = snap.request.model_dump_json(indent=2, exclude_none=True)
@@ -190,6 +195,7 @@ def sync(
     gres_type: GresTypeOpt = None,
     qos_weight: QosOpt = None,
     requeue_running: RequeueOpt = False,
+    priority_weight: PriorityOpt = 0.0,
     plan_output: Annotated[Path | None, typer.Option(
         "--plan-output", help="Write each round's plan here (overwritten every round).")
                            ] = None,
@@ -201,7 +207,7 @@ def sync(
         interval = parse_interval(every)
     except ValueError:
         fail(f"--every: {every!r} is not a duration such as 30s, 2m or 1h")
-    options = _options(policy, gres_type, qos_weight, requeue_running)
+    options = _options(policy, gres_type, qos_weight, requeue_running, priority_weight)
     planner = service_planner(url, token) if url else local_planner()
     source = live_source()
 

@@ -75,11 +75,14 @@ class _Builder:
     """Accumulates nodes, jobs and issues for one snapshot."""
 
     def __init__(self, catalog: Mapping[str, GpuModel], gres_types: Mapping[str, str],
-                 qos_weights: Mapping[str, float], requeue_running: bool) -> None:
+                 qos_weights: Mapping[str, float], requeue_running: bool,
+                 priority_weight: float) -> None:
         self.catalog = catalog
         self.requeue_running = requeue_running
         self.gres_types = gres_types
         self.qos_weights = qos_weights
+        self.priority_weight = priority_weight
+        self.priorities: tuple[float, float] = (0.0, 0.0)
         self.issues: list[ImportIssue] = []
         self.nodes: dict[str, SlurmNode] = {}
         self.jobs: list[Job] = []
@@ -138,10 +141,22 @@ class _Builder:
                 out.append(job)
         return sorted(out, key=lambda j: (j.submit_time or 0.0, j.id))
 
+    def set_priorities(self, jobs: list[SlurmJob]) -> None:
+        """The range of Slurm priorities (> 0: held jobs show 0) that weights scale over."""
+        seen = [j.priority for j in jobs if j.priority > 0]
+        self.priorities = (min(seen), max(seen)) if seen else (0.0, 0.0)
+
+    def _priority_factor(self, job: SlurmJob) -> float:
+        """1 + priority_weight x the job's place in the priority range (0 lowest, 1 top)."""
+        lo, hi = self.priorities
+        if not self.priority_weight or hi <= lo or job.priority <= 0:
+            return 1.0
+        return 1.0 + self.priority_weight * (job.priority - lo) / (hi - lo)
+
     def _common(self, job: SlurmJob) -> dict[str, Any]:
         return {
             "tenant": job.tenant,
-            "weight": self.qos_weights.get(job.qos, 1.0),
+            "weight": self.qos_weights.get(job.qos, 1.0) * self._priority_factor(job),
             "cpu_millicores": job.cpus * 1000 if job.cpus is not None else None,
             "host_memory_gib": job.memory_mib / 1024 if job.memory_mib is not None else None,
             "submitted_at": job.submit_time,
@@ -359,12 +374,15 @@ def build_snapshot(
     gpu_models: Mapping[str, GpuModel] | None = None,
     qos_weights: Mapping[str, float] | None = None,
     requeue_running: bool = False,
+    priority_weight: float = 0.0,
 ) -> Snapshot:
     """Import `sinfo --json` (or `scontrol --json show nodes`) and `squeue --json`.
 
     Running jobs are kept where they are (`preemptible: false`) unless `requeue_running`:
     then those Slurm may requeue (`requeue: true`) may be moved or stopped by the plan,
-    which in Slurm means a requeue and a restart from scratch.
+    which in Slurm means a requeue and a restart from scratch. A job's weight is its QOS
+    weight (`qos_weights`, default 1) times 1 + `priority_weight` x its place between the
+    lowest and highest Slurm priority of the snapshot (held jobs, priority 0, count lowest).
 
     Raises SnapshotError when either input is not such an object or the assembled request
     is invalid; node- and job-level problems become `Snapshot.issues`.
@@ -372,9 +390,11 @@ def build_snapshot(
     node_items = _list(sinfo, "nodes")
     job_items = _list(squeue, "jobs")
     catalog = {**BUILTIN_CATALOG, **(gpu_models or {})}
-    b = _Builder(catalog, dict(gres_types or {}), dict(qos_weights or {}), requeue_running)
+    b = _Builder(catalog, dict(gres_types or {}), dict(qos_weights or {}), requeue_running,
+                 priority_weight)
     b.add_nodes(node_items)
     jobs = b.read_jobs(job_items)
+    b.set_priorities(jobs)
     running = [j for j in jobs if j.state != "PENDING"]
     for job in running:
         b.add_running(job)

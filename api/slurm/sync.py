@@ -106,12 +106,14 @@ class SnapshotOptions:
     qos_weights: Mapping[str, float] = field(default_factory=dict)
     gpu_models: Mapping[str, GpuModel] = field(default_factory=dict)
     requeue_running: bool = False
+    priority_weight: float = 0.0
 
     def build(self, sinfo: object, squeue: object) -> Snapshot:
         """`build_snapshot` with these options."""
         return build_snapshot(sinfo, squeue, policy=self.policy, gres_types=self.gres_types,
                               qos_weights=self.qos_weights, gpu_models=self.gpu_models,
-                              requeue_running=self.requeue_running)
+                              requeue_running=self.requeue_running,
+                              priority_weight=self.priority_weight)
 
 
 @dataclass

@@ -224,3 +224,16 @@ def test_bad_input_is_an_error(sinfo: object, squeue: object, where: str) -> Non
     with pytest.raises(SnapshotError) as err:
         build_snapshot(sinfo, squeue)
     assert err.value.loc == (where,)
+
+
+def test_weights_from_qos_and_priority(sinfo: dict[str, Any], squeue: dict[str, Any]) -> None:
+    jobs = [job_like(squeue, 2, job_id=10, priority=100, qos="normal"),
+            job_like(squeue, 2, job_id=11, priority=300, qos="high"),
+            job_like(squeue, 2, job_id=12, priority=0, qos="high",
+                     state_reason="JobHeldUser")]
+    plain = build_snapshot(sinfo, {"jobs": jobs})
+    assert [j.weight for j in plain.request.jobs] == [1.0, 1.0, 1.0]
+    snap = build_snapshot(sinfo, {"jobs": jobs}, qos_weights={"high": 4.0},
+                          priority_weight=1.0)
+    # 10 is the lowest priority (x1), 11 the highest (x2); 12 is held (priority 0: x1).
+    assert [j.weight for j in snap.request.jobs] == [1.0, 8.0, 4.0]
