@@ -23,7 +23,8 @@ NOT_STARTABLE = ("Dependency", "DependencyNeverSatisfied", "BeginTime", "JobHeld
                  "PartitionDown", "PartitionInactive", "InvalidAccount", "InvalidQOS",
                  "BadConstraints", "FrontEndDown", "NodeDown")
 
-HELD_REASONS = ("JobHeldUser", "JobHeldAdmin")
+#: GRES through which Slurm shares a GPU between jobs; gpuplan does not model them.
+SHARING = frozenset({"mps", "shard"})
 
 
 class JobProblem(ValueError):
@@ -104,6 +105,11 @@ def _request(obj: Mapping[str, Any]) -> GpuRequest | None:
     per_socket = gpu_items(parse_tres(_text(obj, "tres_per_socket")))
     given = [x for x in (per_node, per_job, per_task, per_socket) if x]
     if not given:
+        shared = [i.name for key in ("tres_per_node", "tres_per_job", "tres_per_task")
+                  for i in parse_tres(_text(obj, key)) if i.name in SHARING]
+        if shared:
+            raise JobProblem(f"asks for GPU sharing GRES ({', '.join(sorted(set(shared)))}), "
+                             "which gpuplan does not plan")
         return None
     if len(given) > 1:
         raise JobProblem("asks for GPUs in more than one way (per node, per job, per task, "

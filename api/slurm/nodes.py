@@ -157,12 +157,14 @@ def parse_node(obj: Mapping[str, Any], catalog: Mapping[str, GpuModel],
     if not isinstance(name, str) or not name:
         raise NodeProblem("no name")
     try:
-        items = gpu_items(parse_gres(obj.get("gres")))
+        all_items = parse_gres(obj.get("gres"))
         used_items = gpu_items(parse_gres(obj.get("gres_used")))
     except GresError as e:
         raise NodeProblem(str(e)) from e
+    items = gpu_items(all_items)
     if not any(it.count for it in items):
         return None
+    sharing = sorted({it.name for it in all_items if it.name in ("mps", "shard")})
     typed = _types(items, catalog, extra)
     gpus: list[NodeGpu] = []
     devices: dict[int, Device] = {}
@@ -182,6 +184,9 @@ def parse_node(obj: Mapping[str, Any], catalog: Mapping[str, GpuModel],
             mig_types[resolved.profile] = gtype
             mig.setdefault(resolved.model, []).extend((i, resolved.profile, gtype) for i in idxs)
     notes: list[str] = []
+    if sharing:
+        notes.append(f"{', '.join(sharing)} GRES not modeled: GPUs that jobs share through "
+                     "them look free to gpuplan unless gres_used shows them")
     for model_name, devs in mig.items():
         packed, devmap = _pack_mig(model_name, catalog[model_name], devs)
         gpus.extend(packed)

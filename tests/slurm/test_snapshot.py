@@ -237,3 +237,13 @@ def test_weights_from_qos_and_priority(sinfo: dict[str, Any], squeue: dict[str, 
                           priority_weight=1.0)
     # 10 is the lowest priority (x1), 11 the highest (x2); 12 is held (priority 0: x1).
     assert [j.weight for j in snap.request.jobs] == [1.0, 8.0, 4.0]
+
+
+def test_gpu_sharing_gres_is_reported(sinfo: dict[str, Any], squeue: dict[str, Any]) -> None:
+    sinfo["nodes"] = [_node(sinfo, gres="gpu:a100:2,gpu:1g.5gb:7,shard:a100:8")]
+    shard = job_like(squeue, 2, job_id=9, tres_per_node="gres:shard:2")
+    snap = build_snapshot(sinfo, {"jobs": [*squeue["jobs"], shard]})
+    messages = {i.object: i.message for i in snap.issues}
+    assert any("shard GRES not modeled" in i.message for i in snap.issues
+               if i.object == "node/vm")
+    assert "sharing GRES (shard)" in messages["job/9"] and "9" in snap.left_out
