@@ -273,7 +273,7 @@ class _Builder:
                              "is one instance")
         return {"mig_profile": resolved.profile, "allowed_models": [resolved.model]}
 
-    def add_pending(self, job: SlurmJob, running: list[SlurmJob]) -> None:
+    def add_pending(self, job: SlurmJob, others: list[SlurmJob]) -> None:
         ref = f"job/{job.id}"
         if job.reason in NOT_STARTABLE:
             self.skip(ref, f"pending for {job.reason}: it cannot start whatever the plan")
@@ -290,15 +290,18 @@ class _Builder:
                                "accepts it")
         ids = [job.id]
         if job.array_tasks:
-            ids = self._array_ids(ref, job, running)
+            ids = self._array_ids(ref, job, others)
         for task in ids:
             one = dataclasses.replace(job, id=task, array_tasks=[]) if task != job.id else job
             self._add(f"job/{task}", one, name=task, **self._common(job), **demand)
 
-    def _array_ids(self, ref: str, job: SlurmJob, running: list[SlurmJob]) -> list[str]:
+    def _array_ids(self, ref: str, job: SlurmJob, others: list[SlurmJob]) -> list[str]:
+        """Task ids of a pending array record to plan: within the array's %limit, counting
+        its running tasks and those already split off (own records, planned on their own)."""
         room = len(job.array_tasks)
         if job.array_limit:
-            active = sum(1 for r in running if r.array_id == job.array_id)
+            active = sum(1 for r in others if r.array_id == job.array_id and r is not job
+                         and not r.array_tasks)
             room = max(job.array_limit - active, 0)
         room = min(room, ARRAY_TASKS)
         if room < len(job.array_tasks):
@@ -401,7 +404,7 @@ def build_snapshot(
     b.mark_foreign()
     for job in jobs:
         if job.state == "PENDING":
-            b.add_pending(job, running)
+            b.add_pending(job, jobs)
     extra = b.partition_variants()
     try:
         request = PlanRequest(
