@@ -4,8 +4,9 @@ For each pending job the plan places, in this order (one group per job; a failed
 stops its group, so a job is never released unpinned):
 
 1. `scontrol hold` when the job is not held (so Slurm cannot start it half-updated);
-2. `scontrol update JobId=J TresPerNode= TresPerJob=` (Slurm 22.05 merges a new GPU
-   request with the old one, so the old one is cleared first);
+2. `scontrol update JobId=J TresPerNode= TresPerJob= TresPerTask= TresPerSocket=`
+   (Slurm 22.05 merges a new GPU request with the old one, so the old one is cleared
+   first; should the next step fail, the old request is put back);
 3. `scontrol update JobId=J NodeList=<planned nodes> TresPerNode=gres:gpu:<type>:<n>
    Comment="gpuplan: ..."`, the type being the Slurm GRES type of the planned GPUs;
 4. `scontrol release J`.
@@ -31,13 +32,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.k8s.export import final_layout
-from api.slurm.jobs import SlurmJob
+from api.slurm.jobs import TRES_FIELDS, SlurmJob
 from api.slurm.snapshot import PART_SEP, Snapshot
 from models import Assignment, Placement, Plan
 
 log = logging.getLogger(__name__)
 
-ActionKind = Literal["hold", "clear", "pin", "release", "requeue", "comment", "operator"]
+ActionKind = Literal["hold", "clear", "pin", "restore", "release", "requeue", "comment",
+                     "operator"]
 
 #: Slurm keeps comments short in listings; longer ones are cut here.
 COMMENT_MAX = 200
@@ -55,8 +57,12 @@ class SlurmAction(BaseModel):
     note: str = ""
 
     def line(self) -> str:
-        """The command as a shell line (`# ...` for operator steps that are prose)."""
-        return shlex.join(self.argv) if self.argv else f"# {self.note}"
+        """The command as a shell line (`# ...` for operator prose and for the restore step,
+        which runs only when a pin fails)."""
+        if not self.argv:
+            return f"# {self.note}"
+        text = shlex.join(self.argv)
+        return f"# if the pin fails: {text}" if self.kind == "restore" else text
 
 
 class SlurmApply(BaseModel):
@@ -147,11 +153,14 @@ class _Exporter:
         what = "; ".join(f"{n}: {t}" for n, t in per_node.items())
         if not job.held:
             self.cmd(job.id, "hold", "hold", job.id, note="stop Slurm starting it mid-update")
-        self.cmd(job.id, "clear", "update", f"JobId={job.id}", "TresPerNode=", "TresPerJob=",
+        self.cmd(job.id, "clear", "update", f"JobId={job.id}", *(f"{k}=" for k in TRES_FIELDS),
                  note="Slurm merges a new GPU request with the old one: clear it first")
         self.cmd(job.id, "pin", "update", f"JobId={job.id}", f"NodeList={nodes}", tres,
                  f"Comment={_comment('placed ' + what)}", note=f"pin to {what}")
         self.cmd(job.id, "release", "release", job.id, note="let Slurm start it")
+        self.cmd(job.id, "restore", "update", f"JobId={job.id}",
+                 *(f"{k}={v}" for k, v in job.tres.items() if v),
+                 note="only if the pin fails: the GPU request as it was")
 
     def _pin_problem(self, job: SlurmJob, by_node: dict[str, list[Placement]],
                      per_node: dict[str, str | None]) -> str | None:
@@ -248,17 +257,43 @@ def run_command(argv: Sequence[str], timeout: float = 60.0) -> tuple[int, str]:
 
 
 def execute(result: SlurmApply, runner: Runner = run_command) -> list[ActionResult]:
-    """Run the actions in order, operator steps excepted. A failure skips the rest of that
-    job's actions (so a job is never released unpinned) and is logged."""
+    """Run the actions in order, operator steps excepted.
+
+    A failure skips the rest of that job's actions, so a job is never released unpinned.
+    If its GPU request was already cleared, the `restore` action puts it back; if gpuplan
+    held the job itself, it is then released, as it was. `restore` runs only then.
+    Failures are logged.
+    """
     out: list[ActionResult] = []
     failed: set[str] = set()
-    for action in result.actions:
-        if action.kind == "operator" or (action.job is not None and action.job in failed):
-            continue
+    done: dict[str, set[str]] = {}
+
+    def run(action: SlurmAction) -> int:
         code, text = runner(action.argv)
         out.append(ActionResult(action=action, returncode=code, output=text))
         if code != 0:
             log.warning("%s failed (%d): %s", action.line(), code, text)
-            if action.job is not None:
-                failed.add(action.job)
+        return code
+
+    def undo(job: str) -> None:
+        mine = {a.kind: a for a in result.actions if a.job == job}
+        if "clear" in done[job] and "restore" in mine and run(mine["restore"]) != 0:
+            return
+        if "hold" in done[job] and "release" in mine:
+            run(mine["release"])
+
+    for action in result.actions:
+        job = action.job
+        if action.kind in ("operator", "restore") or (job is not None and job in failed):
+            continue
+        code = run(action)
+        if job is None:
+            continue
+        if code == 0:
+            done.setdefault(job, set()).add(action.kind)
+            continue
+        failed.add(job)
+        if action.kind != "release":
+            done.setdefault(job, set())
+            undo(job)
     return out

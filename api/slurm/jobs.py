@@ -23,6 +23,10 @@ NOT_STARTABLE = ("Dependency", "DependencyNeverSatisfied", "BeginTime", "JobHeld
                  "PartitionDown", "PartitionInactive", "InvalidAccount", "InvalidQOS",
                  "BadConstraints", "FrontEndDown", "NodeDown")
 
+#: `scontrol update` field -> `squeue --json` key of the four forms of a GPU request.
+TRES_FIELDS = {"TresPerNode": "tres_per_node", "TresPerJob": "tres_per_job",
+               "TresPerTask": "tres_per_task", "TresPerSocket": "tres_per_socket"}
+
 #: GRES through which Slurm shares a GPU between jobs; gpuplan does not model them.
 SHARING = frozenset({"mps", "shard"})
 
@@ -73,6 +77,8 @@ class SlurmJob:
     features: str
     required_nodes: list[str]
     excluded_nodes: list[str]
+    #: The GPU request as Slurm printed it (`TresPerNode` ... -> string), to restore it.
+    tres: dict[str, str] = field(default_factory=dict)
     array_id: str = ""
     array_tasks: list[str] = field(default_factory=list)
     array_limit: int = 0
@@ -211,4 +217,5 @@ def parse_job(obj: Mapping[str, Any]) -> SlurmJob:
         gres_detail=details, request=request, cpus=cpus, memory_mib=mem,
         comment=_text(obj, "comment"), features=_text(obj, "features"),
         required_nodes=required, excluded_nodes=excluded,
+        tres={field_name: _text(obj, key) for field_name, key in TRES_FIELDS.items()},
         array_id=str(_int(obj, "array_job_id") or ""), array_tasks=tasks, array_limit=limit)

@@ -61,10 +61,11 @@ def test_held_job_is_pinned_to_type_and_released(two_nodes: dict[str, Any],
     snap = build_snapshot(two_nodes, {"jobs": [held]})
     plan = _plan(("3", [Placement(node="vm", gpu=0), Placement(node="vm", gpu=1)]))
     assert _lines(snap, plan) == [
-        "scontrol update JobId=3 TresPerNode= TresPerJob=",
+        "scontrol update JobId=3 TresPerNode= TresPerJob= TresPerTask= TresPerSocket=",
         "scontrol update JobId=3 NodeList=vm TresPerNode=gres:gpu:a100:2 "
         "'Comment=gpuplan: placed vm: gres:gpu:a100:2'",
         "scontrol release 3",
+        "# if the pin fails: scontrol update JobId=3 TresPerNode=gres:gpu:2",
     ]
 
 
@@ -73,7 +74,7 @@ def test_pending_job_not_held_is_held_first(two_nodes: dict[str, Any],
     snap = build_snapshot(two_nodes, {"jobs": [job_like(squeue, 2)]})   # reason Resources
     lines = _lines(snap, _plan(("3", [Placement(node="vm2", gpu=2), Placement(node="vm2",
                                                                                gpu=3)])))
-    assert lines[0] == "scontrol hold 3" and lines[-1] == "scontrol release 3"
+    assert lines[0] == "scontrol hold 3" and lines[-2] == "scontrol release 3"
     assert "NodeList=vm2 TresPerNode=gres:gpu:a100:2" in lines[2]
 
 
@@ -173,5 +174,20 @@ def test_execute_stops_a_job_at_its_first_failure(two_nodes: dict[str, Any],
             if "NodeList=vm " in " ".join(argv) + " " else (0, "")
 
     results = execute(out, runner)
-    assert [r.returncode for r in results] == [0, 1, 0, 0, 0]
-    assert "scontrol release 5" not in ran and "scontrol release 6" in ran
+    assert [(r.action.job, r.action.kind, r.returncode) for r in results] == [
+        ("5", "clear", 0), ("5", "pin", 1), ("5", "restore", 0),    # held by its user: stays
+        ("6", "clear", 0), ("6", "pin", 0), ("6", "release", 0)]
+    assert "scontrol release 5" not in ran
+
+
+def test_a_job_gpuplan_held_is_released_after_a_failure(two_nodes: dict[str, Any],
+                                                        squeue: dict[str, Any]) -> None:
+    snap = build_snapshot(two_nodes, {"jobs": [job_like(squeue, 2)]})   # not held
+    out = export_plan(_plan(("3", [Placement(node="vm", gpu=0), Placement(node="vm",
+                                                                           gpu=1)])), snap)
+    results = execute(out, lambda argv: (1, "refused") if "NodeList=vm" in argv else (0, ""))
+    assert [r.action.kind for r in results] == ["hold", "clear", "pin", "restore", "release"]
+    assert [r.returncode for r in results] == [0, 0, 1, 0, 0]
+    assert results[3].action.argv[-1] == "TresPerNode=gres:gpu:a100:2"   # as it was
+    assert [r.action.kind for r in execute(out, lambda argv: (0, ""))] == [
+        "hold", "clear", "pin", "release"]
