@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from api.k8s.issues import ImportIssue, SnapshotError
 from api.slurm.gres import GPU
-from api.slurm.jobs import NOT_STARTABLE, JobProblem, SlurmJob, parse_job
+from api.slurm.jobs import NOT_STARTABLE, SHARING, TRES_FIELDS, JobProblem, SlurmJob, parse_job
 from api.slurm.nodes import NodeProblem, SlurmNode, parse_node, states
 from api.slurm.types import resolve_type
 from models import (
@@ -69,6 +69,12 @@ def _list(obj: object, key: str) -> list[Any]:
         what = "sinfo --json" if key == "nodes" else "squeue --json"
         raise SnapshotError((key,), f"expected {what} output: an object with a `{key}` list")
     return list(obj[key])
+
+
+def _mentions_gpu(item: Mapping[str, Any]) -> bool:
+    """Whether a job record asks for GPUs in any form (to report only GPU jobs)."""
+    return any(name in str(item.get(key) or "") for key in TRES_FIELDS.values()
+               for name in ("gpu", *SHARING))
 
 
 class _Builder:
@@ -131,6 +137,8 @@ class _Builder:
             try:
                 job = parse_job(item)
             except JobProblem as e:
+                if not _mentions_gpu(item):
+                    continue
                 self.skip(ref, str(e))
                 if "PENDING" in states(item, "job_state"):
                     comment = item.get("comment")

@@ -166,6 +166,7 @@ def test_pending_jobs_that_cannot_be_planned(squeue: dict[str, Any],
                  tres_per_task="gres:gpu:1"),
         job_like(squeue, 2, job_id=15, tres_per_node=""),          # no GPU: not ours
         job_like(squeue, 2, job_id=16, job_state="COMPLETED"),   # finished: not ours
+        job_like(squeue, 2, job_id=17, tres_per_node="", required_nodes="n[1-"),  # CPU job
     ]
     snap = build_snapshot(sinfo, {"jobs": jobs})
     assert snap.request.jobs == []
