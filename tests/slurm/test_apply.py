@@ -147,7 +147,12 @@ def test_mig_changes_are_operator_steps(sinfo: dict[str, Any], squeue: dict[str,
     assert out.actions[1].argv[-2:] == ["State=DRAIN", "Reason=gpuplan: MIG reconfiguration"]
     assert "-cgi 1g.5gb,1g.5gb,1g.5gb,1g.5gb,3g.20gb -C" in out.actions[2].note
     ran: list[list[str]] = []
-    execute(out, lambda argv: (ran.append(list(argv)), (0, ""))[1])
+
+    def runner(argv: Sequence[str]) -> tuple[int, str]:
+        ran.append(list(argv))
+        return 0, ""
+
+    execute(out, runner)
     assert ran == [out.actions[0].argv]      # operator steps are never run
 
 

@@ -56,7 +56,8 @@ def test_sync_once_runs_the_plan_and_comments_the_rest(slurm_cluster: SlurmClust
     assert [u.job for u in plan.unplaced] == [loser]
     # gpuplan GPU 0-1 are the a100s, GPU 2 the MIG GPU holding the 1g.5gb devices.
     assert sorted(p.gpu for p in placed[whole]) == [0, 1]
-    assert placed[mig][0].mig is not None and placed[mig][0].mig.profile == "1g.5gb"
+    mig_instance = placed[mig][0].mig
+    assert mig_instance is not None and mig_instance.profile == "1g.5gb"
 
     c.wait_for("the placed jobs to run", lambda: all(
         c.jobs()[j]["job_state"] == "RUNNING" for j in (whole, mig)))
