@@ -8,6 +8,7 @@ a message where slurmctld is not installed or the tests do not run as root.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -145,24 +146,59 @@ NodeName={node} Name=gpu Type=1g.5gb File={dev}/nvidia[2-8]
 """)
 
 
-def _stop(pid_file: Path) -> None:
-    """SIGTERM the daemon named by `pid_file` (one we started), SIGKILL if it lingers."""
+def _pid(pid_file: Path) -> int | None:
     try:
-        pid = int(pid_file.read_text().split()[0])
+        return int(pid_file.read_text().split()[0])
     except (OSError, ValueError, IndexError):
-        return
+        return None
+
+
+def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, signal.SIGTERM)
+        os.kill(pid, 0)
     except ProcessLookupError:
+        return False
+    return True
+
+
+def _stop(pid_file: Path) -> None:
+    """SIGTERM the daemon named by `pid_file` (one we started); SIGKILL if it lingers."""
+    pid = _pid(pid_file)
+    if pid is None:
         return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _kill_leftover_steps(root: Path) -> None:
+    """SIGKILL processes working in `root` (job steps of this cluster that outlived it)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    os.kill(pid, signal.SIGKILL)
+            cwd = (proc / "cwd").readlink()
+        except OSError:
+            continue
+        if cwd.is_relative_to(root):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
+def _teardown(cluster: SlurmCluster, pid_files: list[Path]) -> None:
+    """Cancel the jobs, let slurmd end their steps, then stop the daemons in order."""
+    if _pid(cluster.root / "slurmctld.pid") is not None:
+        cluster.run("scancel", "--user=root", check=False)
+        with contextlib.suppress(AssertionError, subprocess.SubprocessError):
+            cluster.wait_for("the jobs to end", lambda: cluster.run(
+                "squeue", "-h", check=False).stdout.strip() == "", timeout=30)
+    for pid_file in pid_files:
+        _stop(pid_file)
+    _kill_leftover_steps(cluster.root)
 
 
 @pytest.fixture
@@ -203,11 +239,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
         cluster.wait_for(f"node {node} to come up idle", node_idle)
         yield cluster
     finally:
-        if (root / "slurmctld.pid").exists():
-            subprocess.run(["scancel", "--full", "--user=root"], env=env, check=False,
-                           capture_output=True, timeout=COMMAND_TIMEOUT_S)
-        for pid_file in pid_files:
-            _stop(pid_file)
+        _teardown(SlurmCluster(root=root, env=env, node=node), pid_files)
 
 
 def gpuplan(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from api.slurm.gres import gpu_items, parse_gres
 from models import Plan
+from tests.k8s.conftest import server_url  # noqa: F401  (the live-service fixture, shared)
 from tests.slurm.conftest import SlurmCluster, gpuplan
 
 
@@ -74,3 +75,13 @@ def test_sync_once_runs_the_plan_and_comments_the_rest(slurm_cluster: SlurmClust
     again = gpuplan("slurm", "sync", "--once", "--execute", env=c.env)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.strip().splitlines()[-1])["actions"] == 0
+
+
+def test_sync_once_plans_through_the_service(slurm_cluster: SlurmCluster,
+                                             server_url: str) -> None:  # noqa: F811
+    c = slurm_cluster
+    job = c.sbatch("--gres=gpu:1", "--job-name=via-service")
+    done = gpuplan("slurm", "sync", "--once", "--execute", "--url", server_url, env=c.env)
+    assert done.returncode == 0, done.stderr
+    c.wait_for("the job to run", lambda: c.jobs()[job]["job_state"] == "RUNNING")
+    assert _types(c.jobs()[job]) == {"a100": 1}
