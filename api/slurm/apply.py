@@ -123,7 +123,8 @@ class _Exporter:
         types = Counter(self.gres_type(p) for p in placements)
         if None in types:
             return None
-        return ",".join(f"gres:gpu:{t}:{n}" for t, n in sorted(types.items()) if t)
+        return ",".join(f"gres:gpu:{t}:{n}" if t else f"gres:gpu:{n}"
+                        for t, n in sorted((str(t), n) for t, n in types.items()))
 
     def pin(self, a: Assignment, job: SlurmJob) -> None:
         by_node: dict[str, list[Placement]] = {}
@@ -149,7 +150,8 @@ class _Exporter:
             tres = f"TresPerNode={next(iter(per_node.values()))}"
         else:
             gtype = self.gres_type(a.placements[0])
-            tres = f"TresPerJob=gres:gpu:{gtype}:{len(a.placements)}"
+            typed = f"{gtype}:" if gtype else ""
+            tres = f"TresPerJob=gres:gpu:{typed}{len(a.placements)}"
         what = "; ".join(f"{n}: {t}" for n, t in per_node.items())
         if not job.held:
             self.cmd(job.id, "hold", "hold", job.id, note="stop Slurm starting it mid-update")

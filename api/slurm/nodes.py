@@ -60,7 +60,8 @@ def states(obj: Mapping[str, Any], key: str, flags_key: str | None = None) -> se
 
 @dataclass(frozen=True, slots=True)
 class Device:
-    """Where a Slurm GPU device index lives in gpuplan: a GPU and, for MIG, an instance."""
+    """Where a Slurm GPU device index lives in gpuplan: a GPU and, for MIG, an instance.
+    `type` is the GRES type ('' for untyped GPUs)."""
 
     gpu: int
     type: str
@@ -113,7 +114,7 @@ def _types(items: list[Any], catalog: Mapping[str, GpuModel], extra: Mapping[str
         got = resolve_type(it.type or GPU, catalog, extra, node_models=whole)
         if isinstance(got, str):
             raise NodeProblem(got)
-        out.append((it.type or GPU, got, it.count))
+        out.append((it.type or "", got, it.count))
     return out
 
 
@@ -175,7 +176,7 @@ def parse_node(obj: Mapping[str, Any], catalog: Mapping[str, GpuModel],
     for gtype, resolved, count in typed:
         idxs = list(range(next_idx, next_idx + count))
         next_idx += count
-        ranges.setdefault(gtype, set()).update(idxs)
+        ranges.setdefault(gtype or GPU, set()).update(idxs)
         if resolved.profile is None:
             for i in idxs:
                 gpus.append(NodeGpu(index=i, model=resolved.model))

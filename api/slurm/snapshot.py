@@ -417,7 +417,7 @@ def build_snapshot(
     try:
         request = PlanRequest(
             cluster=Cluster(nodes=b.node_models(), gpu_models={**(gpu_models or {}), **extra}),
-            jobs=b.jobs, policy=policy or SLURM_POLICY)
+            jobs=b.jobs, policy=policy or SLURM_POLICY.model_copy())
     except ValidationError as e:
         err = e.errors()[0]
         raise SnapshotError(tuple(err["loc"]), err["msg"]) from e

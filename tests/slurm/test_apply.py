@@ -196,3 +196,13 @@ def test_a_job_gpuplan_held_is_released_after_a_failure(two_nodes: dict[str, Any
     assert results[3].action.argv[-1] == "TresPerNode=gres:gpu:a100:2"   # as it was
     assert [r.action.kind for r in execute(out, lambda argv: (0, ""))] == [
         "hold", "clear", "pin", "release"]
+
+
+def test_untyped_gpus_are_pinned_untyped(sinfo: dict[str, Any], squeue: dict[str, Any]) -> None:
+    sinfo["nodes"] = [_idle(sinfo, gres="gpu:4", gres_used="gpu:1(IDX:0)")]
+    running = job_like(squeue, 0, gres_detail=["gpu:1(IDX:0)"], tres_per_node="gres:gpu:1")
+    held = job_like(squeue, 2, state_reason="JobHeldUser", tres_per_node="gres:gpu:2")
+    snap = build_snapshot(sinfo, {"jobs": [running, held]}, gres_types={"gpu": "T4-16GB"})
+    assert {g.model for g in snap.request.cluster.nodes[0].gpus} == {"T4-16GB"}
+    lines = _lines(snap, make_plan(snap.request))
+    assert "NodeList=vm TresPerNode=gres:gpu:2" in lines[1]
