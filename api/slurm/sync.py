@@ -41,7 +41,7 @@ def read_command_json(argv: Sequence[str], runner: Runner = run_command) -> obje
     """Run a Slurm command that prints JSON (`sinfo --json`) and parse its output."""
     code, text = runner(argv)
     if code != 0:
-        raise SlurmUnavailable(f"{' '.join(argv)} exited {code}: {text[:300]}")
+        raise SlurmUnavailable(f"{' '.join(argv)} exited {code}: {' '.join(text.split())[:300]}")
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -92,7 +92,7 @@ def service_planner(url: str, token: str | None = None, timeout: float = 120.0) 
             raise PlannerUnavailable(f"{url}: {e}") from e
         if resp.status_code != 200:
             raise PlannerUnavailable(f"{url}/v1/plans answered {resp.status_code}: "
-                                     f"{resp.text[:300]}")
+                                     f"{' '.join(resp.text.split())[:300]}")
         return Plan.model_validate_json(resp.content)
     return run
 

@@ -11,7 +11,13 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from api.slurm import SnapshotOptions, file_source, local_planner, service_planner, sync_once
-from api.slurm.sync import PlannerUnavailable, parse_interval, sync_loop
+from api.slurm.sync import (
+    PlannerUnavailable,
+    SlurmUnavailable,
+    parse_interval,
+    read_command_json,
+    sync_loop,
+)
 from models import Plan, PlanRequest
 from tests.k8s.conftest import server_url  # noqa: F401  (the live-service fixture, shared)
 from tests.slurm.conftest import FIXTURES
@@ -122,3 +128,13 @@ def test_sync_loop_survives_failed_rounds(tmp_path: Path) -> None:
     assert sync_loop(good, local_planner(), SnapshotOptions(), every=0.01, rounds=2,
                      on_round=rounds.append) == 0
     assert len(rounds) == 2
+
+
+def test_slurm_unreachable_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    fake = tmp_path / "sinfo"
+    fake.write_text("#!/bin/sh\necho 'sinfo: error: first' >&2\necho 'sinfo: fatal: second' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(SlurmUnavailable) as err:
+        read_command_json([str(fake), "--json"])
+    assert "\n" not in str(err.value) and "first sinfo: fatal: second" in str(err.value)
