@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api.k8s.mig import layouts_for_counts
-from api.slurm.gres import GPU, GresError, gpu_items, parse_gres
+from api.slurm.gres import GPU, GresError, GresItem, gpu_items, parse_gres
 from api.slurm.types import GresType, resolve_type
 from models import GpuModel, Instance
 
@@ -102,8 +102,9 @@ class SlurmNode:
         return next((g for g in self.gpus if g.index == index), None)
 
 
-def _types(items: list[Any], catalog: Mapping[str, GpuModel], extra: Mapping[str, str],
+def _types(items: list[GresItem], catalog: Mapping[str, GpuModel], extra: Mapping[str, str],
            ) -> list[tuple[str, GresType, int]]:
+    """(GRES type or '', what it maps to, device count) per item. Raises NodeProblem."""
     whole = []
     for it in items:
         got = resolve_type(it.type or GPU, catalog, extra)
