@@ -37,6 +37,7 @@ from models import (
     PlanRequest,
     Policy,
 )
+from models.instance import ClusterState, compile_jobs
 
 #: The policy a Slurm snapshot gets unless the caller sends one: running jobs are never
 #: stopped (a Slurm requeue restarts a job from scratch; see `requeue_running`) and MIG
@@ -69,6 +70,32 @@ def _list(obj: object, key: str) -> list[Any]:
         what = "sinfo --json" if key == "nodes" else "squeue --json"
         raise SnapshotError((key,), f"expected {what} output: an object with a `{key}` list")
     return list(obj[key])
+
+
+def _room_for_running(request: PlanRequest) -> PlanRequest:
+    """Raise a node's host capacity to what its running jobs take by the planner's rule.
+
+    Capacities come from Slurm's counts, in which a multi-node job's CPUs and memory are
+    split as Slurm split them; the planner splits them over the job's GPUs
+    (docs/semantics.md). Where that leaves less than the kept jobs need, the node gets
+    exactly what they need, so the request never starts out over capacity.
+    """
+    state = ClusterState(request)
+    for info in compile_jobs(request):
+        if info.current:
+            state.place(info, list(info.current))
+    used = {n.name: n for n in state.nodes}
+    nodes = []
+    for node in request.cluster.nodes:
+        slot = used[node.name]
+        update: dict[str, float] = {}
+        if node.cpu_millicores is not None and slot.cpu_used > node.cpu_millicores:
+            update["cpu_millicores"] = slot.cpu_used
+        if node.memory_gib is not None and slot.mem_used > node.memory_gib:
+            update["memory_gib"] = slot.mem_used
+        nodes.append(node.model_copy(update=update) if update else node)
+    cluster = request.cluster.model_copy(update={"nodes": nodes})
+    return request.model_copy(update={"cluster": cluster})
 
 
 def _mentions_gpu(item: Mapping[str, Any]) -> bool:
@@ -421,6 +448,7 @@ def build_snapshot(
     except ValidationError as e:
         err = e.errors()[0]
         raise SnapshotError(tuple(err["loc"]), err["msg"]) from e
+    request = _room_for_running(request)
     return Snapshot(request=request, issues=b.issues, nodes=b.nodes, jobs=b.slurm_jobs,
                     left_out=b.left_out)
 

@@ -248,3 +248,22 @@ def test_gpu_sharing_gres_is_reported(sinfo: dict[str, Any], squeue: dict[str, A
     assert any("shard GRES not modeled" in i.message for i in snap.issues
                if i.object == "node/vm")
     assert "sharing GRES (shard)" in messages["job/9"] and "9" in snap.left_out
+
+
+def test_running_multi_node_job_fits_its_nodes(sinfo: dict[str, Any],
+                                               squeue: dict[str, Any]) -> None:
+    """Slurm splits a job's CPUs as it likes; the planner over GPUs: capacity covers both."""
+    sinfo["nodes"] = [
+        _node(sinfo, gres_used="gpu:a100:1(IDX:0)"),
+        _node(sinfo, name="vm2", gres="gpu:a100:4", gres_used="gpu:a100:3(IDX:0-2)")]
+    gang = job_like(squeue, 0, nodes="vm,vm2", node_count=2, cpus=4, memory_per_node=100,
+                    tres_per_node="", tres_per_job="gres:gpu:a100:4",
+                    gres_detail=["gpu:a100:1(IDX:0)", "gpu:a100:3(IDX:0-2)"])
+    snap = build_snapshot(sinfo, {"jobs": [gang]})
+    (job,) = snap.request.jobs
+    assert job.gpus == 4 and not job.single_node
+    cpu = {n.name: n.cpu_millicores for n in snap.request.cluster.nodes}
+    # vm2 has 2 CPUs, Slurm gave the job 2 there; the planner charges 3 of its 4 to vm2.
+    assert cpu == {"vm": 2000, "vm2": 3000}
+    result = plan(snap.request)
+    assert validate_plan(snap.request, result) == [] and result.assignments
