@@ -209,7 +209,7 @@ def sync(
         fail(f"--every: {every!r} is not a duration such as 30s, 2m or 1h")
     options = _options(policy, gres_type, qos_weight, requeue_running, priority_weight)
     planner = service_planner(url, token) if url else local_planner()
-    source = live_source()
+    source = live_source(scontrol=scontrol)
 
     def show(r: SyncRound) -> None:
         if plan_output is not None:

@@ -67,7 +67,8 @@ class Snapshot:
 
 def _list(obj: object, key: str) -> list[Any]:
     if not isinstance(obj, dict) or not isinstance(obj.get(key), list):
-        what = "sinfo --json" if key == "nodes" else "squeue --json"
+        what = ("sinfo --json (or scontrol --json show nodes)" if key == "nodes"
+                else "squeue --json")
         raise SnapshotError((key,), f"expected {what} output: an object with a `{key}` list")
     return list(obj[key])
 

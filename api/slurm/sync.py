@@ -48,12 +48,18 @@ def read_command_json(argv: Sequence[str], runner: Runner = run_command) -> obje
         raise SlurmUnavailable(f"{' '.join(argv)} printed no JSON ({e.msg})") from e
 
 
-def live_source(sinfo: str = "sinfo", squeue: str = "squeue",
+def live_source(sinfo: str = "sinfo", squeue: str = "squeue", scontrol: str = "scontrol",
                 runner: Runner = run_command) -> Source:
-    """Read the cluster with `sinfo --json` and `squeue --json`."""
+    """Read the cluster with `sinfo --json` and `squeue --json`.
+
+    When `sinfo --json` prints no `nodes` list (releases whose sinfo groups its records),
+    the nodes come from `scontrol --json show nodes` (Slurm 23.02+), which lists them.
+    """
     def read() -> tuple[object, object]:
-        return (read_command_json([sinfo, "--json"], runner),
-                read_command_json([squeue, "--json"], runner))
+        nodes = read_command_json([sinfo, "--json"], runner)
+        if not (isinstance(nodes, dict) and isinstance(nodes.get("nodes"), list)):
+            nodes = read_command_json([scontrol, "--json", "show", "nodes"], runner)
+        return nodes, read_command_json([squeue, "--json"], runner)
     return read
 
 

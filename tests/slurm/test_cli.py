@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
-from api.slurm import SnapshotOptions, file_source, local_planner, service_planner, sync_once
+from api.slurm import (
+    SnapshotOptions,
+    file_source,
+    live_source,
+    local_planner,
+    service_planner,
+    sync_once,
+)
 from api.slurm.sync import (
     PlannerUnavailable,
     SlurmUnavailable,
@@ -138,3 +146,19 @@ def test_slurm_unreachable_is_one_line_and_exit_1(tmp_path: Path) -> None:
     with pytest.raises(SlurmUnavailable) as err:
         read_command_json([str(fake), "--json"])
     assert "\n" not in str(err.value) and "first sinfo: fatal: second" in str(err.value)
+
+
+def test_live_source_falls_back_to_scontrol_for_nodes() -> None:
+    sinfo = json.loads((FIXTURES / "sinfo_22.05.json").read_text())
+    squeue = json.loads((FIXTURES / "squeue_22.05.json").read_text())
+    outputs = {"sinfo": {"sinfo": []}, "scontrol": sinfo, "squeue": squeue}
+    calls: list[list[str]] = []
+
+    def runner(argv: Sequence[str]) -> tuple[int, str]:
+        calls.append(list(argv))
+        return 0, json.dumps(outputs[argv[0]])
+
+    nodes, jobs = live_source(runner=runner)()
+    assert (nodes, jobs) == (sinfo, squeue)
+    assert calls == [["sinfo", "--json"], ["scontrol", "--json", "show", "nodes"],
+                     ["squeue", "--json"]]
