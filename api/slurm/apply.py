@@ -99,19 +99,23 @@ class _Exporter:
             (ch.node, ch.gpu, m.key()) for ch in plan.mig_changes for m in ch.create}
 
     def cmd(self, job: str | None, kind: ActionKind, *args: str, note: str = "") -> None:
+        """Append `scontrol <args>` for `job`."""
         self.out.actions.append(SlurmAction(job=job, kind=kind, argv=[self.sc, *args],
                                             note=note))
 
     def comment(self, job: SlurmJob, text: str) -> None:
+        """Set gpuplan's comment on `job` unless it is there already."""
         self.comment_id(job.id, job.comment, text)
 
     def comment_id(self, job_id: str, current: str, text: str) -> None:
+        """Set gpuplan's comment on a job known by id and current comment."""
         comment = _comment(text)
         if current != comment:
             self.cmd(job_id, "comment", "update", f"JobId={job_id}", f"Comment={comment}",
                      note="leave pending with gpuplan's reason")
 
     def gres_type(self, p: Placement) -> str | None:
+        """The Slurm GRES type of a planned GPU or MIG instance ('' untyped, None unknown)."""
         node = self.snap.nodes[p.node]
         if p.mig is not None:
             return node.mig_types.get(p.mig.profile)
@@ -127,6 +131,7 @@ class _Exporter:
                         for t, n in sorted((str(t), n) for t, n in types.items()))
 
     def pin(self, a: Assignment, job: SlurmJob) -> None:
+        """Hold (if needed), clear, pin, release (and the restore step) for a placed job."""
         by_node: dict[str, list[Placement]] = {}
         for p in a.placements:
             by_node.setdefault(p.node, []).append(p)
@@ -188,6 +193,7 @@ class _Exporter:
         return None
 
     def run(self) -> SlurmApply:
+        """All actions of the plan, in order: requeues, pins, comments, operator steps."""
         jobs = self.snap.jobs
         requeued: set[str] = set()
         for name in [*self.plan.preempted, *self.plan.migrated]:
@@ -213,6 +219,7 @@ class _Exporter:
         return self.out
 
     def mig_steps(self) -> None:
+        """The operator steps of the plan's MIG changes, per node."""
         req = self.snap.request
         gpus = {(n.name, g.index): g for n in req.cluster.nodes for g in n.gpus}
         by_node: dict[str, list[str]] = {}

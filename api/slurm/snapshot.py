@@ -125,14 +125,17 @@ class _Builder:
         self.left_out: dict[str, tuple[str, str]] = {}
 
     def skip(self, obj: str, message: str) -> None:
+        """Report `obj` as left out."""
         self.issues.append(ImportIssue(object=obj, skipped=True, message=message))
 
     def note(self, obj: str, message: str) -> None:
+        """Report `obj` as kept, adjusted."""
         self.issues.append(ImportIssue(object=obj, skipped=False, message=message))
 
     # ------------------------------------------------------------------ nodes
 
     def add_nodes(self, items: list[Any]) -> None:
+        """Map the GPU nodes; report those that cannot be mapped."""
         for i, item in enumerate(items):
             if not isinstance(item, dict):
                 self.skip(f"node/#{i}", "not an object")
@@ -153,6 +156,7 @@ class _Builder:
     # ------------------------------------------------------------------ jobs
 
     def read_jobs(self, items: list[Any]) -> list[SlurmJob]:
+        """The pending and running GPU jobs, in submission order; report unreadable ones."""
         out: list[SlurmJob] = []
         for i, item in enumerate(items):
             ref = f"job/{item.get('job_id', '#' + str(i))}" if isinstance(item, dict) \
@@ -199,6 +203,7 @@ class _Builder:
         }
 
     def skip_pending(self, job: SlurmJob, message: str) -> None:
+        """Report a pending job as left out; apply writes the reason to its comment."""
         self.skip(f"job/{job.id}", message)
         self.left_out[job.id] = (job.comment, message)
 
@@ -217,6 +222,7 @@ class _Builder:
         return True
 
     def add_running(self, job: SlurmJob) -> None:
+        """A running job with the devices `gres_detail` names as its `current`."""
         ref = f"job/{job.id}"
         if len(job.gres_detail) != len(job.nodes):
             self.skip(ref, f"gres_detail lists {len(job.gres_detail)} node(s) for "
@@ -310,6 +316,7 @@ class _Builder:
         return {"mig_profile": resolved.profile, "allowed_models": [resolved.model]}
 
     def add_pending(self, job: SlurmJob, others: list[SlurmJob]) -> None:
+        """A pending job (an array: its tasks) as new jobs, or reported."""
         ref = f"job/{job.id}"
         if job.reason in NOT_STARTABLE:
             self.skip(ref, f"pending for {job.reason}: it cannot start whatever the plan")
@@ -390,6 +397,7 @@ class _Builder:
         return extra
 
     def node_models(self) -> list[Node]:
+        """The wire Nodes of the mapped Slurm nodes."""
         out = []
         for s in self.nodes.values():
             cpu, mem = self.host_capacity(s)
