@@ -38,6 +38,7 @@ from models import (
     Policy,
 )
 from models.instance import ClusterState, compile_jobs
+from models.rules import fits
 
 #: The policy a Slurm snapshot gets unless the caller sends one: running jobs are never
 #: stopped (a Slurm requeue restarts a job from scratch; see `requeue_running`) and MIG
@@ -90,9 +91,9 @@ def _room_for_running(request: PlanRequest) -> PlanRequest:
     for node in request.cluster.nodes:
         slot = used[node.name]
         update: dict[str, float] = {}
-        if node.cpu_millicores is not None and slot.cpu_used > node.cpu_millicores:
+        if node.cpu_millicores is not None and not fits(slot.cpu_used, node.cpu_millicores):
             update["cpu_millicores"] = slot.cpu_used
-        if node.memory_gib is not None and slot.mem_used > node.memory_gib:
+        if node.memory_gib is not None and not fits(slot.mem_used, node.memory_gib):
             update["memory_gib"] = slot.mem_used
         nodes.append(node.model_copy(update=update) if update else node)
     cluster = request.cluster.model_copy(update={"nodes": nodes})
