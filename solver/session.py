@@ -282,9 +282,14 @@ class PlanningSession:
         """The current state (the snapshot with every delta and plan committed)."""
         return self._request
 
-    def apply(self, events: Sequence[Event]) -> None:
-        """Apply a batch of deltas: all of them, or none (`EventError`)."""
-        self._request = apply_events(self._request, events)
+    def apply(self, events: Sequence[Event],
+              check: Callable[[PlanRequest], None] | None = None) -> None:
+        """Apply a batch of deltas: all of them, or none (`EventError`, or whatever `check`
+        raises when it refuses the resulting state)."""
+        new = apply_events(self._request, events)
+        if check is not None:
+            check(new)
+        self._request = new
         self.version += 1
 
     def planning_request(self, time_limit_s: float | None = None) -> PlanRequest:
