@@ -5,7 +5,9 @@ unknown fields forbidden), so a client sends only what changed between two plann
 instead of the whole snapshot:
 
 - jobs: `job_submitted` (a new Job), `job_finished` (a running job ended), `job_cancelled`
-  (a pending or running job withdrawn), `job_resized` (a new whole-GPU count or GPU share);
+  (a pending or running job withdrawn), `job_resized` (a new whole-GPU count or GPU share),
+  `job_updated` (the job as it now is: a new weight, remaining work, or where it actually
+  runs when that is not where the last plan put it);
 - nodes: `node_added` (a new Node), `node_removed`, `node_cordoned` (`cordoned: false`
   uncordons);
 - GPUs: `gpu_unhealthy` / `gpu_healthy`, `mig_layout_changed` (the GPU's new MIG instances).
@@ -65,6 +67,13 @@ class JobResized(_Event):
         return self
 
 
+class JobUpdated(_Event):
+    """A job changed in another way than its size: the whole job as it now is."""
+
+    kind: Literal["job_updated"] = "job_updated"
+    job: Job
+
+
 class NodeAdded(_Event):
     """A node joins the cluster."""
 
@@ -115,7 +124,8 @@ class MigLayoutChanged(_Event):
 
 #: One delta, told apart by `kind`.
 Event = Annotated[
-    JobSubmitted | JobFinished | JobCancelled | JobResized | NodeAdded | NodeRemoved
+    JobSubmitted | JobFinished | JobCancelled | JobResized | JobUpdated | NodeAdded
+    | NodeRemoved
     | NodeCordoned | GpuUnhealthy | GpuHealthy | MigLayoutChanged,
     Field(discriminator="kind"),
 ]

@@ -42,6 +42,7 @@ from models.events import (
     JobFinished,
     JobResized,
     JobSubmitted,
+    JobUpdated,
     MigLayoutChanged,
     NodeAdded,
     NodeCordoned,
@@ -146,6 +147,11 @@ def _job_resized(d: _Draft, e: JobResized) -> None:
         "current": None})
 
 
+def _job_updated(d: _Draft, e: JobUpdated) -> None:
+    d.job(e.job.name)
+    d.jobs[e.job.name] = e.job
+
+
 def _node_added(d: _Draft, e: NodeAdded) -> None:
     if e.node.name in d.nodes:
         raise _Reject(f"node {e.node.name!r} is already in the session")
@@ -199,6 +205,7 @@ HANDLERS: dict[str, Callable[[_Draft, Any], None]] = {
     "job_finished": _job_finished,
     "job_cancelled": _job_cancelled,
     "job_resized": _job_resized,
+    "job_updated": _job_updated,
     "node_added": _node_added,
     "node_removed": _node_removed,
     "node_cordoned": _node_cordoned,
@@ -233,6 +240,61 @@ def apply_events(request: PlanRequest, events: Sequence[Event]) -> PlanRequest:
             where = ".".join(str(x) for x in err["loc"])
             raise EventError(i, event.kind, f"{where}: {err['msg']}") from None
     raise AssertionError("unreachable: the whole batch failed but no prefix did")
+
+
+def diff_events(old: PlanRequest, new: PlanRequest) -> list[Event]:
+    """Events that turn `old` into `new` (jobs and nodes; `old`'s policy and GPU model
+    overrides are kept): what a cluster manager holding full snapshots would send. Jobs
+    gone from `new` are finished when they were running, cancelled otherwise; a changed
+    job is `job_updated`; a changed node is its GPU health, MIG and cordon events, or a
+    removal and an addition when more than that changed."""
+    out: list[Event] = []
+    new_jobs = {j.name: j for j in new.jobs}
+    old_jobs = {j.name: j for j in old.jobs}
+    old_nodes = {n.name: n for n in old.cluster.nodes}
+    new_nodes = {n.name: n for n in new.cluster.nodes}
+    replaced: set[str] = set()  # removed and added again: their jobs lose `current`
+    for name, node in new_nodes.items():
+        before = old_nodes.get(name)
+        if before is None:
+            out.append(NodeAdded(node=node))
+        elif before != node:
+            delta = _node_delta(before, node)
+            if isinstance(delta[0], NodeRemoved):
+                replaced.add(name)
+            out.extend(delta)
+    for name, job in old_jobs.items():
+        if name not in new_jobs:
+            out.append(JobFinished(job=name) if job.current else JobCancelled(job=name))
+    for name, job in new_jobs.items():
+        before_job = old_jobs.get(name)
+        if before_job is None:
+            out.append(JobSubmitted(job=job))
+        elif before_job != job or any(p.node in replaced for p in job.current or []):
+            out.append(JobUpdated(job=job))
+    out.extend(NodeRemoved(node=name) for name in old_nodes if name not in new_nodes)
+    return out
+
+
+def _node_delta(old: Node, new: Node) -> list[Event]:
+    """The events of one node that changed (see `diff_events`)."""
+    same_rest = old.model_copy(update={"gpus": [], "schedulable": True}) == \
+        new.model_copy(update={"gpus": [], "schedulable": True})
+    if not same_rest or [g.index for g in old.gpus] != [g.index for g in new.gpus] or \
+            any(a.model != b.model for a, b in zip(old.gpus, new.gpus, strict=True)):
+        return [NodeRemoved(node=old.name), NodeAdded(node=new)]
+    out: list[Event] = []
+    if old.schedulable != new.schedulable:
+        out.append(NodeCordoned(node=new.name, cordoned=not new.schedulable))
+    for a, b in zip(old.gpus, new.gpus, strict=True):
+        if a.healthy != b.healthy:
+            out.append(GpuHealthy(node=new.name, gpu=b.index) if b.healthy
+                       else GpuUnhealthy(node=new.name, gpu=b.index))
+        if (a.mig_enabled, a.mig_instances) != (b.mig_enabled, b.mig_instances):
+            out.append(MigLayoutChanged(node=new.name, gpu=b.index,
+                                        mig_enabled=b.mig_enabled,
+                                        mig_instances=list(b.mig_instances)))
+    return out
 
 
 def commit_plan(request: PlanRequest, plan: Plan) -> PlanRequest:

@@ -11,7 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 from models import Gpu, Job, Plan, PlanRequest
 from models.events import Event, EventBatch
 from solver import plan
-from solver.session import EventError, PlanningSession, apply_events
+from solver.session import EventError, PlanningSession, apply_events, diff_events
 from solver.validate import validate_plan
 
 EVENTS: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
@@ -220,3 +220,40 @@ def test_plan_applies_the_plans_mig_changes() -> None:
     _assert_valid(committed, again)
     # nothing changed since the last plan: it is kept as it is
     assert again.migrated == [] and again.preempted == [] and again.mig_changes == []
+
+
+# ------------------------------------------------------------------ snapshots to events
+
+
+def _same_state(a: PlanRequest, b: PlanRequest) -> bool:
+    """Equal up to the order of jobs and nodes."""
+    return sorted(a.jobs, key=lambda j: j.name) == sorted(b.jobs, key=lambda j: j.name) \
+        and sorted(a.cluster.nodes, key=lambda n: n.name) == \
+        sorted(b.cluster.nodes, key=lambda n: n.name)
+
+
+def test_diff_events_turn_one_snapshot_into_the_next() -> None:
+    """The events `diff_events` derives from two snapshots, applied to the first, give the
+    second (new, changed, finished and cancelled jobs; added, removed, cordoned, unhealthy
+    and re-laid-out nodes; a node replaced whole with a job kept on it)."""
+    old = snapshot()
+    data = old.model_dump(mode="json", exclude_none=True)
+    data["jobs"] = [
+        {**data["jobs"][1], "weight": 3.0},  # small: updated
+        {"name": "new", "gpus": 1, "current": [{"node": "n3", "gpu": 0}]},
+        {"name": "other", "gpu_share": 0.25},
+    ]  # run finished, wait cancelled
+    data["cluster"]["nodes"][0]["gpus"][3]["healthy"] = False
+    data["cluster"]["nodes"][0]["schedulable"] = False
+    data["cluster"]["nodes"][1]["labels"] = {"zone": "b"}  # n2 replaced whole
+    data["cluster"]["nodes"].append({"name": "n3", "gpus": [
+        {"index": 0, "model": "H100-SXM5-80GB"}]})
+    new = PlanRequest.model_validate(data)
+    evs = diff_events(old, new)
+    kinds = {e.kind for e in evs}
+    assert {"job_finished", "job_cancelled", "job_updated", "job_submitted", "node_added",
+            "node_removed", "node_cordoned", "gpu_unhealthy"} <= kinds
+    assert _same_state(apply_events(old, evs), new)
+    assert diff_events(new, new) == []
+    back = diff_events(new, old)
+    assert _same_state(apply_events(new, back), old)
