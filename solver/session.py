@@ -18,10 +18,11 @@ changed (`models.events`), and asks for a plan:
 
 What is reused and what is rebuilt: the request objects of unchanged jobs and nodes are
 shared between versions (an event rebuilds only what it touches, then the request's
-cross-checks run once over the new request); `models.instance.compile_jobs` caches per
-request object, so planning twice without events in between reuses the compiled jobs, but
-any event makes a new request and the compiled instance, the LP bound and its solution are
-rebuilt by `solver.plan` (it has no option to take them from a previous solve).
+cross-checks run once over the new request). Nothing compiled is carried from one plan to
+the next: every plan is a new request object, so `models.instance.compile_jobs` (cached per
+request object), the formulation, the LP bound and its solution are rebuilt by
+`solver.plan`, which has no option to take them from a previous solve. The warm start is
+the committed plan itself.
 """
 
 from __future__ import annotations
