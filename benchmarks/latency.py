@@ -92,6 +92,7 @@ class SessionLatency:
     events: int
     session_limit_s: float
     cold_limit_s: float
+    solver: str = "auto"
     apply_s: list[float] = field(default_factory=list)
     plan_s: list[float] = field(default_factory=list)
     ratios: list[float] = field(default_factory=list)
@@ -207,7 +208,8 @@ def random_events(request: PlanRequest, rng: random.Random, n: int, tag: str) ->
 
 
 def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
-                     cold_limit: float, seed: int) -> SessionLatency:
+                     cold_limit: float, seed: int, solver: str | None = None
+                     ) -> SessionLatency:
     """Session replanning after `events` deltas, `rounds` times (see the module doc)."""
     from benchmarks.generator import generate
     from solver import plan
@@ -216,10 +218,12 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
 
     request = generate(size, seed)
     policy = request.policy.model_copy(update={"seed": seed})
+    if solver is not None:
+        policy = policy.model_copy(update={"solver": solver})
     session = PlanningSession(request.model_copy(update={"policy": policy}))
     session.plan(cold_limit)  # the starting plan, committed (not measured)
     rng = random.Random(seed)
-    out = SessionLatency(size, events, session_limit, cold_limit)
+    out = SessionLatency(size, events, session_limit, cold_limit, policy.solver)
     for r in range(rounds):
         batch = random_events(session.request, rng, events, f"r{r}")
         t0 = time.perf_counter()
@@ -266,7 +270,7 @@ def format_sessions(s: SessionLatency) -> str:
 
     return "\n".join([
         f"Sessions at {s.size}: {len(s.plan_s)} rounds of {s.events} events, plan limit "
-        f"{s.session_limit_s:g} s, cold solve {s.cold_limit_s:g} s",
+        f"{s.session_limit_s:g} s, cold solve {s.cold_limit_s:g} s, solver {s.solver}",
         "| figure | p50 | p99 | max |", "|---|---:|---:|---:|",
         f"| apply events | {ms(percentile(s.apply_s, 50))} | {ms(percentile(s.apply_s, 99))}"
         f" | {ms(max(s.apply_s))} |",
@@ -295,6 +299,9 @@ def latency_command(
         min=0.05, help="Time limit of each session plan (s).")] = 0.25,
     cold_limit: Annotated[float, typer.Option(
         min=0.1, help="Time limit of the cold solve each round is compared with (s).")] = 5.0,
+    session_solver: Annotated[str | None, typer.Option(
+        help="policy.solver of the session plans and cold solves (default: the "
+             "instance's, auto).")] = None,
     seed: Annotated[int, typer.Option(help="Instance and event seed.")] = 0,
     contend: Annotated[int, typer.Option(
         min=0, max=256, help="Busy processes pinned to the cores during the runs.")] = 0,
@@ -308,13 +315,16 @@ def latency_command(
            if s not in SIZES]
     if bad:
         raise typer.BadParameter(f"unknown size: {', '.join(bad)}", param_hint="--sizes")
+    if session_solver not in (None, "auto", "heuristic", "cp_sat", "milp"):
+        raise typer.BadParameter(f"unknown solver {session_solver!r}",
+                                 param_hint="--session-solver")
     try:
         limits = [float(x) for x in time_limits.split(",") if x.strip()]
     except ValueError:
         raise typer.BadParameter(f"not numbers: {time_limits!r}",
                                  param_hint="--time-limits") from None
-    if len(limits) == 1:
-        limits *= len(size_list)
+    if len(limits) == 1 or not size_list:
+        limits = limits[:1] * len(size_list)
     if len(limits) != len(size_list) or min(limits, default=1) <= 0:
         raise typer.BadParameter("one positive limit per size", param_hint="--time-limits")
     rows: list[PlanLatency] = []
@@ -332,13 +342,14 @@ def latency_command(
             typer.echo(format_plans(rows[-1:]).splitlines()[-1], err=True)
         if sessions_size:
             sess = measure_sessions(sessions_size.upper(), events, rounds, session_limit,
-                                    cold_limit, seed)
+                                    cold_limit, seed, session_solver)
     command = (f"gpuplan bench latency --sizes {','.join(size_list)} --time-limits "
                f"{','.join(f'{x:g}' for x in limits)} --repeats {repeats}"
                + ("" if http else " --no-http")
                + f" --sessions-size '{sessions_size or ''}' --events {events} --rounds "
                f"{rounds} --session-limit {session_limit:g} --cold-limit {cold_limit:g} "
-               f"--seed {seed}" + (f" --contend {contend}" if contend else ""))
+               f"--seed {seed}" + (f" --contend {contend}" if contend else "")
+               + (f" --session-solver {session_solver}" if session_solver else ""))
     parts = [f"Command: `{command}`", "", format_plans(rows)] if rows else \
         [f"Command: `{command}`"]
     if sess is not None:
