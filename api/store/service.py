@@ -19,7 +19,15 @@ import time
 import uuid
 from dataclasses import replace
 
-from api.errors import NotFound, QueueFull, ServiceError, ShuttingDown, SolveCancelled, SolveTimeout
+from api.errors import (
+    NotFound,
+    QueueFull,
+    ServiceError,
+    ShuttingDown,
+    SolveCancelled,
+    SolveTimeout,
+    Unavailable,
+)
 from api.metrics import Metrics
 from api.pool import PlanJSON, SolverPool, SolveTask, TaskState
 from api.settings import Settings
@@ -162,7 +170,11 @@ class SolveService:
         except ServiceError:
             del self._live[task.id]
             raise
-        self._persist(rec)  # before any state change: the store's thread keeps writes in order
+        try:  # written before the answer, so that any replica can find it at once
+            await self.store.run(self.store.put, rec)
+        except Exception as e:
+            self.pool.cancel(task)
+            raise Unavailable("the solve store is not answering; try again") from e
         return rec
 
     async def get(self, solve_id: str) -> SolveRecord:
