@@ -79,7 +79,7 @@ def test_records_only_move_forward(db_url: str) -> None:
 _STATES = st.sampled_from(list(TaskState))
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(writes=st.lists(_STATES, min_size=1, max_size=6))
 def test_stored_state_is_the_first_final_write(db_url: str, writes: list[TaskState]) -> None:
