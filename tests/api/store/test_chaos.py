@@ -136,12 +136,16 @@ def test_store_latency_per_solve_request(pg_server: PgServer, tmp_path: Path) ->
                     t0 = time.perf_counter()
                     assert c.get(f"/v1/solves/{solve_id}").status_code == 200
                     gets.append(time.perf_counter() - t0)
-                    wait_for(lambda i=solve_id: c.get(f"/v1/solves/{i}").json()["state"]
-                             == "done")
+                    wait_for(lambda: _state(c, solve_id) == "done")  # noqa: B023
         finally:
             server.stop()
         print(f"HTTP {name}: POST /v1/solves {_percentiles(posts)}; "
               f"GET /v1/solves/id {_percentiles(gets)}")
+
+
+def _state(c: httpx.Client, solve_id: str) -> str:
+    state: str = c.get(f"/v1/solves/{solve_id}").json()["state"]
+    return state
 
 
 def _fields(rec: SolveRecord) -> dict[str, Any]:
