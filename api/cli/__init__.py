@@ -18,7 +18,7 @@ app = typer.Typer(
 )
 
 #: Command modules under api.cli, each exposing `register(app: typer.Typer) -> None`.
-COMMAND_MODULES = ("solve", "validate", "serve", "batch", "bench", "simulate", "k8s")
+COMMAND_MODULES = ("solve", "validate", "view", "serve", "batch", "bench", "simulate", "k8s")
 
 
 def _register_all() -> None:

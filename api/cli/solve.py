@@ -54,6 +54,8 @@ def solve(
     milp_backend: Annotated[str | None, typer.Option(help="cbc or highs.")] = None,
     threads: Annotated[int | None, typer.Option(min=1)] = None,
     seed: Annotated[int | None, typer.Option(min=0)] = None,
+    html: Annotated[Path | None, typer.Option(
+        "--html", metavar="FILE", help="Also write the plan view (HTML) here.")] = None,
 ) -> None:
     """Plan REQUEST and print the plan JSON (summary on stderr). Exit 0 when a plan is
     produced, even with unplaced jobs; 2 on bad input."""
@@ -80,6 +82,10 @@ def solve(
     result = make_plan(req)
     text = result.model_dump_json(indent=1)
     typer.echo(summary(result), err=True)
+    if html is not None:
+        from api.cli.view import write_view
+
+        write_view(req, result, html)
     if output is None:
         typer.echo(text)
     else:
