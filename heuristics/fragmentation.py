@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from heuristics.state import ClusterState, JobInfo, MigGeometry, compile_jobs
 from models import Instance, Placement, PlanRequest
+from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs
 
 _EPS = 1e-9
 

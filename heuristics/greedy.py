@@ -32,9 +32,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar
 
 from heuristics.result import HeuristicResult
-from heuristics.state import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
 from models import Placement, PlanRequest
+from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
 from models.objective import evaluate, objective_value_of, tenant_demands
+from models.rules import host_fits, priority_key
 
 #: Without a deadline, both greedy variants run up to this many jobs.
 _BOTH_UP_TO = 5000
@@ -109,8 +110,7 @@ class Reasoner:
             if not g.usable or g.mig != (info.shape == "mig") or g.model not in wanted:
                 continue
             node = self.state.nodes[g.node]
-            if not ((node.cpu_cap is not None and cpu > node.cpu_cap + 1e-6)
-                    or (node.mem_cap is not None and mem > node.mem_cap + 1e-6)):
+            if host_fits(cpu, mem, node.cpu_cap, node.mem_cap):
                 return True
         return False
 
@@ -377,9 +377,9 @@ class Greedy:
         return HeuristicResult(placements=placements, reasons=reasons)
 
 
-def _fifo_key(info: JobInfo) -> tuple[float, float, str]:
-    sub = info.job.submitted_at
-    return (-info.job.weight, sub if sub is not None else float("inf"), info.name)
+def fifo_key(info: JobInfo) -> tuple[float, float, str]:
+    """The strict priority order (models.rules.priority_key) of a compiled job."""
+    return priority_key(info.job)
 
 
 def _run_sequence(g: Greedy, seq: Iterable[JobInfo], deadline: float | None) -> None:
@@ -492,7 +492,7 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
         pending.sort(key=lambda i: (-(i.best_value + g.bonus.get(i.name, 0.0)) / i.size
                                     * noise[i.name], i.name))
     elif fifo:
-        pending.sort(key=_fifo_key)
+        pending.sort(key=fifo_key)
     else:
         pending = g.density_order(pending)
     if not policy.allow_preemption:

@@ -38,8 +38,8 @@ from collections.abc import Mapping
 
 from heuristics.greedy import Greedy
 from heuristics.result import HeuristicResult
-from heuristics.state import JobInfo
 from models import Placement, PlanRequest
+from models.instance import JobInfo
 
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64

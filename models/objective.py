@@ -11,10 +11,7 @@ from dataclasses import dataclass
 
 from models.catalog import GpuModel
 from models.request import Job, Placement, PlanRequest, speed
-from models.rules import eligible_models, job_value, model_eligible
-
-#: Normalising horizon of the `jct` and `makespan` objectives (seconds).
-HORIZON_S = 3600.0
+from models.rules import HORIZON_S, eligible_models, job_value, model_eligible
 
 
 def same_placement(a: Sequence[Placement], b: Sequence[Placement]) -> bool:

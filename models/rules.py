@@ -5,14 +5,50 @@ model, (b) `allowed_models` is absent or lists it, (c) its memory covers `gpu_me
 (unknown memory never constrains), and (d) the shape fits the hardware: whole and shared
 jobs need a model that can run whole GPUs (any model), MIG jobs need a MIG profile that
 covers their demand.
+
+This module is the one home of the contract's domain rules that every planner shares (the
+validator re-derives what it checks on purpose): eligibility, size and value, host fit with
+its one tolerance (`HOST_TOL`), the strict priority order and the objectives' horizon.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from models.catalog import GpuModel, MigProfileSpec
 from models.request import Job, speed
+
+#: Tolerance of every capacity comparison (host CPU / memory, GPU fractions and memory): the
+#: validator's, so that nothing a planner accepts is rejected later.
+HOST_TOL = 1e-9
+
+#: Normalising horizon of the `jct` and `makespan` objectives (seconds).
+HORIZON_S = 3600.0
+
+
+def host_fits(cpu: float, mem: float, cpu_free: float | None, mem_free: float | None) -> bool:
+    """Whether `cpu` millicores and `mem` GiB fit in what a node has free (None = no limit)."""
+    return not ((cpu_free is not None and cpu > cpu_free + HOST_TOL)
+                or (mem_free is not None and mem > mem_free + HOST_TOL))
+
+
+def host_room(cpu_each: float, mem_each: float, cpu_free: float | None,
+              mem_free: float | None, limit: int = 1 << 30) -> int:
+    """How many parts of (`cpu_each`, `mem_each`) fit in what a node has free (<= limit)."""
+    room = limit
+    if cpu_free is not None and cpu_each > 0:
+        room = min(room, math.floor((cpu_free + HOST_TOL) / cpu_each))
+    if mem_free is not None and mem_each > 0:
+        room = min(room, math.floor((mem_free + HOST_TOL) / mem_each))
+    return max(room, 0)
+
+
+def priority_key(job: Job) -> tuple[float, float, str]:
+    """The strict order of `priority_fifo` and of every FIFO pass: weight desc, submitted_at
+    asc, name."""
+    sub = job.submitted_at if job.submitted_at is not None else math.inf
+    return (-job.weight, sub, job.name)
 
 
 def mig_profiles_for(job: Job, model: GpuModel) -> list[MigProfileSpec]:

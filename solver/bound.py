@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 import highspy
 import numpy as np
 
-from heuristics.state import ClusterState, compile_jobs
 from models import PlanRequest
+from models.instance import ClusterState, compile_jobs
 from models.objective import objective_value_of, tenant_demands
 from models.rules import job_value, mig_profiles_for, model_eligible
 from solver.quiet import new_highs

@@ -29,7 +29,7 @@ from models import GpuModel, Instance, Job, MigInstance, Placement, PlanRequest
 from models.catalog import instance_positions, is_valid_layout
 from models.objective import objective_value_of
 from models.request import speed
-from models.rules import job_value, mig_profiles_for, model_eligible
+from models.rules import host_fits, host_room, job_value, mig_profiles_for, model_eligible
 
 #: Number of buckets of the remaining fraction of a shared GPU.
 SHARE_BUCKETS = 20
@@ -213,20 +213,23 @@ class NodeSlot:
     cpu_used: float = 0.0
     mem_used: float = 0.0
 
+    @property
+    def cpu_free(self) -> float | None:
+        """Free host CPU millicores (None = unconstrained)."""
+        return None if self.cpu_cap is None else self.cpu_cap - self.cpu_used
+
+    @property
+    def mem_free(self) -> float | None:
+        """Free host memory GiB (None = unconstrained)."""
+        return None if self.mem_cap is None else self.mem_cap - self.mem_used
+
     def host_fits(self, cpu: float, mem: float) -> bool:
         """Whether `cpu` millicores and `mem` GiB more fit on this node."""
-        if self.cpu_cap is not None and self.cpu_used + cpu > self.cpu_cap + 1e-6:
-            return False
-        return not (self.mem_cap is not None and self.mem_used + mem > self.mem_cap + 1e-6)
+        return host_fits(cpu, mem, self.cpu_free, self.mem_free)
 
     def host_room(self, cpu_per_gpu: float, mem_per_gpu: float) -> int:
         """How many gang parts of (cpu_per_gpu, mem_per_gpu) still fit (large if free)."""
-        room = 1 << 30
-        if self.cpu_cap is not None and cpu_per_gpu > 0:
-            room = min(room, int((self.cpu_cap - self.cpu_used + 1e-6) // cpu_per_gpu))
-        if self.mem_cap is not None and mem_per_gpu > 0:
-            room = min(room, int((self.mem_cap - self.mem_used + 1e-6) // mem_per_gpu))
-        return max(room, 0)
+        return host_room(cpu_per_gpu, mem_per_gpu, self.cpu_free, self.mem_free)
 
 
 class ClusterState:
