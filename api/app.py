@@ -10,15 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from importlib.resources import files
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
-from fastapi.staticfiles import StaticFiles
+from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.docs import add_docs
 from api.errors import error_responses, install_handlers
 from api.metrics import Metrics
 from api.routers import catalog, health, k8s, plans, solves, validate, view
@@ -27,14 +25,6 @@ from api.settings import Settings
 from api.store import SolveService, SolveStore
 
 log = logging.getLogger("gpuplan.api")
-
-#: Swagger UI and ReDoc builds shipped by the `fastapi-offline` package (no CDN).
-STATIC_DIR = str(files("fastapi_offline") / "static")
-STATIC_URL = "/static"
-#: The docs pages may load only from this server: ReDoc's footer would fetch its logo
-#: from a CDN, which this policy makes the browser refuse (the link then shows text only).
-DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; "
-            "style-src 'self' 'unsafe-inline'; img-src 'self' data:; worker-src 'self' blob:")
 
 DESCRIPTION = """\
 gpuplan plans GPU allocations for deep-learning clusters: send a cluster snapshot and a
@@ -130,35 +120,6 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         store.close()
 
 
-def _add_docs(app: FastAPI) -> None:
-    """Swagger UI and ReDoc pages whose JS/CSS come from `fastapi-offline` (no CDN)."""
-    app.mount(STATIC_URL, StaticFiles(directory=STATIC_DIR), name="static")
-    openapi_url = app.openapi_url or "/openapi.json"
-
-    @app.get("/docs", include_in_schema=False)
-    async def swagger_ui() -> HTMLResponse:
-        """Swagger UI with local assets."""
-        page = get_swagger_ui_html(
-            openapi_url=openapi_url, title=f"{app.title} - Swagger UI",
-            swagger_js_url=f"{STATIC_URL}/swagger-ui-bundle.js",
-            swagger_css_url=f"{STATIC_URL}/swagger-ui.css",
-            swagger_favicon_url=f"{STATIC_URL}/favicon.png",
-        )
-        page.headers["Content-Security-Policy"] = DOCS_CSP
-        return page
-
-    @app.get("/redoc", include_in_schema=False)
-    async def redoc() -> HTMLResponse:
-        """ReDoc with local assets."""
-        page = get_redoc_html(
-            openapi_url=openapi_url, title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{STATIC_URL}/redoc.standalone.js",
-            redoc_favicon_url=f"{STATIC_URL}/favicon.png", with_google_fonts=False,
-        )
-        page.headers["Content-Security-Policy"] = DOCS_CSP
-        return page
-
-
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service; `settings` default to the `GPUPLAN_*` environment."""
     settings = settings if settings is not None else Settings()
@@ -178,7 +139,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                            responses=v1_errors)
     app.include_router(k8s.router, prefix="/v1/k8s", dependencies=auth, responses=v1_errors)
     app.include_router(health.router)
-    _add_docs(app)
+    add_docs(app)
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     origins = settings.cors_origin_list
