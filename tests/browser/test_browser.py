@@ -62,7 +62,8 @@ def test_docs_try_it_out_each_example(server: Server, page: tuple[Any, Recorder]
         status = op.locator(".live-responses-table tr.response .response-col_status").first
         status.wait_for(timeout=60_000)
         assert status.inner_text().strip() == "200", name
-        text = op.locator(".live-responses-table tr.response .response-col_description pre.microlight").first
+        text = op.locator(".live-responses-table tr.response .response-col_description "
+                          "pre.microlight").first
         plan = json.loads(text.inner_text())
         Plan.model_validate(plan)
         assert plan["status"] in SOLVED, (name, plan["status"])
