@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 from fastapi.openapi.models import Example
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
@@ -24,9 +24,11 @@ from models import Plan, PlanRequest
 
 router = APIRouter(tags=["view"])
 
+#: The page is the only HTML answer: errors stay JSON (`response_class=Response` keeps
+#: FastAPI from documenting them as text/html).
 _HTML: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"text/html": {}}, "description": "The plan view, a self-contained "
-                                                       "HTML page."},
+    200: {"content": {"text/html": {"schema": {"type": "string"}}},
+          "description": "The plan view, a self-contained HTML page."},
 }
 
 
@@ -50,8 +52,8 @@ async def _page(request: PlanRequest, plan: Plan) -> HTMLResponse:
     return HTMLResponse(html, headers={"Content-Security-Policy": CSP})
 
 
-@router.get("/solves/{solve_id}/view", response_class=HTMLResponse, summary="View a solve",
-            responses={**_HTML, **error_responses(404)})
+@router.get("/solves/{solve_id}/view", response_class=Response, response_model=None,
+            summary="View a solve", responses={**_HTML, **error_responses(404)})
 async def view_solve(solve_id: str, service: ServiceDep) -> HTMLResponse:
     """The plan view of an async solve: its final plan, or the best so far while it runs.
 
@@ -64,7 +66,7 @@ async def view_solve(solve_id: str, service: ServiceDep) -> HTMLResponse:
     return await _page(request, Plan.model_validate_json(rec.plan_json))
 
 
-@router.post("/view", response_class=HTMLResponse, summary="View a plan",
+@router.post("/view", response_class=Response, response_model=None, summary="View a plan",
              responses=_HTML)
 async def view_plan(body: Annotated[ViewBody, Body(openapi_examples=_EXAMPLES)],
                     settings: SettingsDep) -> HTMLResponse:
