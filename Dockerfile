@@ -16,7 +16,7 @@ WORKDIR /src
 # binary) is prebuilt: no compiler.
 COPY pyproject.toml ./
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
- && pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
+ && python -m pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
 
 # Then the sources, installed without touching the dependencies.
 COPY README.md ./
@@ -25,7 +25,7 @@ COPY solver ./solver
 COPY heuristics ./heuristics
 COPY api ./api
 COPY benchmarks ./benchmarks
-RUN pip install --no-deps . && rm -rf /src/build
+RUN python -m pip install --no-deps . && rm -rf /src/build
 
 RUN useradd --create-home --uid 10001 --user-group --shell /usr/sbin/nologin gpuplan \
  && mkdir -p /data && chown gpuplan:gpuplan /data
