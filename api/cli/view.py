@@ -36,8 +36,3 @@ def view(
     pln = load_plan(plan)
     write_view(req, pln, output)
     typer.echo(f"wrote {output}", err=True)
-
-
-def register(app: typer.Typer) -> None:
-    """Add `view` to `app`."""
-    app.command("view")(view)
