@@ -6,7 +6,6 @@ extender routes of a running server."""
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import yaml
 from kubernetes_validate.utils import latest_version
 
 from api.app import create_app
+from api.k8s.state import K8sSettings
 from api.settings import Settings
 from models import BUILTIN_CATALOG
 from tests.api.conftest import Server
@@ -77,48 +77,51 @@ def test_kustomization_lists_every_manifest() -> None:
 
 
 def test_settings_and_token_are_real_gpuplan_settings() -> None:
-    config = _find("ConfigMap")["data"]
-    secret = _find("Secret")["stringData"]
-    for key in [*config, *secret]:
-        assert key.startswith("GPUPLAN_")
-        assert key.removeprefix("GPUPLAN_").lower() in Settings.model_fields, key
-    settings = Settings.model_validate(
-        {k.removeprefix("GPUPLAN_").lower(): v for k, v in {**config, **secret}.items()})
+    """Every key is a field of the service's or the extender's settings, and the values
+    validate there (a typo in a name or a value fails)."""
+    values = {**_find("ConfigMap")["data"], **_find("Secret")["stringData"]}
+    k8s = {k.removeprefix("GPUPLAN_K8S_").lower(): v for k, v in values.items()
+           if k.startswith("GPUPLAN_K8S_")}
+    service = {k.removeprefix("GPUPLAN_").lower(): v for k, v in values.items()
+               if not k.startswith("GPUPLAN_K8S_")}
+    assert all(k.startswith("GPUPLAN_") for k in values)
+    assert set(k8s) <= set(K8sSettings.model_fields), set(k8s) - set(K8sSettings.model_fields)
+    assert set(service) <= set(Settings.model_fields), set(service) - set(Settings.model_fields)
+    settings = Settings.model_validate(service)
     assert settings.workers >= 1 and settings.api_token is None
+    assert K8sSettings.model_validate(k8s).watch is True
 
 
 def test_the_deployment_wires_configmap_secret_account_and_service() -> None:
     deployment, service = _find("Deployment"), _find("Service")
     pod = deployment["spec"]["template"]
-    main, sidecar = pod["spec"]["containers"]
+    [main] = pod["spec"]["containers"]
     assert main["envFrom"][0]["configMapRef"]["name"] == _find("ConfigMap")["metadata"]["name"]
     secret = _find("Secret")
-    for container in (main, sidecar):
-        [ref] = [e["valueFrom"]["secretKeyRef"] for e in container["env"]
-                 if e["name"] == "GPUPLAN_API_TOKEN"]
-        assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
+    [ref] = [e["valueFrom"]["secretKeyRef"] for e in main["env"]
+             if e["name"] == "GPUPLAN_API_TOKEN"]
+    assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
     account = _find("ServiceAccount")["metadata"]["name"]
     assert pod["spec"]["serviceAccountName"] == account
     binding = _find("ClusterRoleBinding")
     assert binding["subjects"][0]["name"] == account
     assert binding["roleRef"]["name"] == _find("ClusterRole")["metadata"]["name"]
     [rule] = _find("ClusterRole")["rules"]
-    assert {"nodes", "pods"} <= set(rule["resources"]) and {"get", "list"} <= set(rule["verbs"])
+    assert {"nodes", "pods"} <= set(rule["resources"])
+    assert {"get", "list", "watch"} <= set(rule["verbs"])
     assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     ports = {p["name"]: p["containerPort"] for p in main["ports"]}
     assert service["spec"]["ports"][0]["targetPort"] in ports
 
 
-def test_probes_and_snapshot_sidecar_use_served_routes() -> None:
+def test_probes_use_served_routes() -> None:
     routes = _routes()
-    main, sidecar = _find("Deployment")["spec"]["template"]["spec"]["containers"]
+    [main] = _find("Deployment")["spec"]["template"]["spec"]["containers"]
     assert main["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert ("GET", main[probe]["httpGet"]["path"]) in routes
-    script = sidecar["command"][-1]
-    ast.parse(script)  # the sidecar's program is valid Python
-    assert "/v1/k8s/snapshot" in script and ("POST", "/v1/k8s/snapshot") in routes
+    assert main["args"][:2] == ["gpuplan", "serve"]
 
 
 @pytest.fixture(scope="module")
