@@ -25,6 +25,7 @@ COMMANDS: dict[str, Lazy] = {
     "simulate": Lazy("api.cli.simulate:simulate", "Replay a job trace under several policies."),
     "bench": Lazy("api.cli.bench:bench", "Run a benchmark (scale, openb, load, exact, vbp)."),
     "k8s": Lazy("api.cli.k8s:k8s_app", "Import a Kubernetes snapshot or export a plan to it."),
+    "slurm": Lazy("api.cli.slurm:slurm_app", "Plan a Slurm cluster's GPU queue and apply it."),
 }
 
 
