@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,6 +48,10 @@ CREATE TABLE IF NOT EXISTS solves (
     error TEXT
 );
 CREATE INDEX IF NOT EXISTS solves_created ON solves (created_at);
+CREATE TABLE IF NOT EXISTS solve_requests (
+    id TEXT PRIMARY KEY,
+    request TEXT NOT NULL
+);
 """
 
 _COLUMNS = ("id", "request_hash", "state", "backend", "created_at", "started_at",
@@ -112,6 +116,20 @@ class SolveStore:
                 f"INSERT OR REPLACE INTO solves ({', '.join(_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(_COLUMNS))})", row)
 
+    def put_request(self, solve_id: str, request: PlanRequest) -> None:
+        """Keep the request a solve answers (the plan view draws its cluster)."""
+        text = request.model_dump_json()
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO solve_requests (id, request) VALUES (?, ?)",
+                             (solve_id, text))
+
+    def get_request(self, solve_id: str) -> PlanRequest | None:
+        """The request of a solve, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT request FROM solve_requests WHERE id = ?",
+                                   (solve_id,)).fetchone()
+        return PlanRequest.model_validate_json(row[0]) if row is not None else None
+
     def get(self, solve_id: str) -> SolveRecord | None:
         """The record with this id, or None."""
         with self._lock:
@@ -135,6 +153,7 @@ class SolveStore:
             cur = self._db.execute(
                 "DELETE FROM solves WHERE COALESCE(finished_at, created_at) < ? "
                 "AND state NOT IN ('queued', 'running')", (older_than,))
+            self._db.execute("DELETE FROM solve_requests WHERE id NOT IN (SELECT id FROM solves)")
         return cur.rowcount
 
     def abandon_unfinished(self, now: float) -> int:
@@ -254,6 +273,7 @@ class SolveService:
             del self._live[task.id]
             raise
         self._persist(rec)  # before any state change: the store's thread keeps writes in order
+        self._track(self.store.run(self.store.put_request, task.id, eff))
         return rec
 
     async def get(self, solve_id: str) -> SolveRecord:
@@ -269,6 +289,17 @@ class SolveService:
         if rec_or_none is None or self._expired(rec_or_none):
             raise NotFound(f"no solve with id {solve_id!r}")
         return rec_or_none
+
+    async def request_of(self, solve_id: str) -> PlanRequest:
+        """The request (as solved: time limit and threads capped) of a known solve."""
+        live = self._live.get(solve_id)
+        if live is not None:
+            return live[0].request
+        await self.get(solve_id)  # 404 for unknown or expired ids
+        request = await self.store.run(self.store.get_request, solve_id)
+        if request is None:
+            raise NotFound(f"the request of solve {solve_id!r} was not kept")
+        return request
 
     async def cancel(self, solve_id: str) -> SolveRecord:
         """Cancel a queued or running solve (its worker is killed); returns the record."""
@@ -299,7 +330,10 @@ class SolveService:
             last < time.time() - self.settings.ttl_s
 
     def _persist(self, rec: SolveRecord) -> None:
-        t = asyncio.ensure_future(self.store.run(self.store.put, rec))
+        self._track(self.store.run(self.store.put, rec))
+
+    def _track(self, write: Awaitable[None]) -> None:
+        t = asyncio.ensure_future(write)
         self._writes.add(t)
         t.add_done_callback(self._writes.discard)
 
