@@ -51,8 +51,3 @@ def serve(
     app = create_app(settings)
     app.state.k8s_settings = k8s
     serve_app(app, host=host, port=port, log_level=log_level)
-
-
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("serve")(serve)

@@ -85,6 +85,12 @@ class SolveStore(Protocol):
         """Insert or move a record forward (renewing its lease while it is live); False
         when the stored record is already further along (finished records never change)."""
 
+    def put_request(self, solve_id: str, request: PlanRequest) -> None:
+        """Keep the request a solve answers (the plan view draws its cluster)."""
+
+    def get_request(self, solve_id: str) -> PlanRequest | None:
+        """The request of a solve, or None."""
+
     def get(self, solve_id: str) -> SolveRecord | None:
         """The record with this id, or None."""
 

@@ -17,7 +17,9 @@ import logging
 import socket
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import replace
+from typing import Any, TypeVar
 
 from api.errors import (
     NotFound,
@@ -35,6 +37,8 @@ from api.store.base import LIVE_STATES, SolveRecord, SolveStore, request_hash
 from models import PlanRequest
 
 log = logging.getLogger("gpuplan.store")
+
+T = TypeVar("T")
 
 #: Metrics status of a solve that produced no plan, by error class (first match wins).
 FAILURE_STATUSES: tuple[tuple[type[ServiceError], str], ...] = (
@@ -64,7 +68,7 @@ class SolveService:
         #: This process's name in the `owner` column (the host is the pod in Kubernetes).
         self.replica_id = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         self._live: dict[str, tuple[SolveTask, SolveRecord]] = {}
-        self._writes: set[asyncio.Task[bool]] = set()
+        self._writes: set[asyncio.Future[Any]] = set()
         self._background: list[asyncio.Task[None]] = []
         self._stored_incumbent: dict[str, PlanJSON] = {}
         self._stopping: dict[str, str] = {}  # task id -> why the replica fails it
@@ -175,6 +179,7 @@ class SolveService:
         except Exception as e:
             self.pool.cancel(task)
             raise Unavailable("the solve store is not answering; try again") from e
+        self._track(self.store.run(self.store.put_request, task.id, eff))
         return rec
 
     async def get(self, solve_id: str) -> SolveRecord:
@@ -190,6 +195,17 @@ class SolveService:
         if rec_or_none is None or self._expired(rec_or_none):
             raise NotFound(f"no solve with id {solve_id!r}")
         return rec_or_none
+
+    async def request_of(self, solve_id: str) -> PlanRequest:
+        """The request (as solved: time limit and threads capped) of a known solve."""
+        live = self._live.get(solve_id)
+        if live is not None:
+            return live[0].request
+        await self.get(solve_id)  # 404 for unknown or expired ids
+        request = await self.store.run(self.store.get_request, solve_id)
+        if request is None:
+            raise NotFound(f"the request of solve {solve_id!r} was not kept")
+        return request
 
     async def cancel(self, solve_id: str) -> SolveRecord:
         """Cancel a queued or running solve (its worker is killed); returns the record.
@@ -231,10 +247,13 @@ class SolveService:
             last < time.time() - self.settings.ttl_s
 
     def _persist(self, rec: SolveRecord) -> None:
-        t = asyncio.ensure_future(self.store.run(self.store.put, rec))
-        t.add_done_callback(_warn_if_refused)
+        self._track(self.store.run(self.store.put, rec)).add_done_callback(_warn_if_refused)
+
+    def _track(self, write: Awaitable[T]) -> asyncio.Future[T]:
+        t = asyncio.ensure_future(write)
         self._writes.add(t)
         t.add_done_callback(self._writes.discard)
+        return t
 
     def _on_start(self, task: SolveTask) -> None:
         live = self._live.get(task.id)
@@ -319,7 +338,7 @@ class SolveService:
                 log.warning("store unreachable for the lease loop", exc_info=True)
 
 
-def _warn_if_refused(t: asyncio.Task[bool]) -> None:
+def _warn_if_refused(t: asyncio.Future[bool]) -> None:
     """Log a record write that the store refused or that failed (it is not retried)."""
     if t.cancelled():
         return

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from api.pool import TaskState
 from api.store.base import SchemaTooNew, SolveRecord
+from models import PlanRequest
 
 log = logging.getLogger("gpuplan.store")
 
@@ -54,6 +55,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE solves ADD COLUMN heartbeat_at DOUBLE PRECISION",
         "ALTER TABLE solves ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0",
         "CREATE INDEX IF NOT EXISTS solves_live ON solves (state, owner)",
+    )),
+    Migration(3, "the request of each solve (the plan view draws its cluster)", (
+        "CREATE TABLE IF NOT EXISTS solve_requests (id TEXT PRIMARY KEY, request TEXT NOT NULL)",
     )),
 )
 
@@ -169,6 +173,16 @@ class SqlStore(ABC):
              rec.started_at, rec.finished_at, rec.plan_json, rec.error, rec.owner))
         return n > 0
 
+    def put_request(self, solve_id: str, request: PlanRequest) -> None:
+        """Keep the request a solve answers (written once)."""
+        self._run("INSERT INTO solve_requests (id, request) VALUES (?, ?) "
+                  "ON CONFLICT (id) DO NOTHING", (solve_id, request.model_dump_json()))
+
+    def get_request(self, solve_id: str) -> PlanRequest | None:
+        """The request of a solve, or None."""
+        rows, _ = self._run("SELECT request FROM solve_requests WHERE id = ?", (solve_id,))
+        return PlanRequest.model_validate_json(rows[0][0]) if rows else None
+
     def get(self, solve_id: str) -> SolveRecord | None:
         """The record with this id, or None."""
         rows, _ = self._run(f"{_SELECT} WHERE id = ?", (solve_id,))
@@ -183,6 +197,7 @@ class SqlStore(ABC):
         """Delete finished records whose last change is before `older_than`; the count."""
         _, n = self._run("DELETE FROM solves WHERE COALESCE(finished_at, created_at) < ? "
                          f"AND state NOT IN {_LIVE}", (older_than,))
+        self._run("DELETE FROM solve_requests WHERE id NOT IN (SELECT id FROM solves)")
         return n
 
     def heartbeat(self, owner: str, incumbents: Mapping[str, str]) -> list[str]:
