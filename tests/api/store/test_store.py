@@ -14,11 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from api.examples import small_mixed_request
 from api.pool import TaskState
 from api.store import SchemaTooNew, SolveRecord, StoreError, open_store
 from api.store.postgres import PostgresStore, redact
 from api.store.sql import LATEST, MIGRATIONS
-from models import Plan
+from models import Plan, PlanRequest
 from tests.api.conftest import REPO
 
 FINAL = (TaskState.done, TaskState.failed, TaskState.cancelled)
@@ -50,8 +51,15 @@ def test_records_round_trip_and_expire(db_url: str) -> None:
     assert Plan.model_validate_json(new.plan_json).objective_value == 2.25
     assert new.created_at == now - 5 and new.finished_at == now - 1  # full float precision
     assert store.get("missing") is None
+    request = PlanRequest.model_validate(small_mixed_request())
+    for sid in ("old", "new"):
+        store.put_request(sid, request)
+    store.put_request("new", request.model_copy(update={"jobs": []}))  # written once
+    assert store.get_request("new") == request
+    assert store.get_request("run") is None
     assert store.expire(now - 50) == 1  # "old" only: "run" is live
     assert store.get("old") is None
+    assert store.get_request("old") is None and store.get_request("new") == request
     assert [r.id for r in store.recent(10)] == ["new", "run"]
     assert [r.id for r in store.recent(1)] == ["new"]
     store.close()
