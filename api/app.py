@@ -2,11 +2,12 @@
 
 Run it with `gpuplan serve`, or `uvicorn --factory api.app:create_app` (settings then come
 from `GPUPLAN_*` environment variables, read when the app is created, never at import).
-The solver pool and the SQLite store start in the lifespan and stop with it.
+The solver pool and the solve store (SQLite or PostgreSQL) start in the lifespan and stop with it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,7 +23,7 @@ from api.metrics import Metrics
 from api.routers import catalog, health, k8s, plans, solves, validate, view
 from api.routers.deps import require_token
 from api.settings import Settings
-from api.store import SolveService, SolveStore
+from api.store import SolveService, open_store
 
 log = logging.getLogger("gpuplan.api")
 
@@ -106,12 +107,12 @@ async def _no_receive() -> Message:
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    store = SolveStore(settings.db_path)
+    store = await asyncio.to_thread(open_store, settings.database_url, settings.db_pool_size)
     service = SolveService(settings, store, app.state.metrics)
     await service.start()
     app.state.service = service
     log.info("gpuplan ready: %d workers, queue %d, db %s",
-             settings.workers, settings.queue_size, settings.db_path)
+             settings.workers, settings.queue_size, store.description)
     try:
         yield
     finally:
