@@ -39,7 +39,7 @@ FINISH_MARGIN_S = 0.1
 FINISH_SAFETY = 1.5
 #: Most of the budget kept back for finishing: at least the rest plans, even when the
 #: machine is so busy that finishing alone would take the whole budget.
-FINISH_MAX_SHARE = 0.6
+FINISH_MAX_SHARE = 0.8
 #: Seconds by which an exact backend may overrun the limit it is given (CP-SAT checks its
 #: clock between steps; its result is decoded afterwards), by backend. CBC is a separate
 #: process that writes and reads files, and is killed a grace period past its deadline.
