@@ -95,7 +95,7 @@ def exact_outcome(ctx: Context, backend: str, prune: int | None = None,
                   compiled: Compiled | None = None) -> Outcome:
     """Solve the request with `backend`: exactly, or on the model restricted to each
     job's `prune` best targets (then at best `feasible`, with the aggregated LP bound)."""
-    from solver.levels import LEVELS
+    from solver.levels import LEVELS  # levels build on `solve` and `finish` below
 
     if compiled is None:
         compiled = compile_model(ctx, prune)

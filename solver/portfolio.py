@@ -42,8 +42,6 @@ REPACK_SHARE = 0.3
 #: whichever is larger, and at most half of what is left.
 BOUND_MIN_S = 2.0
 BOUND_SHARE = 0.1
-#: CPU seconds per job of one greedy pass, measured on M and L.
-GREEDY_CPU_PER_JOB = 2.5e-4
 #: CPU seconds per job the LP relaxation takes besides its LP solve (compiling and
 #: grouping the jobs, building the rows), measured on M and L; it is not time-boxed, so
 #: the bound is skipped when this much (times the load) does not fit.
@@ -121,17 +119,10 @@ class Portfolio:
         return self._reasons
 
     def greedy(self) -> HeuristicResult:
-        """The greedy plan (cut at the deadline: the jobs it did not reach stay out).
-        When one pass is not expected to fit in the time left (measured load), a single
-        pass that keeps the running jobs first is made: cut short, it still keeps them
-        rather than preempting the ones it did not reach."""
+        """The greedy plan (cut at the deadline: the jobs it did not reach stay out)."""
         if self._greedy is None:
-            b = self.budget
-            one_pass = GREEDY_CPU_PER_JOB * len(self.request.jobs) * b.load()
-            keep = None if b.deterministic or not b.stopped(need=2 * one_pass) else True
             self._greedy = plan_greedy(self.request, seed=self.request.policy.seed,
-                                       deadline=self._heuristic_deadline(),
-                                       keep_running=keep)
+                                       deadline=self._heuristic_deadline())
         return self._greedy
 
     def _heuristic_deadline(self) -> float | None:
