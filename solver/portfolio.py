@@ -42,6 +42,12 @@ REPACK_SHARE = 0.3
 #: whichever is larger, and at most half of what is left.
 BOUND_MIN_S = 2.0
 BOUND_SHARE = 0.1
+#: CPU seconds per job of one greedy pass, measured on M and L. With less than
+#: `CUT_EARLY` of a pass left, the greedy keeps the running jobs first: measured on a
+#: loaded machine, M at 1 s 3,218 instead of 1,832 and L at 10 s 27,829 instead of
+#: -3,697, while M at 2 s (0.6 of a pass) keeps the default's 4,330 (3,248 otherwise).
+GREEDY_CPU_PER_JOB = 2.5e-4
+CUT_EARLY = 0.3
 #: CPU seconds per job the LP relaxation takes besides its LP solve (compiling and
 #: grouping the jobs, building the rows), measured on M and L; it is not time-boxed, so
 #: the bound is skipped when this much (times the load) does not fit.
@@ -119,10 +125,17 @@ class Portfolio:
         return self._reasons
 
     def greedy(self) -> HeuristicResult:
-        """The greedy plan (cut at the deadline: the jobs it did not reach stay out)."""
+        """The greedy plan (cut at the deadline: the jobs it did not reach stay out).
+        When the time left buys only a small part of one pass (measured load), a single
+        pass that keeps the running jobs first is made: cut early, the default pass
+        would preempt every running job it did not reach."""
         if self._greedy is None:
+            b = self.budget
+            one_pass = GREEDY_CPU_PER_JOB * len(self.request.jobs) * b.load()
+            short = not b.deterministic and b.stopped(need=CUT_EARLY * one_pass)
             self._greedy = plan_greedy(self.request, seed=self.request.policy.seed,
-                                       deadline=self._heuristic_deadline())
+                                       deadline=self._heuristic_deadline(),
+                                       keep_running=True if short else None)
         return self._greedy
 
     def _heuristic_deadline(self) -> float | None:
