@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Request, Response, status
@@ -29,10 +30,14 @@ from models.events import EventBatch
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Open the session store beside the solve store; the solve service is started by
-    the app's own lifespan, which runs around this one."""
+    the app's own lifespan, which runs around this one. Sessions live in the SQLite file
+    of the solves (`GPUPLAN_DB_URL=sqlite:///...` or `GPUPLAN_DB_PATH`); with a PostgreSQL
+    solve store they stay in the local file `GPUPLAN_DB_PATH` (not shared by replicas)."""
     settings: Settings = app.state.settings
-    service = SessionService(SessionStore(settings.db_path), app.state.service,
-                             SessionSettings())
+    url = settings.database_url
+    path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") \
+        else settings.db_path
+    service = SessionService(SessionStore(path), app.state.service, SessionSettings())
     await service.start()
     app.state.sessions = service
     try:
