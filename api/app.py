@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.docs import add_docs
 from api.errors import error_responses, install_handlers
 from api.metrics import Metrics
-from api.routers import catalog, health, k8s, plans, solves, validate, view
+from api.routers import catalog, health, k8s, plans, sessions, solves, validate, view
 from api.routers.deps import require_token
 from api.settings import Settings
 from api.store import SolveService, open_store
@@ -135,7 +135,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     auth = [Depends(require_token)]
     v1_errors = error_responses(401, 413, 503)  # auth, body limit, pool not running
-    for module in (plans, solves, validate, catalog, view):
+    for module in (plans, solves, validate, catalog, view, sessions):
         app.include_router(module.router, prefix="/v1", dependencies=auth,
                            responses=v1_errors)
     app.include_router(k8s.router, prefix="/v1/k8s", dependencies=auth, responses=v1_errors)

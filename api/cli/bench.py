@@ -16,6 +16,7 @@ BENCH_COMMANDS: dict[str, Lazy] = {
     "load": Lazy("benchmarks.load:load_command", "Service load: POST /v1/plans throughput."),
     "exact": Lazy("benchmarks.exact:exact_command", "Exact solves of small instances."),
     "vbp": Lazy("benchmarks.vbp:vbp_command", "Known-optimum vector bin packing instances."),
+    "latency": Lazy("benchmarks.latency:latency_command", "End-to-end latency and sessions."),
 }
 
 
