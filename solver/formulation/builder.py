@@ -21,7 +21,6 @@ from __future__ import annotations
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TypeVar
 
 from models import (
@@ -69,19 +68,12 @@ def profile_of(spec: GpuModel, name: str) -> MigProfileSpec:
     return p
 
 
-@dataclass
-class Earning:
-    """What one variable earns in the objective (objective.py turns it into coefficients).
-
-    `job` placed on `model` earns the job's value there (None: no value of its own, the
-    new-placement variable of a running gang, whose value sits on its model variables);
-    `keeps` marks keep[r] and `moves` a new placement of running job r.
-    """
-
-    job: Job | None
-    model: str
-    keeps: bool = False
-    moves: bool = False
+#: What a variable earns in the objective: the job (request index) it places and the
+#: model it places it on ((-1, ""): no value of its own, the new-placement variable of a
+#: running gang, whose value sits on its model variables). objective.py turns earnings
+#: into coefficients. (Plain tuples of ints and strings: the garbage collector stops
+#: tracking them, which matters at hundreds of thousands of variables.)
+Earning = tuple[int, str]
 
 
 class Builder:
@@ -114,7 +106,11 @@ class Builder:
         self.bin_share: dict[int, Terms] = defaultdict(dict)
         self.bin_mem: dict[int, Terms] = defaultdict(dict)
         self.mig_use: dict[tuple[int, str], Terms] = defaultdict(dict)
+        #: what each variable earns, in the order the objective lists its terms
         self.earnings: dict[int, Earning] = {}
+        #: keep[r] variables, and new placements of running jobs (migrations)
+        self.keeps: set[int] = set()
+        self.moved: set[int] = set()
         # caches
         self._group_names: dict[str, list[str]] = {}
         self._bins_by_pool: dict[PoolKey, list[tuple[int, Bin]]] | None = None
@@ -262,13 +258,18 @@ class Builder:
         return out
 
     # ------------------------------------------------- ledgers and earnings
-    def earn(self, var: int, job: Job, model: str) -> None:
-        """`var` places `job` on `model`: it earns the job's value there."""
-        self.earnings[var] = Earning(job, model)
+    def earn(self, var: int, job: int, model: str) -> None:
+        """`var` places job `job` (request index) on `model`: it earns its value there."""
+        self.earnings[var] = (job, model)
+
+    def earn_keep(self, var: int) -> None:
+        """`var` is keep[r] of a running job (it earns back the preemption cost)."""
+        self.keeps.add(var)
 
     def earn_move(self, var: int) -> None:
         """`var` places a running job anew (a migration)."""
-        self.earnings.setdefault(var, Earning(None, "")).moves = True
+        self.earnings.setdefault(var, (-1, ""))
+        self.moved.add(var)
 
     def charge_host(self, node: str, var: int, job: Job, share: float) -> None:
         """Charge `share` of the job's host CPU / memory request to `node` per unit of var."""

@@ -30,16 +30,18 @@ def add_objective(b: Builder) -> None:
     obj = b.m.objective
     thr = b.c.throughput_terms
     tenants = b.c.tenant_terms
-    for var, e in b.earnings.items():
+    jobs = b.req.jobs
+    for var, (j, model) in b.earnings.items():
         o = t = 0.0
-        if e.job is not None:
-            value, throughput = b.values(e.job, e.model)
+        if j >= 0:
+            job = jobs[j]
+            value, throughput = b.values(job, model)
             o, t = o + value, t + throughput
-            tt = tenants.setdefault(e.job.tenant, {})
+            tt = tenants.setdefault(job.tenant, {})
             tt[var] = 0.0 + throughput
-        if e.keeps:
+        if var in b.keeps:
             o, t = o + pol.preemption_cost, t + pol.preemption_cost
-        if e.moves:
+        if var in b.moved:
             o = o - pol.migration_cost + pol.preemption_cost
             t = t - pol.migration_cost + pol.preemption_cost
         obj[var] = o

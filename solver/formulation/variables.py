@@ -58,8 +58,8 @@ def new_keep_vars(b: Builder) -> None:
         if not job.preemptible:
             b.m.fix(k, 1)
         cur = job.current or []
-        b.earn(k, job, b.model_of(cur[0].node, cur[0].gpu))
-        b.earnings[k].keeps = True
+        b.earn(k, r, b.model_of(cur[0].node, cur[0].gpu))
+        b.earn_keep(k)
         per_node: dict[str, int] = defaultdict(int)
         for p in cur:
             per_node[p.node] += 1
@@ -136,7 +136,7 @@ def new_whole_group_vars(b: Builder, gi: int, grp: Group) -> None:
         cap = len(pool.usable) // g
         v = b.m.new_var(f"c[{gi},{key}]", 0, min(len(grp.members), cap))
         b.charge(b.pool_use, key, v, float(g))
-        b.earn(v, job, pool.model)
+        b.earn(v, grp.members[0], pool.model)
         b.charge_host(pool.node, v, job, 1.0)
         b.c.whole.append(GroupOnPool(v, gi, key))
         add_terms(b.c.group_terms[gi], {v: 1.0})
@@ -163,7 +163,7 @@ def new_gang_vars(b: Builder, j: int) -> Gang:
         b.charge_host(p.node, y, job, 1.0 / g)
         gang.parts.append(GangPart(y, key))
     for m, v in gang.models.items():
-        b.earn(v, job, m)
+        b.earn(v, j, m)
     return gang
 
 
@@ -189,7 +189,7 @@ def new_share_group_vars(b: Builder, gi: int, grp: Group) -> None:
             continue
         v = b.m.new_var(f"a[{gi},{bi}]", 0, ub)
         b.charge_bin(bi, v, job)
-        b.earn(v, job, model)
+        b.earn(v, grp.members[0], model)
         b.charge_host(bin_.pool[0], v, job, 1.0)
         b.c.share.append(GroupOnBin(v, gi, bi))
         add_terms(b.c.group_terms[gi], {v: 1.0})
@@ -211,7 +211,7 @@ def new_mig_group_vars(b: Builder, gi: int, grp: Group) -> None:
             v = b.m.new_var(f"m[{gi},{mg.node}/{mg.gpu},{prof.name}]", 0,
                             min(len(grp.members), cap))
             b.charge(b.mig_use, (mg_i, prof.name), v, 1.0)
-            b.earn(v, job, mg.model)
+            b.earn(v, grp.members[0], mg.model)
             b.charge_host(mg.node, v, job, 1.0)
             b.c.mig.append(GroupOnMig(v, gi, mg_i, prof.name))
             add_terms(b.c.group_terms[gi], {v: 1.0})
@@ -250,7 +250,7 @@ def _whole_moves(b: Builder, r: int) -> list[int]:
     for key, pool in b.limit(job, cands, lambda x: x[1].model, lambda x: x[1].node, 1):
         v = b.m.new_var(f"mv[{job.name},{key}]")
         b.charge(b.pool_use, key, v, float(g))
-        b.earn(v, job, pool.model)
+        b.earn(v, r, pool.model)
         b.charge_host(pool.node, v, job, 1.0)
         b.c.whole_running.append(RunningOnPool(v, r, key))
         out.append(v)
@@ -267,7 +267,7 @@ def _share_moves(b: Builder, r: int) -> list[int]:
     for bi, bin_ in b.limit(job, bins, lambda x: x[1].pool[1], lambda x: x[1].pool[0], 1):
         v = b.m.new_var(f"ms[{job.name},{bi}]")
         b.charge_bin(bi, v, job)
-        b.earn(v, job, bin_.pool[1])
+        b.earn(v, r, bin_.pool[1])
         b.charge_host(bin_.pool[0], v, job, 1.0)
         b.c.share_running.append(RunningOnBin(v, r, bi))
         out.append(v)
@@ -287,7 +287,7 @@ def _mig_moves(b: Builder, r: int) -> list[int]:
                 continue
             v = b.m.new_var(f"mm[{job.name},{mg.node}/{mg.gpu},{prof.name}]")
             b.charge(b.mig_use, (mg_i, prof.name), v, 1.0)
-            b.earn(v, job, mg.model)
+            b.earn(v, r, mg.model)
             b.charge_host(mg.node, v, job, 1.0)
             b.c.mig_running.append(RunningOnMig(v, r, mg_i, prof.name))
             out.append(v)
