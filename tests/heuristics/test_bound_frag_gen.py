@@ -1,4 +1,4 @@
-"""upper_bound, fragmentation, the generator and decomposition."""
+"""upper_bound, fragmentation and the generator."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.objective import evaluate
 from solver.bound import upper_bound
-from solver.decompose import solve_decomposed
 from tests.heuristics.helpers import node, request, violations
 
 
@@ -66,6 +65,18 @@ def test_bound_is_tight_on_a_trivial_instance() -> None:
     assert upper_bound(req) == pytest.approx(5.0, rel=3e-3)  # within the 0.2% grid
 
 
+def test_bound_counts_same_domain_gangs_on_nodes_without_a_domain() -> None:
+    """A node without a topology domain is a domain of its own: a same-domain gang that
+    fits on it counts in the bound (the bound once left it out and fell below the optimum)."""
+    req = request([node("a", "V100-32GB", 4), node("b", "V100-32GB", 2)],
+                  [{"name": "g", "gpus": 4, "single_node": False, "same_domain": True}])
+    res = plan_greedy(req)
+    assert set(res.placements) == {"g"}
+    bound = upper_bound(req)
+    assert bound is not None
+    assert bound >= evaluate(req, res.placements).objective_value - 1e-9
+
+
 def test_bound_counts_preemption_costs() -> None:
     req = request([node("a", "A100-SXM4-80GB", 1)],
                   [{"name": "run", "gpus": 1, "current": [{"node": "a", "gpu": 0}]},
@@ -107,24 +118,6 @@ def test_fragmentation_in_unit_interval(gpus: int, jobs: int, seed: int) -> None
     req = generate_custom(gpus, jobs, seed)
     f = fragmentation(req, plan_greedy(req).placements)
     assert 0.0 <= f <= 1.0
-
-
-# ------------------------------------------------------------------ decomposition
-def greedy_exact(sub: PlanRequest, budget: float) -> HeuristicResult:
-    """A stand-in for the exact backend (top level, so that it pickles)."""
-    del budget
-    return plan_greedy(sub)
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_decomposition_is_valid_and_not_worse(seed: int) -> None:
-    req = generate_custom(256, 300, seed)
-    res = solve_decomposed(req, deadline=time.monotonic() + 4, exact=greedy_exact,
-                           seed=seed, part_gpus=64)
-    assert violations(req, res) == []
-    base = plan_greedy(req)
-    assert evaluate(req, res.placements).objective_value >= \
-        evaluate(req, base.placements).objective_value - 1e-9
 
 
 @pytest.mark.slow
