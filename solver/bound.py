@@ -42,16 +42,14 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-
-import highspy
-import numpy as np
+from typing import NamedTuple
 
 from models import Gpu, Node, PlanRequest
 from models.capacity import CapacitySummary, usable
-from models.instance import ClusterState, compile_jobs
+from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import objective_value_of, tenant_demands
 from models.rules import job_value, mig_profiles_for, model_eligible
-from solver.quiet import new_highs
+from solver.highs import INF, INFEASIBLE, OPTIMAL, SOLUTION_FEASIBLE, HighsLp, set_integral
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +62,39 @@ _GRID = 0.002
 _LOG_GRID = math.log1p(_GRID)
 
 Pool = tuple[str, str]  # ("whole" | "mig", model)
-#: (pool, amount, objective coefficient, throughput value, GPU memory, whole GPUs?) of one
-#: job option
-Option = tuple[Pool, float, float, float, float, bool]
-#: a group of identical jobs: its options and (for fairness) its tenant
-GroupKey = tuple[tuple[Option, ...], str, bool, int]
+
+
+class Option(NamedTuple):
+    """One way to place a job: on `pool`, taking `amount` of it (GPUs, a fraction, or
+    the compute share of its smallest MIG profile), earning `coef` in the objective (and
+    `thr` of its tenant's throughput, for fairness), using `mem` GiB of GPU memory;
+    `whole`: whole GPUs."""
+
+    pool: Pool
+    amount: float
+    coef: float
+    thr: float
+    mem: float
+    whole: bool
+
+
+class GroupKey(NamedTuple):
+    """What makes jobs identical in the relaxation: their options, their tenant (for
+    fairness), whether they are fixed (non-preemptible and running) and, for single-node
+    gangs, their size (0 otherwise)."""
+
+    options: tuple[Option, ...]
+    tenant: str
+    fixed: bool
+    single_k: int
+
+
+@dataclass
+class GroupCount:
+    """How many jobs a group has, and how many of them are fixed (must stay placed)."""
+
+    count: int = 0
+    fixed: int = 0
 
 
 @dataclass
@@ -158,97 +184,15 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0) -> Relaxation | No
     integer part of its solution as per-job target models (see `heuristics/lp_round.py`,
     which rounds it into a plan); None if the relaxation is infeasible."""
     t0 = time.perf_counter()
-    policy = request.policy
-    objective = policy.objective
-    fair = objective == "fairness"
+    fair = request.policy.objective == "fairness"
     state = ClusterState(request)
-    catalog = state.catalog
     caps = _capacities(state, request)
-    cap, per_node, dom_count = caps.cap, caps.per_node, caps.dom_count
-    infos = compile_jobs(request)
-    pre_cost = 0.0 if fair else policy.preemption_cost
-    const = 0.0
-    # group key -> [count, fixed count]
-    groups: dict[GroupKey, list[int]] = {}
-    members: dict[GroupKey, list[str]] = {}
-    for info in infos:
-        job = info.job
-        options: dict[str, Option] = {}
-        models = set(info.values)
-        cur_model = None
-        if job.current:
-            cur_model = state.model_of(job.current)
-            models.add(cur_model)
-        if job.current and not job.preemptible:
-            models = {cur_model} if cur_model is not None else set()
-        for m in sorted(models):
-            spec = catalog[m]
-            grandfathered = m == cur_model
-            if not grandfathered and not model_eligible(job, m, spec):
-                continue
-            if info.shape == "mig":
-                pool: Pool = ("mig", m)
-                profs = mig_profiles_for(job, spec)
-                if grandfathered and job.current and job.current[0].mig is not None:
-                    cur = spec.profile(job.current[0].mig.profile)
-                    profs = [*profs, cur] if cur is not None else profs
-                if not profs:
-                    continue
-                amount = min(p.compute_slices for p in profs) / spec.compute_slices
-            else:
-                pool = ("whole", m)
-                amount = float(info.gpus) if info.shape == "whole" else info.share
-                if grandfathered and info.shape == "share" and job.current:
-                    amount = min(amount, job.current[0].fraction or amount)
-                if info.shape == "whole" and not grandfathered:
-                    k = info.gpus
-                    if job.single_node:
-                        limit = per_node.get(m, 0)
-                    elif job.same_domain:
-                        limit = max((c for (d, mm), c in dom_count.items()
-                                     if mm == m and d is not None), default=0)
-                    else:
-                        limit = cap.get(pool, 0)
-                    if k > limit:
-                        continue
-            if cap.get(pool, 0) <= 0 or amount > cap[pool] + 1e-9:
-                continue
-            if fair:
-                coef = 0.0
-                thr = info.values.get(m)
-                if thr is None:
-                    thr = job_value(job, m, catalog)
-            else:
-                thr = 0.0
-                coef_ = info.obj_values.get(m)
-                coef = coef_ if coef_ is not None else objective_value_of(
-                    job, m, catalog, objective)
-            if job.current:
-                coef += pre_cost
-                if m != cur_model and not fair:
-                    coef -= policy.migration_cost  # placed on another model = migrated
-            mem = 0.0
-            if pool[0] == "whole" and spec.memory_gib is not None:
-                mem = (info.gpus * spec.memory_gib if info.shape == "whole"
-                       else min(info.gpu_mem, spec.memory_gib))
-            options[m] = (pool, amount, _round_up(coef), _round_up(thr), mem,
-                          info.shape == "whole")
-        if job.current:
-            const -= pre_cost
-        if not options:
-            if job.current and not job.preemptible:
-                return None
-            continue
-        fixed = bool(job.current and not job.preemptible)
-        single_k = info.gpus if info.shape == "whole" and job.single_node else 0
-        key = (tuple(sorted(options.values())), job.tenant if fair else "", fixed, single_k)
-        slot = groups.setdefault(key, [0, 0])
-        members.setdefault(key, []).append(info.name)
-        slot[0] += 1
-        if job.current and not job.preemptible:
-            slot[1] += 1
-    mem_cap = {m: catalog[m].memory_gib for _, m in cap}
-    solved = _solve_lp(groups, cap, caps.node_free, caps.whole_cap,
+    grouped = _group_jobs(request, state, caps, fair)
+    if grouped is None:
+        return None
+    groups, members, const = grouped
+    mem_cap = {m: state.catalog[m].memory_gib for _, m in caps.cap}
+    solved = _solve_lp(groups, caps.cap, caps.node_free, caps.whole_cap,
                        mem_cap, fair,
                        tenant_demands(request) if fair else {},
                        max(0.1, time_limit_s - (time.perf_counter() - t0)))
@@ -260,7 +204,116 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0) -> Relaxation | No
                       _targets(groups, members, cols))
 
 
-def _targets(groups: dict[GroupKey, list[int]], members: dict[GroupKey, list[str]],
+def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
+                ) -> tuple[dict[GroupKey, GroupCount], dict[GroupKey, list[str]], float] | None:
+    """The jobs grouped by `GroupKey` (counts, member names) and the objective's constant
+    (`-preemption_cost` per running job); None when a fixed job has no option."""
+    pre_cost = 0.0 if fair else request.policy.preemption_cost
+    const = 0.0
+    groups: dict[GroupKey, GroupCount] = {}
+    members: dict[GroupKey, list[str]] = {}
+    for info in compile_jobs(request):
+        job = info.job
+        options = _job_options(info, request, state, caps, fair)
+        if job.current:
+            const -= pre_cost
+        if not options:
+            if job.current and not job.preemptible:
+                return None
+            continue
+        fixed = bool(job.current and not job.preemptible)
+        single_k = info.gpus if info.shape == "whole" and job.single_node else 0
+        key = GroupKey(tuple(sorted(options.values())), job.tenant if fair else "", fixed,
+                       single_k)
+        slot = groups.setdefault(key, GroupCount())
+        members.setdefault(key, []).append(info.name)
+        slot.count += 1
+        if fixed:
+            slot.fixed += 1
+    return groups, members, const
+
+
+def _job_options(info: JobInfo, request: PlanRequest, state: ClusterState,
+                 caps: _Capacity, fair: bool) -> dict[str, Option]:
+    """Per model, the job's option (module doc): eligible models, plus the current one
+    of a running job (only that one if it is fixed), where the job can ever fit."""
+    job = info.job
+    policy = request.policy
+    pre_cost = 0.0 if fair else policy.preemption_cost
+    models = set(info.values)
+    cur_model = None
+    if job.current:
+        cur_model = state.model_of(job.current)
+        models.add(cur_model)
+    if job.current and not job.preemptible:
+        models = {cur_model} if cur_model is not None else set()
+    options: dict[str, Option] = {}
+    for m in sorted(models):
+        spec = state.catalog[m]
+        grandfathered = m == cur_model
+        if not grandfathered and not model_eligible(job, m, spec):
+            continue
+        use = _option_use(info, m, grandfathered, state, caps)
+        if use is None:
+            continue
+        pool, amount = use
+        if caps.cap.get(pool, 0) <= 0 or amount > caps.cap[pool] + 1e-9:
+            continue
+        if fair:
+            coef = 0.0
+            thr = info.values.get(m)
+            if thr is None:
+                thr = job_value(job, m, state.catalog)
+        else:
+            thr = 0.0
+            coef_ = info.obj_values.get(m)
+            coef = coef_ if coef_ is not None else objective_value_of(
+                job, m, state.catalog, policy.objective)
+        if job.current:
+            coef += pre_cost
+            if m != cur_model and not fair:
+                coef -= policy.migration_cost  # placed on another model = migrated
+        mem = 0.0
+        if pool[0] == "whole" and spec.memory_gib is not None:
+            mem = (info.gpus * spec.memory_gib if info.shape == "whole"
+                   else min(info.gpu_mem, spec.memory_gib))
+        options[m] = Option(pool, amount, _round_up(coef), _round_up(thr), mem,
+                            info.shape == "whole")
+    return options
+
+
+def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
+                caps: _Capacity) -> tuple[Pool, float] | None:
+    """The pool and amount of it the job takes on model `m`; None if it never fits (no
+    MIG profile covers it, or a gang larger than any node, domain or the pool)."""
+    job = info.job
+    spec = state.catalog[m]
+    if info.shape == "mig":
+        profs = mig_profiles_for(job, spec)
+        if grandfathered and job.current and job.current[0].mig is not None:
+            cur = spec.profile(job.current[0].mig.profile)
+            profs = [*profs, cur] if cur is not None else profs
+        if not profs:
+            return None
+        return ("mig", m), min(p.compute_slices for p in profs) / spec.compute_slices
+    pool: Pool = ("whole", m)
+    amount = float(info.gpus) if info.shape == "whole" else info.share
+    if grandfathered and info.shape == "share" and job.current:
+        amount = min(amount, job.current[0].fraction or amount)
+    if info.shape == "whole" and not grandfathered:
+        if job.single_node:
+            limit = caps.per_node.get(m, 0)
+        elif job.same_domain:
+            limit = max((c for (d, mm), c in caps.dom_count.items()
+                         if mm == m and d is not None), default=0)
+        else:
+            limit = caps.cap.get(pool, 0)
+        if info.gpus > limit:
+            return None
+    return pool, amount
+
+
+def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[str]],
              cols: list[float] | None) -> dict[str, str]:
     """Per group, hand the integer part of each option's LP count to the group's jobs
     (options of higher objective coefficient first, jobs in request order)."""
@@ -270,8 +323,8 @@ def _targets(groups: dict[GroupKey, list[int]], members: dict[GroupKey, list[str
     col = 0
     for key in groups:
         opts = []
-        for pool, _amount, coef, _thr, _mem, _whole in key[0]:
-            opts.append((coef, pool[1], cols[col]))
+        for opt in key.options:
+            opts.append((opt.coef, opt.pool[1], cols[col]))
             col += 1
         names = iter(members[key])
         for _coef, model, x in sorted(opts, key=lambda o: (-o[0], o[1])):
@@ -289,9 +342,12 @@ MIP_SHARE = 0.5
 #: Most node patterns per model; beyond, the threshold rows stand in for them.
 MAX_PATTERNS = 3000
 
+#: model -> (number of nodes with c free GPUs, per c the maximal gang-size multisets)
+Patterns = dict[str, tuple[dict[int, int], dict[int, list[tuple[int, ...]]]]]
 
-def _node_patterns(groups: dict[GroupKey, list[int]], node_free: dict[str, list[int]]
-                   ) -> dict[str, tuple[dict[int, int], dict[int, list[tuple[int, ...]]]]]:
+
+def _node_patterns(groups: dict[GroupKey, GroupCount], node_free: dict[str, list[int]]
+                   ) -> Patterns:
     """Per model with single-node gangs: the number of nodes with c free GPUs, and for each
     c the maximal multisets of gang sizes (>= 2) that fit in c GPUs. A plan puts on each
     node a multiset of gangs that fits its free GPUs, contained in a maximal one, so the
@@ -302,9 +358,9 @@ def _node_patterns(groups: dict[GroupKey, list[int]], node_free: dict[str, list[
     for opts, _tenant, fixed_group, single_k in groups:
         if single_k >= 2 and not fixed_group:
             for opt in opts:
-                if opt[0][0] == "whole":
-                    sizes.setdefault(opt[0][1], set()).add(single_k)
-    out: dict[str, tuple[dict[int, int], dict[int, list[tuple[int, ...]]]]] = {}
+                if opt.pool[0] == "whole":
+                    sizes.setdefault(opt.pool[1], set()).add(single_k)
+    out: Patterns = {}
     for m, ks in sizes.items():
         counts: dict[int, int] = {}
         for c in node_free.get(m, []):
@@ -343,149 +399,147 @@ def _maximal_multisets(c: int, sizes: list[int], cap: int) -> list[tuple[int, ..
     return out
 
 
-def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
+# ---------------------------------------------------------------------- the bound LP
+#
+#     maximise   sum_{G, o} coef(o) x[G, o]                 (or t, for fairness)
+#     group[G]:        fixed(G) <= sum_o x[G, o] <= |G|
+#     pool[P]:         sum amount(o) x[G, o] <= cap(P)       (options o on pool P)
+#     tenant[k]:       sum thr(o) x[G, o] - D_k t >= 0       (fairness: groups of tenant k)
+#     gpu_memory[P]:   sum mem(o) x[G, o] <= cap(P) * M      (non-MIG pools of known memory)
+#     gang_gpus[m, t]: sum_{k >= t} k x[G_k, o] <= GPUs of nodes with >= t free
+#     gang_count[m,t]: sum_{k >= t} x[G_k, o] <= sum_n floor(free_n / t)
+#                      (single-node gangs of size k on m, models without node patterns)
+#     whole_gpus[m]:   sum_{whole o on m} amount(o) x[G, o] <= GPUs not pinned to shares
+#     nodes[m, c]:     sum_{patterns q of c} z[m, c, q] <= nodes of m with c free GPUs
+#     pattern_gangs[m, k]: sum x[G_k, o] - sum_q count(q, k) z[m, c, q] <= 0
+
+
+def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
               node_free: dict[str, list[int]], whole_cap: dict[str, int],
               mem_cap: dict[str, float | None], fair: bool,
               demands: dict[str, float], time_limit_s: float
               ) -> tuple[float, list[float] | None] | None:
-    """max sum coef x (or t for fairness) over the aggregated model and the optimal
-    column values (None with the capacity-free fallback); None if infeasible."""
-    pools = {p: i for i, p in enumerate(sorted(cap))}
-    tenants = {k: i for i, k in enumerate(sorted(demands))}
-    n_groups = len(groups)
-    col_cost: list[float] = []
-    col_ub: list[float] = []
-    gang_cols: list[bool] = []
-    # rows: groups [0, G), pools [G, G + P), tenants after
-    row_entries: list[tuple[int, int, float]] = []
-    fallback = 0.0
-    # Single-node gangs of k >= t GPUs on model m only fit nodes with >= t free GPUs:
-    # sum k x <= sum of c_n over nodes with c_n >= t, and #gangs <= sum floor(c_n / t).
-    thresholds: dict[tuple[str, int], tuple[int, int, int]] = {}
-    base = n_groups + len(pools) + (len(tenants) if fair else 0)
-    # GPU memory of each non-MIG pool: whole jobs take all of theirs, shares their need.
-    mem_rows: dict[Pool, tuple[int, float]] = {}
+    """max sum coef x (or t for fairness) over the aggregated model (the LP above) and the
+    optimal column values of its job columns (None with the capacity-free fallback);
+    None if infeasible."""
+    patterns = _node_patterns(groups, node_free)
+    lp = HighsLp()
+    _declare_rows(lp, groups, cap, node_free, whole_cap, mem_cap, fair, demands, patterns)
+    gang_cols, fallback = _job_columns(lp, groups, fair, patterns)
+    if fair:
+        t = lp.add_col(-1.0, hi=1.0)
+        gang_cols.append(False)
+        for ten in sorted(demands):
+            lp.entry("tenant", ten, t, -demands[ten])
+        fallback = 1.0
+    n_job_cols = lp.num_cols
+    _pattern_columns(lp, patterns)
+    if lp.num_cols == 0:
+        return 0.0, []
+    return _run(lp, gang_cols, n_job_cols, fallback, fair, time_limit_s)
+
+
+def _declare_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
+                  node_free: dict[str, list[int]], whole_cap: dict[str, int],
+                  mem_cap: dict[str, float | None], fair: bool, demands: dict[str, float],
+                  patterns: Patterns) -> None:
+    """The rows of the bound LP with their bounds, family by family (HighsLp numbers them
+    in this order)."""
+    for gi, slot in enumerate(groups.values()):
+        lp.add_row("group", gi, lo=slot.fixed if slot.fixed else -INF, hi=slot.count)
+    for p in sorted(cap):
+        lp.add_row("pool", p, hi=cap[p])
+    if fair:
+        for ten in sorted(demands):
+            lp.add_row("tenant", ten, lo=0.0)
     for p in sorted(cap):
         if p[0] == "whole" and mem_cap.get(p[1]) is not None:
-            mem_rows[p] = (base + len(mem_rows), cap[p] * (mem_cap[p[1]] or 0.0))
-    base += len(mem_rows)
-    patterns = _node_patterns(groups, node_free)
+            # lo = 0 with fairness: never binding (memory use is >= 0), kept as it was
+            lp.add_row("gpu_memory", p, lo=0.0 if fair else -INF,
+                       hi=cap[p] * (mem_cap[p[1]] or 0.0))
+    # Single-node gangs of k >= t GPUs on model m only fit nodes with >= t free GPUs:
+    # sum k x <= sum of c_n over nodes with c_n >= t, and #gangs <= sum floor(c_n / t).
     for m in sorted(node_free):
         if m in patterns:
             continue
-        top = max(node_free[m], default=0)
-        for t in range(2, top + 1):
-            gpus = sum(c for c in node_free[m] if c >= t)
-            count = sum(c // t for c in node_free[m])
-            thresholds[(m, t)] = (base + 2 * len(thresholds), gpus, count)
+        for t in range(2, max(node_free[m], default=0) + 1):
+            lp.add_row("gang_gpus", (m, t), hi=sum(c for c in node_free[m] if c >= t))
+            lp.add_row("gang_count", (m, t), hi=sum(c // t for c in node_free[m]))
     # GPUs for whole jobs where non-preemptible shares keep some GPUs shared.
-    whole_rows = {m: base + 2 * len(thresholds) + k for k, m in enumerate(sorted(whole_cap))}
+    for m in sorted(whole_cap):
+        lp.add_row("whole_gpus", m, hi=whole_cap[m])
     # Node patterns: per model, one row per free-GPU count c (nodes using a pattern <= the
     # nodes with c free) and one per gang size k (gangs of k <= k-slots of the patterns).
-    next_row = base + 2 * len(thresholds) + len(whole_rows)
-    node_rows: dict[tuple[str, int], int] = {}
-    gang_rows: dict[tuple[str, int], int] = {}
     for m in sorted(patterns):
         counts, by_c = patterns[m]
         for c in sorted(counts):
-            node_rows[(m, c)] = next_row
-            next_row += 1
+            lp.add_row("nodes", (m, c), hi=counts[c])
         for k in sorted({k for pats in by_c.values() for pat in pats for k in pat}):
-            gang_rows[(m, k)] = next_row
-            next_row += 1
-    for gi, ((opts, tenant, fixed_group, single_k), (count, _fixed)) in enumerate(
-            groups.items()):
+            lp.add_row("pattern_gangs", (m, k), hi=0.0)
+
+
+def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
+                 patterns: Patterns) -> tuple[list[bool], float]:
+    """x[G, o] per group and option, in order: whether each is a gang column (whole,
+    >= 2 GPUs), and the capacity-free fallback bound (each job's best value)."""
+    gang_cols: list[bool] = []
+    fallback = 0.0
+    for gi, (key, slot) in enumerate(groups.items()):
         best = 0.0
-        for pool, amount, coef, thr, mem, whole in opts:
-            col = len(col_cost)
-            gang_cols.append(whole and amount >= 2)
-            col_cost.append(-coef)  # HiGHS minimises
-            col_ub.append(float(count))
-            row_entries.append((gi, col, 1.0))
-            row_entries.append((n_groups + pools[pool], col, amount))
-            if mem > 0 and pool in mem_rows:
-                row_entries.append((mem_rows[pool][0], col, mem))
-            if whole and pool[0] == "whole" and pool[1] in whole_rows:
-                row_entries.append((whole_rows[pool[1]], col, amount))
-            if fair and tenant in tenants:
-                row_entries.append((n_groups + len(pools) + tenants[tenant], col, thr))
-            if single_k >= 2 and not fixed_group and pool[0] == "whole" and (
-                    pool[1] in patterns):
-                gr = gang_rows.get((pool[1], single_k))
-                if gr is None:  # no node has room for it: the option is unusable
-                    col_ub[col] = 0.0
-                else:
-                    row_entries.append((gr, col, 1.0))
-            elif single_k >= 2 and not fixed_group and pool[0] == "whole":
-                for t in range(2, single_k + 1):
-                    th = thresholds.get((pool[1], t))
-                    if th is not None:
-                        row_entries.append((th[0], col, float(single_k)))
-                        row_entries.append((th[0] + 1, col, 1.0))
-            best = max(best, coef)
-        fallback += best * count
-    t_col = -1
-    if fair:
-        t_col = len(col_cost)
-        gang_cols.append(False)
-        col_cost.append(-1.0)
-        col_ub.append(1.0)
-        for ten, i in tenants.items():
-            row_entries.append((n_groups + len(pools) + i, t_col, -demands[ten]))
-        fallback = 1.0
-    n_job_cols = len(col_cost)
+        single_gang = key.single_k >= 2 and not key.fixed
+        for opt in key.options:
+            model = opt.pool[1]
+            on_patterns = single_gang and opt.pool[0] == "whole" and model in patterns
+            # no node has room for the gang: the option is unusable
+            usable = not on_patterns or lp.has_row("pattern_gangs", (model, key.single_k))
+            col = lp.add_col(-opt.coef, hi=float(slot.count) if usable else 0.0)
+            gang_cols.append(opt.whole and opt.amount >= 2)
+            lp.entry("group", gi, col, 1.0)
+            lp.entry("pool", opt.pool, col, opt.amount)
+            if opt.mem > 0 and lp.has_row("gpu_memory", opt.pool):
+                lp.entry("gpu_memory", opt.pool, col, opt.mem)
+            if opt.whole and opt.pool[0] == "whole" and lp.has_row("whole_gpus", model):
+                lp.entry("whole_gpus", model, col, opt.amount)
+            if fair and lp.has_row("tenant", key.tenant):
+                lp.entry("tenant", key.tenant, col, opt.thr)
+            if on_patterns and usable:
+                lp.entry("pattern_gangs", (model, key.single_k), col, 1.0)
+            elif single_gang and opt.pool[0] == "whole" and not on_patterns:
+                for t in range(2, key.single_k + 1):
+                    if lp.has_row("gang_gpus", (model, t)):
+                        lp.entry("gang_gpus", (model, t), col, float(key.single_k))
+                        lp.entry("gang_count", (model, t), col, 1.0)
+            best = max(best, opt.coef)
+        fallback += best * slot.count
+    return gang_cols, fallback
+
+
+def _pattern_columns(lp: HighsLp, patterns: Patterns) -> None:
+    """z[m, c, q] per model, free-GPU count and pattern: nodes of m with c free GPUs that
+    host the gangs of pattern q."""
     for m in sorted(patterns):
         counts, by_c = patterns[m]
         for c in sorted(counts):
             for pat in by_c[c]:
-                col = len(col_cost)
-                col_cost.append(0.0)
-                col_ub.append(float(counts[c]))
-                row_entries.append((node_rows[(m, c)], col, 1.0))
+                col = lp.add_col(0.0, hi=float(counts[c]))
+                lp.entry("nodes", (m, c), col, 1.0)
                 for k in set(pat):
-                    row_entries.append((gang_rows[(m, k)], col, -float(pat.count(k))))
-    n_rows = next_row
-    lower = np.full(n_rows, -highspy.kHighsInf)
-    upper = np.full(n_rows, highspy.kHighsInf)
-    for row, mem_total in mem_rows.values():
-        upper[row] = mem_total
-    for row, gpus, count in thresholds.values():
-        upper[row] = gpus
-        upper[row + 1] = count
-    for m, row in whole_rows.items():
-        upper[row] = whole_cap[m]
-    for (m, c), row in node_rows.items():
-        upper[row] = patterns[m][0][c]
-    for row in gang_rows.values():
-        upper[row] = 0.0
-    for gi, (count, fixed) in enumerate(groups.values()):
-        upper[gi] = count
-        if fixed:
-            lower[gi] = fixed
-    for p, i in pools.items():
-        upper[n_groups + i] = cap[p]
-    if fair:
-        lower[n_groups + len(pools):base] = 0.0
-    h = new_highs()
-    h.setOptionValue("output_flag", False)
+                    lp.entry("pattern_gangs", (m, k), col, -float(pat.count(k)))
+
+
+def _run(lp: HighsLp, gang_cols: list[bool], n_job_cols: int, fallback: float, fair: bool,
+         time_limit_s: float) -> tuple[float, list[float] | None] | None:
+    """Solve the bound LP; re-solve with gang columns integral when they come out
+    fractional and time is left (module doc). (value, job column values), the fallback
+    without a solution, None if infeasible."""
+    h = lp.to_highs()
     h.setOptionValue("time_limit", max(0.05, time_limit_s))
-    n_cols = len(col_cost)
-    if n_cols == 0:
-        return 0.0, []
-    h.addVars(n_cols, np.zeros(n_cols), np.array(col_ub))
-    h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), np.array(col_cost))
-    row_entries.sort()
-    rows = np.array([r for r, _, _ in row_entries], dtype=np.int64)
-    starts = np.searchsorted(rows, np.arange(n_rows)).astype(np.int32)
-    idx = np.array([c for _, c, _ in row_entries], dtype=np.int32)
-    vals = np.array([v for _, _, v in row_entries], dtype=np.float64)
-    h.addRows(n_rows, lower, upper, len(idx), starts, idx, vals)
     t0 = time.perf_counter()
     h.run()
     status = h.getModelStatus()
-    if status == highspy.HighsModelStatus.kInfeasible:
+    if status == INFEASIBLE:
         return None
-    if status != highspy.HighsModelStatus.kOptimal:
+    if status != OPTIMAL:
         log.info("bound LP not solved (%s); using the capacity-free bound", status)
         return fallback, None
     value = float(-h.getInfo().objective_function_value)
@@ -498,14 +552,12 @@ def _solve_lp(groups: dict[GroupKey, list[int]], cap: dict[Pool, int],
         # MIP, warm from the LP). Its incumbent gives targets a plan can follow (the
         # LP's fractional gangs round down and lose their value), its dual bound a
         # tighter valid bound.
-        ints = np.array([c for c in range(n_job_cols) if gang_cols[c]], dtype=np.int32)
-        h.changeColsIntegrality(len(ints), ints, np.full(
-            len(ints), highspy.HighsVarType.kInteger))
+        set_integral(h, [c for c in range(n_job_cols) if gang_cols[c]])
         h.setOptionValue("time_limit", max(0.05, min(left, MIP_SHARE * time_limit_s)))
         h.setOptionValue("mip_rel_gap", 1e-3)
         h.run()
         info = h.getInfo()
-        if info.primal_solution_status == 2:  # feasible
+        if info.primal_solution_status == SOLUTION_FEASIBLE:
             values = list(h.getSolution().col_value)
         dual = float(-info.mip_dual_bound)
         if math.isfinite(dual):

@@ -1,6 +1,6 @@
 """A solver-neutral integer linear model: the one formulation every exact backend solves.
 
-The formulation (solver/formulation.py) is written once against `LinearModel`; each backend
+The formulation (the solver/formulation package) is written once against `LinearModel`; each backend
 (CP-SAT, MILP via CBC or HiGHS) translates it. Both backends therefore solve the same
 problem by construction, which is what lets the test-suite compare their optima.
 

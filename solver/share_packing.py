@@ -41,14 +41,14 @@ import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import highspy
-import numpy as np
 
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import ClusterState, JobInfo, compile_jobs
-from solver.quiet import new_highs
+from solver.highs import OPTIMAL, SOLUTION_FEASIBLE, HighsLp, set_integral
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,14 @@ class _Class:
 
 #: a pattern: ((group index, count), ...), sorted by group
 Pattern = tuple[tuple[int, int], ...]
-#: a column of the pattern model: (GPU class, pattern, value)
-Column = tuple[_Class, Pattern, float]
+
+
+class Column(NamedTuple):
+    """y[c, p] of the pattern model: GPUs of class `cls` filled as `pattern`, its value."""
+
+    cls: _Class
+    pattern: Pattern
+    value: float
 
 
 @dataclass
@@ -225,7 +231,7 @@ def repack(request: PlanRequest, result: HeuristicResult, deadline: float
         if pats is None:
             cols = []
             break
-        cols.extend((cls, p, v) for p, v in pats)
+        cols.extend(Column(cls, p, v) for p, v in pats)
     own = _own_patterns(result, state, movable, classes, groups)
     if not cols and time.monotonic() < deadline:
         # too many patterns to list: generate the useful ones (price-and-branch)
@@ -288,7 +294,7 @@ def _generate(ordered: list[_Class], classes: dict[_Class, list[int]],
     def add(cls: _Class, pat: Pattern) -> None:
         if (cls, pat) not in seen:
             seen.add((cls, pat))
-            cols.append((cls, pat, _value(cls, pat, groups)))
+            cols.append(Column(cls, pat, _value(cls, pat, groups)))
 
     for cls, pat in own or []:
         add(cls, pat)
@@ -320,14 +326,17 @@ def _generate(ordered: list[_Class], classes: dict[_Class, list[int]],
 def _lp_duals(cols: list[Column], classes: dict[_Class, list[int]], groups: list[_Group],
               class_row: dict[_Class, int], stop: float
               ) -> tuple[list[float], list[float]] | None:
-    """Dual prices (>= 0) of the class and group rows of the pattern LP over `cols`."""
-    h = _master(cols, classes, groups, class_row)
+    """Dual prices (>= 0) of the class and group rows of the pattern LP over `cols`: per
+    class (in `class_row` order) and per group."""
+    lp = _master(cols, classes, groups, class_row)
+    h = lp.to_highs()
     h.setOptionValue("time_limit", max(0.05, stop - time.monotonic()))
     h.run()
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+    if h.getModelStatus() != OPTIMAL:
         return None
     duals = [max(0.0, -d) for d in h.getSolution().row_dual]
-    return duals[:len(class_row)], duals[len(class_row):]
+    return ([duals[lp.row("class", cls)] for cls in class_row],
+            [duals[lp.row("group", gi)] for gi in range(len(groups))])
 
 
 def _price(cls: _Class, groups: list[_Group], pi: float, mu: list[float], k: int,
@@ -402,27 +411,20 @@ def _price(cls: _Class, groups: list[_Group], pi: float, mu: list[float], k: int
 
 
 def _master(cols: list[Column], classes: dict[_Class, list[int]], groups: list[_Group],
-            class_row: dict[_Class, int]) -> highspy.Highs:
-    """The pattern model over `cols` as a HiGHS LP (minimising minus the value)."""
-    n_rows = len(class_row) + len(groups)
-    entries: list[tuple[int, int, float]] = []
-    for j, (cls, pat, _v) in enumerate(cols):
-        entries.append((class_row[cls], j, 1.0))
-        for gi, n in pat:
-            entries.append((len(class_row) + gi, j, float(n)))
-    upper = np.array([float(len(classes[c])) for c in class_row]
-                     + [float(len(g.jobs)) for g in groups])
-    h = new_highs()
-    n = len(cols)
-    h.addVars(n, np.zeros(n), np.array([float(len(classes[cls])) for cls, _p, _v in cols]))
-    h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array([-v for _c, _p, v in cols]))
-    entries.sort()
-    rows = np.array([r for r, _, _ in entries], dtype=np.int64)
-    starts = np.searchsorted(rows, np.arange(n_rows)).astype(np.int32)
-    h.addRows(n_rows, np.full(n_rows, -highspy.kHighsInf), upper, len(entries), starts,
-              np.array([c for _, c, _ in entries], dtype=np.int32),
-              np.array([v for _, _, v in entries], dtype=np.float64))
-    return h
+            class_row: dict[_Class, int]) -> HighsLp:
+    """The pattern model over `cols` (module doc), minimising minus the value: a row per
+    class (GPUs of the class, in `class_row` order) and per group (its jobs)."""
+    lp = HighsLp()
+    for cls in sorted(class_row, key=class_row.__getitem__):
+        lp.add_row("class", cls, hi=float(len(classes[cls])))
+    for gi, g in enumerate(groups):
+        lp.add_row("group", gi, hi=float(len(g.jobs)))
+    for col in cols:
+        j = lp.add_col(-col.value, hi=float(len(classes[col.cls])))
+        lp.entry("class", col.cls, j, 1.0)
+        for gi, n in col.pattern:
+            lp.entry("group", gi, j, float(n))
+    return lp
 
 
 def _solve(cols: list[Column], classes: dict[_Class, list[int]], groups: list[_Group],
@@ -431,18 +433,16 @@ def _solve(cols: list[Column], classes: dict[_Class, list[int]], groups: list[_G
     left = deadline - time.monotonic()
     if left < 0.05:
         return None
-    h = _master(cols, classes, groups, {cls: r for r, cls in enumerate(classes)})
+    h = _master(cols, classes, groups, {cls: r for r, cls in enumerate(classes)}).to_highs()
     h.setOptionValue("time_limit", left)
     h.setOptionValue("mip_rel_gap", 1e-6)
-    n = len(cols)
-    h.changeColsIntegrality(n, np.arange(n, dtype=np.int32),
-                            np.full(n, highspy.HighsVarType.kInteger))
+    set_integral(h, list(range(len(cols))))
     if start is not None:
         sol = highspy.HighsSolution()
         sol.col_value = start
         h.setSolution(sol)
     h.run()
-    if h.getInfo().primal_solution_status != 2:  # no feasible solution
+    if h.getInfo().primal_solution_status != SOLUTION_FEASIBLE:
         return None
     return [max(0, round(v)) for v in h.getSolution().col_value]
 

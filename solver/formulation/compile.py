@@ -1,0 +1,128 @@
+"""Compile a PlanRequest into the formulation's model: data, variables, constraints,
+objective, hints, in that order (one function per stage below).
+
+The order of the calls is the order of the model's variables and rows, which the
+backends see; keep it when adding a family (append, do not interleave).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+
+from models import Placement, PlanRequest
+from solver.formulation import constraints as rows
+from solver.formulation import variables as new
+from solver.formulation.builder import Builder
+from solver.formulation.hints import current_state_hints
+from solver.formulation.objective import add_objective
+from solver.formulation.tables import Compiled
+
+
+def compile_request(request: PlanRequest, objective: str | None = None,
+                    prune: int | None = None,
+                    hint: Mapping[str, list[Placement]] | None = None,
+                    max_vars: int | None = None) -> Compiled:
+    """Compile `request` for `objective` (default: the policy's; fairness and priority_fifo
+    compile with throughput values and are handled by the driver).
+
+    `prune` (None = exact) restricts each job to its `prune` most valuable targets (more
+    for large groups): the model stays small on large clusters, at the price of
+    optimality; `Compiled.pruned` tells whether any target was dropped. Targets that the
+    `hint` plan uses are always kept, so that the hint stays feasible. With `max_vars`,
+    `ModelTooLarge` is raised as soon as the model would grow past it.
+    """
+    obj = objective or request.policy.objective
+    if obj in ("fairness", "priority_fifo"):
+        obj = "throughput"
+    b = Builder(request, obj, prune, hint)
+    b.m.max_vars = max_vars
+    collect_data(b)
+    add_variables(b)
+    add_constraints(b)
+    add_objective(b)
+    current_state_hints(b)
+    b.m.max_vars = None
+    return b.c
+
+
+def collect_data(b: Builder) -> None:
+    """Pools and MIG GPUs, what running jobs hold, groups of identical new jobs."""
+    b.collect_hardware()
+    b.collect_occupancy()
+    b.collect_groups()
+
+
+def add_variables(b: Builder) -> None:
+    """Every variable family, in model order."""
+    new.new_layout_vars(b)
+    new.new_keep_vars(b)
+    new.new_bin_vars(b)
+    for gi in range(len(b.c.groups)):
+        new.new_group_vars(b, gi)
+    for r in b.running:
+        new.new_move_vars(b, r)
+
+
+def add_constraints(b: Builder) -> None:
+    """Every row family, in model order (see the functions of constraints.py)."""
+    for mg in b.mig_gpus:
+        if mg.pos_vars is not None:
+            rows.add_mig_slice_once(b, mg)
+            rows.add_mig_compute(b, mg)
+            rows.add_mig_profile_count(b, mg)
+            rows.add_mig_one_media(b, mg)
+    for r in b.running:
+        rows.add_kept_instance_stays(b, r)
+    rows.add_instance_kept_once(b)
+    for bi, bin_ in enumerate(b.c.bins):
+        if bin_.gpu is not None:
+            rows.add_kept_share_needs_bin(b, bi)
+    virtual = rows.virtual_bins(b)
+    for key, opens in virtual.items():
+        rows.add_virtual_bins_in_order(b, key, opens)
+    for gi, grp in enumerate(b.c.groups):
+        gangs = [j for j in grp.members if j in b.c.gangs]
+        for prev, j in zip([None, *gangs], gangs, strict=False):
+            rows.add_gang(b, j)
+            if prev is not None:
+                rows.add_gang_priority(b, prev, j)
+        rows.add_group_size(b, gi)
+    for r in b.running:
+        if r in b.moves:
+            if r in b.c.gangs:
+                rows.add_gang(b, r)
+            rows.add_keep_move_or_stop(b, r)
+    add_capacity(b, virtual)
+    if b.prune is None:
+        # Pruned targets differ per job, so nodes are no longer interchangeable.
+        add_symmetry(b)
+
+
+def add_capacity(b: Builder, virtual: Mapping[tuple[str, str], list[int]]) -> None:
+    """The capacity rows: per pool its occupied GPUs and its GPUs, per bin its fraction
+    and memory, per MIG GPU and profile its instances, per node its host CPU and memory."""
+    for key, pool in b.pools.items():
+        for gpu in rows.occupied_gpus(pool):
+            rows.add_exclusive_gpu(b, key, gpu)
+        rows.add_pool_capacity(b, key, virtual.get(key, []))
+    for bi in range(len(b.c.bins)):
+        rows.add_share_fraction(b, bi)
+        rows.add_share_memory(b, bi)
+    for mg_i, profile in list(b.mig_use):
+        rows.add_mig_instances(b, mg_i, profile)
+    for node in list(b.host_cpu):
+        rows.add_host_cpu(b, node)
+    for node in list(b.host_mem):
+        rows.add_host_memory(b, node)
+
+
+def add_symmetry(b: Builder) -> None:
+    """Identical clean nodes, and identical clean MIG GPUs of a node, ordered by load."""
+    load, mig_load = rows.symmetry_loads(b)
+    for names in rows.symmetric_nodes(b):
+        for first, second in itertools.pairwise(names):
+            rows.add_node_symmetry(b, first, second, load)
+    for ids in rows.symmetric_mig_gpus(b):
+        for first_gpu, second_gpu in itertools.pairwise(ids):
+            rows.add_mig_gpu_symmetry(b, first_gpu, second_gpu, mig_load)

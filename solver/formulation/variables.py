@@ -1,0 +1,294 @@
+"""The formulation's variables, one `new_*` function per family (notation: package doc).
+
+Each function creates its family's variables, lists them in the variable tables of
+`Compiled`, charges them to the usage ledgers and records what they earn (builder.py).
+Rows are added later, by constraints.py. With pruning on, `Builder.limit` decides which
+targets get a variable at all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from models import mig_profiles_for
+from solver.formulation.builder import Builder, domain_key
+from solver.formulation.tables import (
+    Bin,
+    Gang,
+    GangPart,
+    Group,
+    GroupOnBin,
+    GroupOnMig,
+    GroupOnPool,
+    GroupRank,
+    RunningOnBin,
+    RunningOnMig,
+    RunningOnPool,
+)
+from solver.linear import Terms, add_terms
+
+
+def single_node_whole(gpus: int | None, single_node: bool) -> bool:
+    """Whether a whole-GPU job fits one node by construction (one GPU, or single_node)."""
+    return single_node or (gpus or 1) == 1
+
+
+def new_layout_vars(b: Builder) -> None:
+    """v[g, i] in {0, 1}: instance position i (profile, start) is in MIG GPU g's final
+    layout; only on usable GPUs when the policy allows reconfiguration (else the current
+    layout stays)."""
+    if not b.req.policy.allow_mig_reconfiguration:
+        return
+    for mg in b.mig_gpus:
+        if mg.usable:
+            mg.pos_vars = {p: b.m.new_var(f"v[{mg.node}/{mg.gpu},{p.profile}@{p.start}]")
+                           for p in mg.positions}
+
+
+def new_keep_vars(b: Builder) -> None:
+    """keep[r] in {0, 1}: running job r stays exactly where it runs (fixed to 1 when it is
+    not preemptible). It earns its value on its current model and holds its host share,
+    and its MIG instances."""
+    jobs = b.req.jobs
+    for r in b.running:
+        job = jobs[r]
+        k = b.m.new_var(f"keep[{job.name}]")
+        b.c.keep[r] = k
+        if not job.preemptible:
+            b.m.fix(k, 1)
+        cur = job.current or []
+        b.earn(k, r, b.model_of(cur[0].node, cur[0].gpu))
+        b.earn_keep(k)
+        per_node: dict[str, int] = defaultdict(int)
+        for p in cur:
+            per_node[p.node] += 1
+        for node, cnt in per_node.items():
+            b.charge_host(node, k, job, cnt / len(cur) if job.shape == "whole" else 1.0)
+        for p in cur:
+            if p.mig is not None:
+                b.charge(b.mig_use, (b.mig_index[(p.node, p.gpu)], p.mig.profile), k, 1.0)
+        b.c.placed_terms[r] = {k: 1.0}
+
+
+def new_bin_vars(b: Builder) -> None:
+    """open[b] in {0, 1}: GPU b is in share mode. Concrete bins are the GPUs that host
+    shared jobs now (their kept jobs charged to them); virtual bins, per pool, as many as
+    its free usable GPUs or its possible shared jobs, whichever is fewer."""
+    jobs = b.req.jobs
+    bins = b.c.bins
+    for key, pool in b.pools.items():
+        for gpu in sorted(pool.share_occ):
+            o = b.m.new_var(f"open[{key},{gpu}]")
+            b.bin_of_gpu[(pool.node, gpu)] = len(bins)
+            bins.append(Bin(key, gpu, o, gpu in pool.usable))
+            for r in pool.share_occ[gpu]:
+                k = b.c.keep[r]
+                cur = (jobs[r].current or [])[0]
+                b.bin_share[len(bins) - 1][k] = cur.fraction or 0.0
+                b.bin_mem[len(bins) - 1][k] = jobs[r].gpu_memory_gib or 0.0
+    share_groups = [g for g in b.c.groups if g.shape == "share"]
+    run_share = [jobs[r] for r in b.running if jobs[r].shape == "share" and
+                 jobs[r].preemptible]
+    for key, pool in b.pools.items():
+        free = sum(1 for g in pool.usable if g not in pool.share_occ)
+        if free <= 0:
+            continue
+        demand = sum(len(g.members) for g in share_groups
+                     if b.eligible(jobs[g.members[0]], pool.model)
+                     and b.host_fits(pool.node, jobs[g.members[0]]))
+        demand += sum(1 for j in run_share if b.eligible(j, pool.model))
+        for k in range(min(free, demand)):
+            bins.append(Bin(key, None, b.m.new_var(f"vopen[{key},{k}]"), True))
+
+
+def new_group_vars(b: Builder, gi: int) -> None:
+    """The variables of group `gi`, by its shape; `group_terms[gi]` counts its members
+    placed."""
+    grp = b.c.groups[gi]
+    for rank, j in enumerate(grp.members):
+        b.c.group_of[j] = GroupRank(gi, rank)
+    b.c.group_terms[gi] = {}
+    job = b.req.jobs[grp.members[0]]
+    if grp.shape == "whole" and single_node_whole(job.gpus, job.single_node):
+        new_whole_group_vars(b, gi, grp)
+    elif grp.shape == "whole":
+        for j in grp.members:
+            gang = new_gang_vars(b, j)
+            add_terms(b.c.group_terms[gi], {gang.new: 1.0})
+    elif grp.shape == "share":
+        new_share_group_vars(b, gi, grp)
+    else:
+        new_mig_group_vars(b, gi, grp)
+
+
+def new_whole_group_vars(b: Builder, gi: int, grp: Group) -> None:
+    """c[G, p] in [0, min(|G|, |U_p| // g)]: members of G placed as g-GPU gangs in pool p
+    (single-node gangs)."""
+    job = b.req.jobs[grp.members[0]]
+    g = job.gpus or 1
+    cands = [(key, pool) for key, pool in b.pools.items()
+             if len(pool.usable) // g >= 1 and b.eligible(job, pool.model)
+             and b.host_fits(pool.node, job)]
+    needed = 2 * math.ceil(len(grp.members) * g / 8)
+    for key, pool in b.limit(job, cands, lambda x: x[1].model, lambda x: x[1].node,
+                             needed):
+        cap = len(pool.usable) // g
+        v = b.m.new_var(f"c[{gi},{key}]", 0, min(len(grp.members), cap))
+        b.charge(b.pool_use, key, v, float(g))
+        b.earn(v, grp.members[0], pool.model)
+        b.charge_host(pool.node, v, job, 1.0)
+        b.c.whole.append(GroupOnPool(v, gi, key))
+        add_terms(b.c.group_terms[gi], {v: 1.0})
+
+
+def new_gang_vars(b: Builder, j: int) -> Gang:
+    """A gang that may span nodes: new[j] in {0, 1}, u[j, m] in {0, 1} per eligible model,
+    d[j, D] in {0, 1} per domain (same_domain), y[j, p] in [0, min(g, |U_p|)] GPUs per
+    pool. The model variables earn the gang's value."""
+    job = b.req.jobs[j]
+    g = job.gpus or 1
+    gang = Gang(b.m.new_var(f"new[{job.name}]"))
+    b.c.gangs[j] = gang
+    pools = [(key, p) for key, p in b.pools.items()
+             if p.usable and b.eligible(job, p.model)]
+    models = sorted({p.model for _, p in pools})
+    gang.models = {m: b.m.new_var(f"u[{job.name},{m}]") for m in models}
+    if job.same_domain:
+        doms = sorted({domain_key(p.node, b.nodes[p.node].topology_domain) for _, p in pools})
+        gang.domains = {dm: b.m.new_var(f"d[{job.name},{dm}]") for dm in doms}
+    for key, p in pools:
+        y = b.m.new_var(f"y[{job.name},{key}]", 0, min(g, len(p.usable)))
+        b.charge(b.pool_use, key, y, 1.0)
+        b.charge_host(p.node, y, job, 1.0 / g)
+        gang.parts.append(GangPart(y, key))
+    for m, v in gang.models.items():
+        b.earn(v, j, m)
+    return gang
+
+
+def new_share_group_vars(b: Builder, gi: int, grp: Group) -> None:
+    """a[G, b] in [0, min(|G|, what fits b by fraction and GPU memory)]: members of G
+    sharing bin b."""
+    job = b.req.jobs[grp.members[0]]
+    f = job.gpu_share or 1.0
+    # jobs of this group that fit one GPU by fraction (never more than the group has)
+    per_bin = len(grp.members) if f * len(grp.members) <= 1.0 \
+        else math.floor(1.0 / f + 1e-9)
+    mem_cap: dict[str, int] = {}
+    for bi, bin_ in b.limit(job, b.bins_for(job), lambda x: x[1].pool[1],
+                            lambda x: x[1].pool[0], 2 * len(grp.members)):
+        model = bin_.pool[1]
+        if model not in mem_cap:
+            mem = b.catalog[model].memory_gib
+            need = job.gpu_memory_gib or 0.0
+            mem_cap[model] = per_bin if not need or mem is None \
+                or need * per_bin <= mem else math.floor(mem / need + 1e-9)
+        ub = min(len(grp.members), mem_cap[model])
+        if ub < 1:
+            continue
+        v = b.m.new_var(f"a[{gi},{bi}]", 0, ub)
+        b.charge_bin(bi, v, job)
+        b.earn(v, grp.members[0], model)
+        b.charge_host(bin_.pool[0], v, job, 1.0)
+        b.c.share.append(GroupOnBin(v, gi, bi))
+        add_terms(b.c.group_terms[gi], {v: 1.0})
+
+
+def new_mig_group_vars(b: Builder, gi: int, grp: Group) -> None:
+    """m[G, g, pi] in [0, min(|G|, instances of pi g can hold)]: members of G on instances
+    of profile pi of MIG GPU g, for each profile that covers the job."""
+    job = b.req.jobs[grp.members[0]]
+    gpus = [(mg_i, mg) for mg_i, mg in enumerate(b.mig_gpus)
+            if mg.usable and b.eligible(job, mg.model) and b.host_fits(mg.node, job)]
+    for mg_i, mg in b.limit(job, gpus, lambda x: x[1].model, lambda x: x[1].node,
+                            2 * len(grp.members)):
+        for prof in mig_profiles_for(job, b.catalog[mg.model]):
+            cap_t, cap_c = b.mig_count(mg_i, prof.name)
+            cap = prof.max_count if cap_t else int(cap_c)
+            if cap < 1:
+                continue
+            v = b.m.new_var(f"m[{gi},{mg.node}/{mg.gpu},{prof.name}]", 0,
+                            min(len(grp.members), cap))
+            b.charge(b.mig_use, (mg_i, prof.name), v, 1.0)
+            b.earn(v, grp.members[0], mg.model)
+            b.charge_host(mg.node, v, job, 1.0)
+            b.c.mig.append(GroupOnMig(v, gi, mg_i, prof.name))
+            add_terms(b.c.group_terms[gi], {v: 1.0})
+
+
+def new_move_vars(b: Builder, r: int) -> None:
+    """The new placements of preemptible running job r (its migration options), by shape:
+    mv[r, p], a gang's variables, ms[r, b] or mm[r, g, pi], each in {0, 1}. They earn the
+    job's value on their model; `moves[r]` lists them (a gang: its `new[r]`)."""
+    job = b.req.jobs[r]
+    if not job.preemptible:
+        return
+    if job.shape == "whole" and single_node_whole(job.gpus, job.single_node):
+        new_vars = _whole_moves(b, r)
+    elif job.shape == "whole":
+        new_vars = [new_gang_vars(b, r).new]
+    elif job.shape == "share":
+        new_vars = _share_moves(b, r)
+    else:
+        new_vars = _mig_moves(b, r)
+    b.moves[r] = new_vars
+    for v in new_vars:
+        b.earn_move(v)
+    placed: Terms = {b.c.keep[r]: 1.0, **dict.fromkeys(new_vars, 1.0)}
+    b.c.placed_terms[r] = placed
+
+
+def _whole_moves(b: Builder, r: int) -> list[int]:
+    """mv[r, p]: running single-node gang r moves to pool p."""
+    job = b.req.jobs[r]
+    g = job.gpus or 1
+    cands = [(key, pool) for key, pool in b.pools.items()
+             if (len(pool.usable) >= g and b.eligible(job, pool.model)
+                 and b.host_fits(pool.node, job))]
+    out: list[int] = []
+    for key, pool in b.limit(job, cands, lambda x: x[1].model, lambda x: x[1].node, 1):
+        v = b.m.new_var(f"mv[{job.name},{key}]")
+        b.charge(b.pool_use, key, v, float(g))
+        b.earn(v, r, pool.model)
+        b.charge_host(pool.node, v, job, 1.0)
+        b.c.whole_running.append(RunningOnPool(v, r, key))
+        out.append(v)
+    return out
+
+
+def _share_moves(b: Builder, r: int) -> list[int]:
+    """ms[r, b]: running shared job r moves to bin b (any but its own GPU)."""
+    job = b.req.jobs[r]
+    own = (job.current or [])[0]
+    bins = [(bi, x) for bi, x in b.bins_for(job)
+            if not (x.gpu == own.gpu and x.pool[0] == own.node)]
+    out: list[int] = []
+    for bi, bin_ in b.limit(job, bins, lambda x: x[1].pool[1], lambda x: x[1].pool[0], 1):
+        v = b.m.new_var(f"ms[{job.name},{bi}]")
+        b.charge_bin(bi, v, job)
+        b.earn(v, r, bin_.pool[1])
+        b.charge_host(bin_.pool[0], v, job, 1.0)
+        b.c.share_running.append(RunningOnBin(v, r, bi))
+        out.append(v)
+    return out
+
+
+def _mig_moves(b: Builder, r: int) -> list[int]:
+    """mm[r, g, pi]: running MIG job r moves to an instance of profile pi of GPU g."""
+    job = b.req.jobs[r]
+    gpus = [(mg_i, mg) for mg_i, mg in enumerate(b.mig_gpus)
+            if mg.usable and b.eligible(job, mg.model) and b.host_fits(mg.node, job)]
+    out: list[int] = []
+    for mg_i, mg in b.limit(job, gpus, lambda x: x[1].model, lambda x: x[1].node, 1):
+        for prof in mig_profiles_for(job, b.catalog[mg.model]):
+            cap_t, cap_c = b.mig_count(mg_i, prof.name)
+            if not cap_t and cap_c < 1:
+                continue
+            v = b.m.new_var(f"mm[{job.name},{mg.node}/{mg.gpu},{prof.name}]")
+            b.charge(b.mig_use, (mg_i, prof.name), v, 1.0)
+            b.earn(v, r, mg.model)
+            b.charge_host(mg.node, v, job, 1.0)
+            b.c.mig_running.append(RunningOnMig(v, r, mg_i, prof.name))
+            out.append(v)
+    return out

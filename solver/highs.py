@@ -1,0 +1,103 @@
+"""A small HiGHS adapter: LPs built by columns and named row families, no row offsets.
+
+The bound (solver/bound.py) and the share re-pack (solver/share_packing.py) solve LPs and
+MIPs of their own, directly with HiGHS (their columns are continuous or aggregated, unlike
+the integer `LinearModel` the planners share). `HighsLp` lets them say which row a
+coefficient goes to by family and key (`lp.entry("pool", pool, col, amount)`) instead of
+computing its index: rows are numbered in the order they are declared, so a model that
+declares its families in a fixed order gets a fixed layout.
+
+    lp = HighsLp()
+    lp.add_row("pool", p, hi=capacity[p])          # declare the rows...
+    x = lp.add_col(cost=-value, hi=count)          # ...add columns (HiGHS minimises)...
+    lp.entry("pool", p, x, amount)                 # ...and their coefficients
+    h = lp.to_highs()                              # a highspy.Highs, ready to run
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import highspy
+import numpy as np
+
+from solver.quiet import new_highs
+
+#: `Highs.getModelStatus()` values the callers act on.
+OPTIMAL = highspy.HighsModelStatus.kOptimal
+INFEASIBLE = highspy.HighsModelStatus.kInfeasible
+#: `HighsInfo.primal_solution_status` of a run that found a feasible solution.
+SOLUTION_FEASIBLE = int(highspy.SolutionStatus.kSolutionStatusFeasible)
+
+INF = highspy.kHighsInf
+
+
+class HighsLp:
+    """Columns (cost, bounds), rows in named families (key -> row index, bounds) and the
+    matrix entries; `to_highs` hands it all to a fresh HiGHS instance."""
+
+    def __init__(self) -> None:
+        self.cost: list[float] = []
+        self.col_lo: list[float] = []
+        self.col_hi: list[float] = []
+        self.row_lo: list[float] = []
+        self.row_hi: list[float] = []
+        #: family -> key -> row index
+        self.families: dict[str, dict[Hashable, int]] = {}
+        self._entries: list[tuple[int, int, float]] = []
+
+    @property
+    def num_cols(self) -> int:
+        """Columns added so far."""
+        return len(self.cost)
+
+    def add_row(self, family: str, key: Hashable, lo: float = -INF, hi: float = INF
+                ) -> int:
+        """Declare the row `key` of `family`, lo <= row <= hi; returns its index."""
+        rows = self.families.setdefault(family, {})
+        if key in rows:
+            raise ValueError(f"row {family}[{key!r}] declared twice")
+        rows[key] = len(self.row_lo)
+        self.row_lo.append(lo)
+        self.row_hi.append(hi)
+        return rows[key]
+
+    def has_row(self, family: str, key: Hashable) -> bool:
+        """Whether the row `key` of `family` was declared."""
+        return key in self.families.get(family, {})
+
+    def row(self, family: str, key: Hashable) -> int:
+        """The index of the row `key` of `family`."""
+        return self.families[family][key]
+
+    def add_col(self, cost: float, hi: float, lo: float = 0.0) -> int:
+        """A new column lo <= x <= hi of objective coefficient `cost`; returns its index."""
+        self.cost.append(cost)
+        self.col_lo.append(lo)
+        self.col_hi.append(hi)
+        return len(self.cost) - 1
+
+    def entry(self, family: str, key: Hashable, col: int, coef: float) -> None:
+        """The coefficient of column `col` in the row `key` of `family`."""
+        self._entries.append((self.families[family][key], col, coef))
+
+    def to_highs(self) -> highspy.Highs:
+        """A silent HiGHS instance holding the model (rows stored in index order)."""
+        h = new_highs()
+        n_cols, n_rows = len(self.cost), len(self.row_lo)
+        h.addVars(n_cols, np.array(self.col_lo), np.array(self.col_hi))
+        h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), np.array(self.cost))
+        entries = sorted(self._entries)
+        rows = np.array([r for r, _, _ in entries], dtype=np.int64)
+        starts = np.searchsorted(rows, np.arange(n_rows)).astype(np.int32)
+        h.addRows(n_rows, np.array(self.row_lo, dtype=np.float64),
+                  np.array(self.row_hi, dtype=np.float64), len(entries), starts,
+                  np.array([c for _, c, _ in entries], dtype=np.int32),
+                  np.array([v for _, _, v in entries], dtype=np.float64))
+        return h
+
+
+def set_integral(h: highspy.Highs, cols: list[int]) -> None:
+    """Make columns `cols` of `h` integer."""
+    idx = np.array(cols, dtype=np.int32)
+    h.changeColsIntegrality(len(idx), idx, np.full(len(idx), highspy.HighsVarType.kInteger))
