@@ -32,6 +32,8 @@ from models import (
     instance_positions,
     model_eligible,
 )
+from models.capacity import domain_of
+from models.capacity import usable as gpu_usable
 from models.objective import objective_value_of
 from models.rules import host_fits, job_value, priority_key
 from solver.formulation.tables import (
@@ -47,18 +49,12 @@ from solver.linear import LinearModel, Terms
 T = TypeVar("T")
 
 
-def domain_key(node_name: str, domain: str | None) -> str:
-    """The topology domain of a node as the formulation keys it: a node without a
-    topology domain is its own singleton domain."""
-    return domain if domain is not None else f"\x00{node_name}"
-
-
 def node_domain(request: PlanRequest, node: str) -> str:
-    """The topology domain key of the node named `node` (see `domain_key`)."""
+    """The topology domain key of the node named `node` (`models.capacity.domain_of`)."""
     for n in request.cluster.nodes:
         if n.name == node:
-            return domain_key(n.name, n.topology_domain)
-    return domain_key(node, None)
+            return domain_of(n.name, n.topology_domain)
+    return domain_of(node, None)
 
 
 def profile_of(spec: GpuModel, name: str) -> MigProfileSpec:
@@ -122,7 +118,7 @@ class Builder:
         """Pools of non-MIG GPUs per (node, model) and the MIG GPUs, in cluster order."""
         for node in self.req.cluster.nodes:
             for gpu in node.gpus:
-                usable = node.schedulable and gpu.healthy
+                usable = gpu_usable(node, gpu)
                 if gpu.mig_enabled:
                     spec = self.catalog[gpu.model]
                     cur = frozenset(i.key() for i in gpu.mig_instances)

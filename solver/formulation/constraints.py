@@ -12,7 +12,8 @@ import itertools
 from collections import defaultdict
 
 from models import Instance
-from solver.formulation.builder import Builder, domain_key, profile_of
+from models.capacity import domain_of
+from solver.formulation.builder import Builder, profile_of
 from solver.formulation.tables import MigGpu, Pool, PoolKey
 from solver.linear import Terms, add_terms
 
@@ -190,7 +191,7 @@ def add_gang_domain_link(b: Builder, j: int, y: int, key: PoolKey) -> None:
     if not job.same_domain:
         return
     node = b.pools[key].node
-    d = b.c.gangs[j].domains[domain_key(node, b.nodes[node].topology_domain)]
+    d = b.c.gangs[j].domains[domain_of(node, b.nodes[node].topology_domain)]
     b.m.add({y: 1.0, d: -_part_cap(b, j, key)}, hi=0,
             name=f"gang_use_domain[{job.name},{key}]")
 

@@ -12,7 +12,8 @@ import math
 from collections import defaultdict
 
 from models import mig_profiles_for
-from solver.formulation.builder import Builder, domain_key
+from models.capacity import domain_of
+from solver.formulation.builder import Builder
 from solver.formulation.tables import (
     Bin,
     Gang,
@@ -155,7 +156,7 @@ def new_gang_vars(b: Builder, j: int) -> Gang:
     models = sorted({p.model for _, p in pools})
     gang.models = {m: b.m.new_var(f"u[{job.name},{m}]") for m in models}
     if job.same_domain:
-        doms = sorted({domain_key(p.node, b.nodes[p.node].topology_domain) for _, p in pools})
+        doms = sorted({domain_of(p.node, b.nodes[p.node].topology_domain) for _, p in pools})
         gang.domains = {dm: b.m.new_var(f"d[{job.name},{dm}]") for dm in doms}
     for key, p in pools:
         y = b.m.new_var(f"y[{job.name},{key}]", 0, min(g, len(p.usable)))
