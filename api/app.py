@@ -7,10 +7,16 @@ The solver pool and the SQLite store start in the lifespan and stop with it.
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import logging
-from collections.abc import AsyncIterator
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -21,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import error_responses, install_handlers
 from api.metrics import Metrics
+from api.pool import SolverPool
 from api.routers import catalog, health, k8s, plans, solves, validate
 from api.routers.deps import require_token
 from api.settings import Settings
@@ -41,6 +48,37 @@ Solves run in a bounded pool of worker processes. `POST /v1/plans` waits for the
 the solve runs) or cancel. When `GPUPLAN_API_TOKEN` is set, every `/v1` route needs
 `Authorization: Bearer <token>`.
 """
+
+
+class TokenMiddleware:
+    """401 for a `/v1` request without the right bearer token, before its body is read.
+
+    The routes' `require_token` dependency checks the same token (and documents it in
+    OpenAPI), but FastAPI reads and parses a body before it solves dependencies: this
+    middleware refuses an unauthenticated request first, whatever its body.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass authorised or non-/v1 requests on; answer the others 401."""
+        if scope["type"] != "http" or not (scope["path"] == "/v1"
+                                           or scope["path"].startswith("/v1/")):
+            await self.app(scope, receive, send)
+            return
+        given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        scheme, _, credentials = given.partition(b" ")
+        # Constant-time comparison, whatever the scheme, as in `require_token`.
+        if hmac.compare_digest(credentials.strip(), self.token) and scheme.lower() == b"bearer":
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse(
+            {"detail": "missing or invalid bearer token", "code": "unauthorized"},
+            status_code=401, headers={"WWW-Authenticate": "Bearer"},
+        )
+        await response(scope, _no_receive, send)
 
 
 class BodyLimitMiddleware:
@@ -104,6 +142,40 @@ async def _no_receive() -> Message:
     return {"type": "http.disconnect"}
 
 
+def _stop_solves_on_signal(pool: SolverPool) -> Callable[[], None]:
+    """Chain the server's SIGTERM / SIGINT handlers so that live solves end at once.
+
+    uvicorn answers SIGTERM by waiting for the requests in flight before it runs the
+    lifespan shutdown; a request waiting for a long solve would hold it for the solve's
+    whole time limit. The chained handler first ends every queued and running solve
+    (answered 503), then calls uvicorn's. Only where uvicorn installed a handler (the main
+    thread of `gpuplan serve` or `uvicorn`); returns the function that restores it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    loop = asyncio.get_running_loop()
+    chained: dict[int, tuple[Callable[[int, FrameType | None], Any], object]] = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+        if not callable(previous):
+            continue
+
+        def handler(signum: int, frame: FrameType | None,
+                    previous: Callable[[int, FrameType | None], Any] = previous) -> None:
+            loop.call_soon_threadsafe(pool.begin_close)
+            previous(signum, frame)
+
+        signal.signal(sig, handler)
+        chained[sig] = (handler, previous)
+
+    def restore() -> None:
+        for sig, (handler, previous) in chained.items():
+            if signal.getsignal(sig) is handler:
+                signal.signal(sig, previous)  # type: ignore[arg-type]
+
+    return restore
+
+
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
@@ -111,11 +183,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     service = SolveService(settings, store, app.state.metrics)
     await service.start()
     app.state.service = service
+    restore_signals = _stop_solves_on_signal(service.pool)
     log.info("gpuplan ready: %d workers, queue %d, db %s",
              settings.workers, settings.queue_size, settings.db_path)
     try:
         yield
     finally:
+        restore_signals()
         app.state.service = None
         await service.stop()
         store.close()
@@ -168,6 +242,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _add_docs(app)
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    if settings.api_token is not None:  # outside the body limit: 401 before 413
+        app.add_middleware(TokenMiddleware, token=settings.api_token)
     origins = settings.cors_origin_list
     if origins:
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_credentials=False,

@@ -249,14 +249,24 @@ class SolverPool:
         self._slots = [asyncio.create_task(self._slot(i), name=f"gpuplan-slot-{i}")
                        for i in range(self.size)]
 
-    async def stop(self) -> None:
-        """Cancel every task, stop the slots and the worker processes."""
+    def begin_close(self) -> None:
+        """Refuse new tasks and end every queued and running one now (ShuttingDown).
+
+        Called as soon as the server is asked to stop, so that requests waiting for a solve
+        are answered (503) at once and the server does not wait for their time limits.
+        """
+        if self._closing:
+            return
         self._closing = True
         for t in list(self._pending):
             self._finish(t, None, ShuttingDown("server shutting down"))
         self._pending.clear()
         for s in self._slots:
             s.cancel()
+
+    async def stop(self) -> None:
+        """Cancel every task, stop the slots and the worker processes."""
+        self.begin_close()
         for s in self._slots:
             with contextlib.suppress(asyncio.CancelledError):
                 await s
