@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,8 +21,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import BaseRoute, Match
+from starlette.routing import compile_path
 
+from models.wire import escaped
 from solver import PlanningError
 
 log = logging.getLogger("gpuplan.api")
@@ -170,7 +172,7 @@ def wire_safe(value: Any, *, cut: int | None = None) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, str):
-        text = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        text = escaped(value)
         return text[:cut] + "..." if cut is not None and len(text) > cut else text
     if isinstance(value, dict):
         return {wire_safe(str(k)): wire_safe(v, cut=cut) for k, v in value.items()}
@@ -216,17 +218,30 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         # Starlette lists the methods of the first route that matched the path only; a
         # path served by several routes (GET and POST /v1/solves) needs all of them.
-        exc.headers = {**(exc.headers or {}), "Allow": _allowed_methods(request)}
+        allowed = _allowed_methods(request)
+        if allowed is not None:
+            exc.headers = {**(exc.headers or {}), "Allow": allowed}
     return await http_exception_handler(request, exc)
 
 
-def _allowed_methods(request: Request) -> str:
-    """Every method some route of the app serves on the request's path."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        if isinstance(route, BaseRoute) and route.matches(request.scope)[0] != Match.NONE:
-            methods.update(getattr(route, "methods", None) or ())
-    return ", ".join(sorted(methods))
+_OPERATIONS = ("GET", "PUT", "POST", "DELETE", "OPTIONS", "PATCH", "TRACE")
+
+
+def _allowed_methods(request: Request) -> str | None:
+    """Every method the app's OpenAPI schema documents for the request's path (with HEAD
+    beside GET, as Starlette serves it); None for a path the schema does not list."""
+    table: list[tuple[re.Pattern[str], set[str]]] | None = getattr(
+        request.app.state, "allow_table", None)
+    if table is None:
+        table = []
+        for path, item in request.app.openapi().get("paths", {}).items():
+            methods = {m.upper() for m in item} & set(_OPERATIONS)
+            if "GET" in methods:
+                methods.add("HEAD")
+            table.append((compile_path(path)[0], methods))
+        request.app.state.allow_table = table
+    path = request.scope["path"]
+    return next((", ".join(sorted(m)) for regex, m in table if regex.match(path)), None)
 
 
 def install_handlers(app: FastAPI) -> None:

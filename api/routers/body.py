@@ -6,19 +6,16 @@ included). `ThreadedBodyRoute` does both steps in the thread pool first and hand
 validated model (which it accepts as is), so the loop only moves bytes. Validation is
 strict JSON validation, so what the OpenAPI schema calls a boolean or an integer is one.
 
-On the way it refuses what JSON parsers accept but a wire contract must not: `NaN` and
-`Infinity` (and numbers so large they become infinite, such as `1e400`), and strings or
-object keys holding lone UTF-16 surrogates (`"\\ud800"`), which no UTF-8 answer could
-carry. Each is a 422 at its own field path, like any other validation error; a body nested
-too deeply to parse is a 422 at `body`.
+On the way it refuses what Python's JSON parser accepts but the wire contract does not
+(models/wire.py): `NaN`, `Infinity`, numbers so large they become infinite, and lone UTF-16
+surrogates. Each is a 422 at its own field path, like any other validation error; a body
+nested too deeply to parse, or not text at all, is a 422 at `body`.
 """
 
 from __future__ import annotations
 
 import email.message
-import json
-import math
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
 from fastapi import Request, Response
@@ -27,7 +24,7 @@ from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-Loc = tuple[str | int, ...]
+from models.wire import WireJSONError, WireProblem, load_wire_json
 
 
 def _is_json(request: Request) -> bool:
@@ -42,39 +39,9 @@ def _is_json(request: Request) -> bool:
         subtype == "json" or subtype.endswith("+json"))
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def non_wire_values(data: object) -> Iterator[tuple[Loc, str, str]]:
-    """(path, error type, message) of every non-finite number and every string or key that
-    is not valid Unicode (lone surrogates) in parsed JSON; iterative, so any depth is fine."""
-    stack: list[tuple[Loc, object]] = [((), data)]
-    while stack:
-        loc, value = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            yield loc, "finite_number", "Input should be a finite number"
-        elif isinstance(value, str) and not _encodable(value):
-            yield loc, "string_unicode", "Input should be valid Unicode (no lone surrogates)"
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if not _encodable(key):
-                    safe = key.encode("utf-8", "backslashreplace").decode("utf-8")
-                    yield ((*loc, safe), "string_unicode",
-                           "Object keys should be valid Unicode (no lone surrogates)")
-                    continue
-                stack.append(((*loc, key), item))
-        elif isinstance(value, list):
-            stack.extend(((*loc, i), item) for i, item in enumerate(value))
-
-
-def _invalid_json(msg: str, loc: Loc = ("body",)) -> RequestValidationError:
-    return RequestValidationError([{"type": "json_invalid", "loc": loc, "msg": msg,
-                                    "input": None}])
+def _unprocessable(problems: list[WireProblem]) -> RequestValidationError:
+    return RequestValidationError([{"type": p.type, "loc": ("body", *p.loc), "msg": p.msg,
+                                    "input": None} for p in problems])
 
 
 def parse_body(adapter: TypeAdapter[Any], body: bytes) -> Any:
@@ -86,19 +53,9 @@ def parse_body(adapter: TypeAdapter[Any], body: bytes) -> Any:
     field path of every problem.
     """
     try:
-        data = json.loads(body)
-    except json.JSONDecodeError as e:
-        raise _invalid_json(f"JSON decode error: {e.msg} at line {e.lineno} column {e.colno}",
-                            ("body", e.pos)) from None
-    except RecursionError:
-        raise _invalid_json("JSON nested too deeply") from None
-    except ValueError as e:  # not UTF-8/16/32, or an integer with too many digits
-        raise _invalid_json(f"body is not decodable JSON ({type(e).__name__})") from None
-    bad = [{"type": kind, "loc": ("body", *loc), "msg": msg, "input": None}
-           for loc, kind, msg in non_wire_values(data)]
-    if bad:
-        raise RequestValidationError(bad)
-    del data
+        load_wire_json(body)
+    except WireJSONError as e:
+        raise _unprocessable(e.problems) from None
     try:
         return adapter.validate_json(body, strict=True)
     except ValidationError as e:
@@ -106,7 +63,8 @@ def parse_body(adapter: TypeAdapter[Any], body: bytes) -> Any:
             [{**err, "loc": ("body", *err["loc"])} for err in e.errors(include_url=False)]
         ) from None
     except RecursionError:
-        raise _invalid_json("JSON nested too deeply") from None
+        raise _unprocessable([WireProblem((), "json_invalid", "JSON nested too deeply")]
+                             ) from None
 
 
 class ThreadedBodyRoute(APIRoute):
