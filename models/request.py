@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from models.catalog import BUILTIN_CATALOG, GpuModel, Instance, layout_violations
@@ -75,6 +76,11 @@ class MigInstance(_Wire):
 class Placement(_Wire):
     """One GPU of a placement: a whole GPU, a MIG instance on it, or a fraction of it."""
 
+    # For OpenAPI: not both a MIG instance and a fraction.
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"not": {
+        "required": ["mig", "fraction"],
+        "properties": {"mig": {"type": "object"}, "fraction": {"type": "number"}}}})
+
     node: str = Field(min_length=1)
     gpu: GpuIndex
     mig: MigInstance | None = None
@@ -89,6 +95,12 @@ class Placement(_Wire):
 
 class Gpu(_Wire):
     """One physical GPU of a node."""
+
+    # For OpenAPI: MIG instances only on a GPU whose mig_enabled is true.
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "if": {"required": ["mig_instances"], "properties": {"mig_instances": {"minItems": 1}}},
+        "then": {"required": ["mig_enabled"], "properties": {"mig_enabled": {"const": True}}},
+    })
 
     index: GpuIndex
     model: str = Field(min_length=1, examples=["A100-SXM4-80GB"])
@@ -146,8 +158,17 @@ class MigDemand(_Wire):
     memory_gib: GpuMemory = 0.0
 
 
+#: JSON Schema of "exactly one demand shape": one branch per shape, each matching when
+#: that shape is given and not null (the `_one_shape` validator's rule, for OpenAPI).
+_ONE_SHAPE_SCHEMA: JsonDict = {"oneOf": [
+    {"required": [s], "properties": {s: {"not": {"type": "null"}}}}
+    for s in ("gpus", "mig", "mig_profile", "gpu_share")]}
+
+
 class Job(_Wire):
     """A job: training or inference, with exactly one demand shape."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_ONE_SHAPE_SCHEMA)
 
     name: str = Field(min_length=1)
     kind: Literal["training", "inference"] = "training"
@@ -168,7 +189,7 @@ class Job(_Wire):
     host_memory_gib: HostMemory | None = None
     # Running state.
     preemptible: bool = True
-    current: list[Placement] | None = None
+    current: list[Placement] | None = Field(default=None, min_length=1)
     remaining_work: float | None = Field(default=None, ge=0, le=MAX_REMAINING_WORK_S,
                                          allow_inf_nan=False)
     submitted_at: float | None = Field(default=None, ge=0, le=MAX_SUBMITTED_AT_S,
@@ -190,8 +211,6 @@ class Job(_Wire):
             )
         cur = self.current
         if cur is not None:
-            if not cur:
-                raise ValueError("current, when given, lists at least one placement")
             if self.gpus is not None:
                 if len(cur) != self.gpus or any(p.mig or p.fraction for p in cur):
                     raise ValueError(f"current must list {self.gpus} whole-GPU placements")
