@@ -31,13 +31,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,8 +51,8 @@ log = logging.getLogger("gpuplan.robustness")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "robustness-token"
-NAN = float("nan")
-INF = float("inf")
+NAN = math.nan
+INF = math.inf
 
 Loc = tuple[str | int, ...]
 
@@ -105,28 +106,18 @@ def k8s_cluster(nodes: int, gpus_per_node: int, pods: int) -> dict[str, Any]:
             "pods": {"apiVersion": "v1", "kind": "List", "items": pod_items}}
 
 
-def large_request(target_bytes: int = 650_000) -> bytes:
-    """A valid request of about `target_bytes` of JSON (many nodes and jobs)."""
-    nodes = [{"name": f"node-{i:05d}", "cpu_millicores": 128000, "memory_gib": 1024,
-              "topology_domain": f"rack-{i // 8}",
-              "labels": {"pool": "training", "zone": f"zone-{i % 3}"},
-              "gpus": [{"index": g, "model": "A100-SXM4-80GB"} for g in range(8)]}
-             for i in range(250)]
-    jobs: list[dict[str, Any]] = []
-    body = {"cluster": {"nodes": nodes}, "jobs": jobs, "policy": {"time_limit_s": 1}}
-    while len(json.dumps(body)) < target_bytes and len(jobs) < 19000:
-        j = len(jobs)
-        jobs.extend({"name": f"job-{j + k:06d}", "gpus": 1 + (j + k) % 4,
-                     "tenant": f"tenant-{(j + k) % 7}", "weight": 1.0 + (j + k) % 5,
-                     "cpu_millicores": 8000, "host_memory_gib": 64,
-                     "throughput": {"A100-SXM4-80GB": 1.0, "H100-SXM5-80GB": 2.4}}
-                    for k in range(100))
-    return json.dumps(body).encode()
-
-
 def nested(depth: int) -> bytes:
     """A JSON body nested `depth` arrays deep inside a request's `jobs`."""
     return b'{"cluster": {"nodes": []}, "jobs": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+def long_request(time_limit_s: float, seed: int = 0) -> dict[str, Any]:
+    """An M-sized generated request for CP-SAT alone: it uses its whole time limit."""
+    from benchmarks.generator import generate
+
+    body = generate("M", seed).model_dump(mode="json", exclude_none=True)
+    body["policy"].update(time_limit_s=time_limit_s, solver="cp_sat")
+    return body
 
 
 def _dumps(obj: Any) -> bytes:
@@ -292,11 +283,18 @@ class LocalServer:
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(x) for x in text.split()]
+    """Live child processes of `pid` (scanning /proc: any thread may have started them)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            out.append(int(entry))
+    return out
 
 
 def _cmdline(pid: int) -> str:
@@ -377,7 +375,7 @@ def probe_corpus(server: LocalServer) -> Row:
                 r = client.request(case.method, case.path, content=case.body,
                                    headers=headers)
                 sent += 1
-                fives += r.status_code >= 500
+                fives += r.status_code == 500
                 why = (None if r.status_code == 401 else f"status {r.status_code}, not 401"
                        ) if want_401 else check_answer(case, r)
                 if why:
@@ -443,9 +441,7 @@ async def _post_many(url: str, path: str, bodies: Sequence[bytes], headers: dict
 def probe_overload(server: LocalServer, workers: int, queue: int, clients: int = 40,
                    time_limit_s: float = 3.0) -> Row:
     """`clients` solves at once: the surplus over workers + queue gets 429 + Retry-After."""
-    body = _dumps({**tiny_request(), "jobs": [
-        {"name": f"j{i}", "gpus": 1 + i % 2, "weight": 1 + i % 3} for i in range(40)],
-        "policy": {"time_limit_s": time_limit_s, "solver": "cp_sat"}})
+    body = _dumps(long_request(time_limit_s))
     headers = {"Authorization": f"Bearer {server.token}"} if server.token else {}
     answers = asyncio.run(_post_many(server.url, "/v1/plans", [body] * clients, headers,
                                      timeout_s=clients * time_limit_s + 60))
@@ -458,7 +454,7 @@ def probe_overload(server: LocalServer, workers: int, queue: int, clients: int =
     if len(rejected) < clients - workers - queue:
         problems.append(f"only {len(rejected)} of {clients} got 429 "
                         f"(capacity {workers} + {queue})")
-    return Row("overload (concurrent solves)", clients, sum(c >= 500 for c in codes),
+    return Row("overload (concurrent solves)", clients, codes.count(500),
                not problems, f"{codes.count(200)} solved, {len(rejected)} x 429", problems)
 
 
@@ -466,8 +462,7 @@ def probe_kill9(server: LocalServer, time_limit_s: float = 20.0) -> Row:
     """SIGKILL the worker of a running async solve: that solve fails, the next succeeds."""
     problems: list[str] = []
     sent = 0
-    body = {**tiny_request(), "jobs": [{"name": f"j{i}", "gpus": 1 + i % 2} for i in range(60)],
-            "policy": {"time_limit_s": time_limit_s, "solver": "cp_sat"}}
+    body = long_request(time_limit_s)
     with server.client() as c:
         r = c.post("/v1/solves", json=body)
         sent += 1
@@ -492,7 +487,7 @@ def probe_kill9(server: LocalServer, time_limit_s: float = 20.0) -> Row:
             problems.append(f"the next solve answered {after.status_code}")
         if set(server.worker_pids()) & set(pids):
             problems.append("a killed worker is still listed")
-    return Row("kill -9 of a worker", sent, int(after.status_code >= 500), not problems,
+    return Row("kill -9 of a worker", sent, int(after.status_code == 500), not problems,
                f"{len(pids)} killed, replaced", problems)
 
 
@@ -586,39 +581,62 @@ def _schemathesis_row(result: dict[str, Any], auth: bool, cases: int) -> Row:
                f"body operation", problems)
 
 
-async def _healthz_during(url: str, load: Callable[[], Any], interval_s: float = 0.02,
-                          max_s: float = 300.0) -> tuple[list[float], Any]:
-    """/healthz latencies (ms) sampled every `interval_s` while `load()` runs."""
+def load_main(spec_path: str) -> None:
+    """Entry point of the load process: post as `spec_path` (JSON) says, then write the
+    status codes (-1 = no answer) as JSON on stdout."""
+    spec = json.loads(Path(spec_path).read_text())
+    body = Path(spec["body"]).read_bytes()
+    codes: list[int] = []
+    for _ in range(spec["rounds"]):
+        answers = asyncio.run(_post_many(spec["url"], spec["path"], [body] * spec["clients"],
+                                         spec["headers"], spec["timeout_s"]))
+        codes += [a.status_code if isinstance(a, httpx.Response) else -1 for a in answers]
+    sys.stdout.write(json.dumps(codes))
+
+
+def _healthz_during(url: str, path: str, body: bytes, clients: int, rounds: int,
+                    headers: dict[str, str], timeout_s: float, interval_s: float = 0.02
+                    ) -> tuple[list[float], list[int]]:
+    """/healthz latencies (ms), sampled every `interval_s` while another process posts
+    `body` to `path` `rounds` times from `clients` concurrent clients; and the load's
+    status codes. The load has a process of its own so that the sampler measures the
+    server only."""
     samples: list[float] = []
-    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
-        task = asyncio.ensure_future(load())
-        end = time.monotonic() + max_s
-        while not task.done() and time.monotonic() < end:
-            t0 = time.perf_counter()
-            r = await c.get("/healthz")
-            samples.append((time.perf_counter() - t0) * 1000)
-            if r.status_code != 200:
-                samples[-1] = float("inf")
-            await asyncio.sleep(interval_s)
-        result = await task
-    return samples, result
+    with tempfile.TemporaryDirectory(prefix="gpuplan-load-") as tmp:
+        (Path(tmp) / "body").write_bytes(body)
+        spec = Path(tmp) / "spec.json"
+        spec.write_text(json.dumps({"url": url, "path": path, "body": str(Path(tmp) / "body"),
+                                    "clients": clients, "rounds": rounds,
+                                    "headers": headers, "timeout_s": timeout_s}))
+        with (Path(tmp) / "codes.json").open("w+") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", "import sys; from api.robustness import load_main; "
+                 "load_main(sys.argv[1])", str(spec)], cwd=REPO_ROOT, stdout=out)
+            end = time.monotonic() + rounds * timeout_s + 60
+            with httpx.Client(base_url=url, timeout=30) as c:
+                while proc.poll() is None and time.monotonic() < end:
+                    t0 = time.perf_counter()
+                    ok = c.get("/healthz").status_code == 200
+                    samples.append((time.perf_counter() - t0) * 1000 if ok else math.inf)
+                    time.sleep(interval_s)
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(30)
+            out.seek(0)
+            text = out.read()
+    return samples, json.loads(text) if text else []
 
 
 def probe_healthz_big_bodies(server: LocalServer, clients: int = 40, rounds: int = 3,
                              p99_ms: float = 100.0) -> Row:
-    """/healthz while `clients` clients each post ~650 KB requests `rounds` times."""
-    body = large_request()
+    """/healthz while `clients` clients each post an M-sized request (~650 KB) `rounds`
+    times."""
+    body = _dumps(long_request(1.0))
     headers = {"Authorization": f"Bearer {server.token}"} if server.token else {}
-
-    async def load() -> list[httpx.Response | Exception]:
-        out: list[httpx.Response | Exception] = []
-        for _ in range(rounds):
-            out += await _post_many(server.url, "/v1/plans", [body] * clients, headers, 300)
-        return out
-
-    samples, answers = asyncio.run(_healthz_during(server.url, load))
+    samples, codes = _healthz_during(server.url, "/v1/plans", body, clients, rounds,
+                                     headers, 300.0)
     return _healthz_row(f"/healthz, {clients} x {len(body) // 1000} KB posts", samples,
-                        answers, p99_ms, ok_codes={200, 429, 422})
+                        codes, p99_ms, ok_codes={200, 429, 504})
 
 
 def probe_healthz_k8s(server: LocalServer, plans: int = 5, time_limit_s: float = 5.0,
@@ -630,29 +648,25 @@ def probe_healthz_k8s(server: LocalServer, plans: int = 5, time_limit_s: float =
     with server.client() as c:
         r = c.post("/v1/k8s/snapshot", json=snap)
         if r.status_code != 200:
-            return Row(f"/healthz, {plans} k8s plans", 1, int(r.status_code >= 500), False,
+            return Row(f"/healthz, {plans} k8s plans", 1, int(r.status_code == 500), False,
                        "", [f"snapshot answered {r.status_code}: {r.text[:200]}"])
-
-    async def load() -> list[httpx.Response | Exception]:
-        return await _post_many(server.url, "/v1/k8s/plan", [b""] * plans, headers,
-                                timeout_s=plans * time_limit_s + 120)
-
-    samples, answers = asyncio.run(_healthz_during(server.url, load))
-    return _healthz_row(f"/healthz, {plans} k8s plans", samples, answers, p99_ms,
+    samples, codes = _healthz_during(server.url, "/v1/k8s/plan", b"", plans, 1, headers,
+                                     plans * time_limit_s + 120)
+    return _healthz_row(f"/healthz, {plans} k8s plans", samples, codes, p99_ms,
                         ok_codes={200})
 
 
-def _healthz_row(name: str, samples: list[float], answers: Sequence[Any], p99_ms: float,
+def _healthz_row(name: str, samples: list[float], codes: list[int], p99_ms: float,
                  ok_codes: set[int]) -> Row:
-    codes = [a.status_code if isinstance(a, httpx.Response) else -1 for a in answers]
     problems = [f"{codes.count(c)} load answers {c}" for c in sorted(set(codes))
                 if c not in ok_codes]
     p50, p99 = percentile(samples, 50), percentile(samples, 99)
     if not samples or p99 >= p99_ms:
         problems.append(f"/healthz p99 {p99:.1f} ms (target < {p99_ms:g} ms)")
-    return Row(name, len(codes) + len(samples), sum(c >= 500 for c in codes), not problems,
+    answered = ", ".join(f"{codes.count(c)} x {c}" for c in sorted(set(codes)))
+    return Row(name, len(codes) + len(samples), codes.count(500), not problems,
                f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(samples, default=0):.1f} ms "
-               f"({len(samples)} samples)", problems)
+               f"({len(samples)} samples; load: {answered})", problems)
 
 
 # ---------------------------------------------------------------- the whole check

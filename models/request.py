@@ -29,7 +29,14 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 from pydantic.config import JsonDict
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
@@ -263,11 +270,19 @@ class PlanRequest(_Wire):
     jobs: list[Job] = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
 
+    #: Set once the cross-checks passed: pydantic hands a validated instance back as it is
+    #: (instances are never revalidated) but still runs this after-validator on it, which
+    #: costs tens of milliseconds on a large request.
+    _cross_checked: bool = PrivateAttr(default=False)
+
     @model_validator(mode="after")
     def _cross_checks(self) -> PlanRequest:
+        if self._cross_checked:
+            return self
         errors = list(_request_errors(self))
         if errors:
             raise ValidationError.from_exception_data("PlanRequest", errors)
+        self._cross_checked = True
         return self
 
 

@@ -14,13 +14,15 @@ BENCH_COMMANDS = {
     "load": "benchmarks.load:load_command",
     "exact": "benchmarks.exact:exact_command",
     "vbp": "benchmarks.vbp:vbp_command",
+    "robustness": "api.cli.robustness:robustness_command",
 }
 
 
 def register(app: typer.Typer) -> None:
     """Add the `bench` command group to `app`."""
     bench = typer.Typer(help="Benchmarks: scale (run), fragmentation (openb), service load "
-                        "(load), exact solves (exact), known-optimum packing (vbp).",
+                        "(load), exact solves (exact), known-optimum packing (vbp), "
+                        "hostile input and overload (robustness).",
                         no_args_is_help=True)
     for name, target in BENCH_COMMANDS.items():
         module_name, func_name = target.split(":")

@@ -3,8 +3,11 @@
 FastAPI reads and validates a JSON body on the event loop, inside the coroutine that serves
 the request: a few dozen large bodies at once then hold up every other request (`/healthz`
 included). `ThreadedBodyRoute` does both steps in the thread pool first and hands FastAPI the
-validated model (which it accepts as is), so the loop only moves bytes. Validation is
-strict JSON validation, so what the OpenAPI schema calls a boolean or an integer is one.
+validated model (which it accepts as is), so the loop only moves bytes. Parsing holds
+the GIL, so only `PARSE_CONCURRENCY` bodies are parsed at once and the loop keeps its
+turn (it still waits for the validation in progress: see PARSE_CONCURRENCY).
+Validation is strict JSON validation, so what the OpenAPI schema calls a boolean or an
+integer is one.
 
 On the way it refuses what Python's JSON parser accepts but the wire contract does not
 (models/wire.py): `NaN`, `Infinity`, numbers so large they become infinite, and lone UTF-16
@@ -15,14 +18,16 @@ nested too deeply to parse, or not text at all, is a 422 at `body`.
 from __future__ import annotations
 
 import email.message
+import re
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
+import anyio
+import anyio.to_thread
 from fastapi import Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
-from starlette.concurrency import run_in_threadpool
 
 from models.wire import WireJSONError, WireProblem, load_wire_json
 
@@ -44,6 +49,13 @@ def _unprocessable(problems: list[WireProblem]) -> RequestValidationError:
                                     "input": None} for p in problems])
 
 
+#: Tokens that Python's JSON parser reads as non-finite numbers (`NaN`, `Infinity`, and
+#: exponents of three digits or more, which may overflow). A body without any is checked by
+#: the strict validator alone; one with some is first read by models/wire.py, which names
+#: the path of each non-finite number.
+_SUSPECT = re.compile(rb"NaN|Infinity|[eE][+]?0*[1-9]\d{2}")
+
+
 def parse_body(adapter: TypeAdapter[Any], body: bytes) -> Any:
     """Parse `body` as JSON and validate it with `adapter`, strictly (blocking).
 
@@ -52,19 +64,43 @@ def parse_body(adapter: TypeAdapter[Any], body: bytes) -> Any:
     Returns the validated value; raises RequestValidationError (answered 422) with the
     field path of every problem.
     """
+    if _SUSPECT.search(body):
+        _wire_check(body)
+    try:
+        return adapter.validate_json(body, strict=True)
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        if any(err["type"] == "json_invalid" for err in errors):
+            _wire_check(body)  # names the path of a lone surrogate, or where JSON breaks
+        raise RequestValidationError(
+            [{**err, "loc": ("body", *err["loc"])} for err in errors]) from None
+    except RecursionError:
+        raise _unprocessable([WireProblem((), "json_invalid", "JSON nested too deeply")]
+                             ) from None
+
+
+def _wire_check(body: bytes) -> None:
+    """422 for anything models/wire.py refuses, each problem at its path."""
     try:
         load_wire_json(body)
     except WireJSONError as e:
         raise _unprocessable(e.problems) from None
-    try:
-        return adapter.validate_json(body, strict=True)
-    except ValidationError as e:
-        raise RequestValidationError(
-            [{**err, "loc": ("body", *err["loc"])} for err in e.errors(include_url=False)]
-        ) from None
-    except RecursionError:
-        raise _unprocessable([WireProblem((), "json_invalid", "JSON nested too deeply")]
-                             ) from None
+
+
+#: Bodies parsed at once. pydantic-core validates with the GIL held (about 100 ms for an
+#: M-sized request of 650 KB), so parser threads never run in parallel: more of them only
+#: queue more GIL holds ahead of the event loop. One at a time keeps the loop's wait to one
+#: validation.
+PARSE_CONCURRENCY = 1
+
+
+def _parse_limiter(request: Request) -> anyio.CapacityLimiter:
+    """The app's limiter of concurrent body parses (created on first use, in the loop)."""
+    state = request.app.state
+    limiter: anyio.CapacityLimiter | None = getattr(state, "parse_limiter", None)
+    if limiter is None:
+        limiter = state.parse_limiter = anyio.CapacityLimiter(PARSE_CONCURRENCY)
+    return limiter
 
 
 class ThreadedBodyRoute(APIRoute):
@@ -84,7 +120,8 @@ class ThreadedBodyRoute(APIRoute):
             if body and _is_json(request):
                 # Starlette's Request.json() returns this cached value: FastAPI then sees
                 # the validated model, which it accepts without validating it again.
-                request._json = await run_in_threadpool(parse_body, adapter, body)
+                request._json = await anyio.to_thread.run_sync(
+                    parse_body, adapter, body, limiter=_parse_limiter(request))
             return await handler(request)
 
         return threaded
