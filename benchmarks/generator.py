@@ -36,8 +36,8 @@ from typing import Any
 
 from benchmarks.paths import data_dir
 from heuristics.greedy import plan_greedy
-from heuristics.state import forget_compiled
 from models import MigInstance, PlanRequest
+from models.instance import forget_compiled
 from solver.build import final_layouts
 
 #: Named benchmark sizes: (GPUs, jobs).

@@ -223,19 +223,18 @@ def load_command(
     = None,
 ) -> None:
     """Throughput and p50/p99 latency of POST /v1/plans for S-sized requests."""
-    from api.cli.common import fail
-
     try:
         levels = [int(x) for x in clients.split(",") if x.strip()]
     except ValueError:
-        fail(f"--clients must be comma-separated integers, got {clients!r}")
+        raise typer.BadParameter(f"expected comma-separated integers, got {clients!r}",
+                                 param_hint="--clients") from None
     if not levels or min(levels) < 1 or max(levels) > 1024:
-        fail("--clients levels must be between 1 and 1024")
+        raise typer.BadParameter("levels must be between 1 and 1024", param_hint="--clients")
     if url is not None:
         try:
             require_loopback(url)
         except ValueError as e:
-            fail(str(e))
+            raise typer.BadParameter(str(e), param_hint="--url") from None
     bodies = s_requests(DISTINCT_REQUESTS, seed, time_limit)
     with contextlib.ExitStack() as stack:
         if url is None:

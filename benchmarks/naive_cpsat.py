@@ -16,9 +16,9 @@ from collections import defaultdict
 from ortools.sat.python import cp_model
 
 from heuristics.result import HeuristicResult
-from heuristics.state import ClusterState, compile_jobs, mig_placement
 from models import Instance, Placement, PlanRequest
 from models.catalog import instance_positions
+from models.instance import ClusterState, compile_jobs, mig_placement
 from models.objective import objective_value_of
 from models.rules import mig_profiles_for, model_eligible
 

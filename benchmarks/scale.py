@@ -191,9 +191,8 @@ def run_command(
     bad = [s for s in size_list if s not in SIZES] + [
         b for b in backend_list if b not in ALL_BACKENDS]
     if bad:
-        from api.cli.common import fail
-
-        fail(f"unknown size or backend: {', '.join(bad)}")
+        raise typer.BadParameter(f"unknown size or backend: {', '.join(bad)}",
+                                 param_hint="--sizes/--backends")
     naive_ok = {s.strip().upper() for s in naive_sizes.split(",")}
     rows: list[Row] = []
     for size in size_list:

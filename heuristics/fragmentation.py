@@ -29,10 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from heuristics.state import ClusterState, JobInfo, MigGeometry, compile_jobs
 from models import Instance, Placement, PlanRequest
-
-_EPS = 1e-9
+from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs
+from models.rules import HOST_TOL, fits
 
 
 def _class_key(info: JobInfo) -> tuple[object, ...]:
@@ -89,7 +88,7 @@ class _Snapshot:
                     usable_total += free
                 else:
                     unusable += free
-            partial = sum(r for r, _ in self.shares.get(m, []) if r < 1 - _EPS)
+            partial = sum(r for r, _ in self.shares.get(m, []) if r < 1 - HOST_TOL)
             relevant += partial
             unusable += partial
         if not single and usable_total < k:
@@ -102,7 +101,7 @@ class _Snapshot:
         for m in models:
             for r, room in self.shares.get(m, []):
                 relevant += r
-                if r < f - _EPS or room < mem - _EPS:
+                if not (fits(f, r) and fits(mem, room)):
                     unusable += r
         return relevant, unusable
 
@@ -139,7 +138,7 @@ def fragmentation_of_state(state: ClusterState, infos: Sequence[JobInfo]) -> flo
             rel, unus = snap.mig(sorted((m, tuple(p)) for m, p in info.profiles.items()))
         num += n * unus
         den += n * rel
-    if den <= _EPS:
+    if den <= HOST_TOL:
         return 0.0
     return min(1.0, max(0.0, num / den))
 

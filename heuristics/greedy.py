@@ -19,7 +19,8 @@ still holds a single-node gang; few nodes for multi-node gangs (one domain when
 node otherwise); for MIG the instance position that keeps the largest instance creatable
 beside it (existing free instances first, none created when `allow_mig_reconfiguration` is
 false). Unhealthy GPUs and cordoned nodes take no new placement. Host CPU/memory is
-checked per node, pro rata for gangs.
+checked per node, pro rata for gangs. A job left unplaced gets its static reason
+(`models.reasons`, the same as the solver's) or `insufficient_capacity`.
 """
 
 from __future__ import annotations
@@ -32,87 +33,16 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar
 
 from heuristics.result import HeuristicResult
-from heuristics.state import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
 from models import Placement, PlanRequest
+from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
 from models.objective import evaluate, objective_value_of, tenant_demands
+from models.reasons import INSUFFICIENT, StaticReasons
+from models.rules import memory_fits, priority_key, profile_covers
 
 #: Without a deadline, both greedy variants run up to this many jobs.
 _BOTH_UP_TO = 5000
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
-
-
-class Reasoner:
-    """Static reason codes for unplaced jobs (what an empty cluster could host)."""
-
-    def __init__(self, state: ClusterState) -> None:
-        self.state = state
-        self.node_count: dict[str, int] = {}
-        self.domain_count: dict[tuple[str | None, str], int] = {}
-        self.total: dict[str, int] = {}
-        self.mig_total: dict[str, int] = {}
-        node_models: dict[tuple[int, str], int] = {}
-        for g in state.gpus:
-            if not g.usable:
-                continue
-            if g.mig:
-                self.mig_total[g.model] = self.mig_total.get(g.model, 0) + 1
-                continue
-            self.total[g.model] = self.total.get(g.model, 0) + 1
-            node_models[(g.node, g.model)] = node_models.get((g.node, g.model), 0) + 1
-            dk = (state.nodes[g.node].domain, g.model)
-            self.domain_count[dk] = self.domain_count.get(dk, 0) + 1
-        for (_, m), c in node_models.items():
-            self.node_count[m] = max(self.node_count.get(m, 0), c)
-        self._node_models = node_models
-
-    def reason(self, info: JobInfo) -> tuple[str, str]:
-        """(reason code, detail) for a job that could not be placed now."""
-        if not info.values:
-            return "no_eligible_gpu", "no GPU in the cluster is of an eligible model"
-        pool = self.mig_total if info.shape == "mig" else self.total
-        models = [m for m in info.values if pool.get(m, 0) > 0]
-        if not models:
-            return ("no_eligible_gpu",
-                    "no healthy GPU on a schedulable node is of an eligible model")
-        k = info.gpus if info.shape == "whole" else 1
-        if info.shape == "whole" and k > 1:
-            job = info.job
-            if job.single_node:
-                best = max(self.node_count.get(m, 0) for m in models)
-                where = "one node"
-            elif job.same_domain:
-                best = max([c for (d, m), c in self.domain_count.items()
-                            if m in models and d is not None]
-                           + [self.node_count.get(m, 0) for m in models])
-                where = "one topology domain"
-            else:
-                best = max(self.total.get(m, 0) for m in models)
-                where = "the cluster"
-            if best < k:
-                return ("gang_too_large",
-                        f"needs {k} GPUs of one eligible model; {where} has at most {best}")
-        if not self._host_possible(info, models):
-            return ("infeasible_constraints",
-                    "the host CPU/memory request fits no node with eligible GPUs")
-        return "insufficient_capacity", "eligible GPUs exist but are taken by other work"
-
-    def _host_possible(self, info: JobInfo, models: Sequence[str]) -> bool:
-        """Whether some node with eligible GPUs could hold the job's smallest part."""
-        if info.cpu <= 0 and info.host_mem <= 0:
-            return True
-        multi = info.shape == "whole" and not info.job.single_node
-        frac = 1.0 / info.gpus if multi else 1.0
-        cpu, mem = info.cpu * frac, info.host_mem * frac
-        wanted = set(models)
-        for g in self.state.gpus:
-            if not g.usable or g.mig != (info.shape == "mig") or g.model not in wanted:
-                continue
-            node = self.state.nodes[g.node]
-            if not ((node.cpu_cap is not None and cpu > node.cpu_cap + 1e-6)
-                    or (node.mem_cap is not None and mem > node.mem_cap + 1e-6)):
-                return True
-        return False
 
 
 class Greedy:
@@ -126,7 +56,7 @@ class Greedy:
         self.state = state if state is not None else ClusterState(request)
         self.geometry = MigGeometry(self.state.catalog,
                                     request.policy.allow_mig_reconfiguration)
-        self.reasoner = Reasoner(self.state)
+        self._static: StaticReasons | None = None
         self.reasons: dict[str, tuple[str, str]] = {}
         #: extra value of placing a job (the preemption cost a running job saves)
         self.bonus: dict[str, float] = {}
@@ -134,6 +64,19 @@ class Greedy:
         self._domain_nodes: dict[str | None, list[int]] = {}
         for n in self.state.nodes:
             self._domain_nodes.setdefault(n.domain, []).append(n.idx)
+
+    # ------------------------------------------------------------ reasons
+    def why_unplaced(self, info: JobInfo) -> tuple[str, str]:
+        """(reason code, detail) for a job that could not be placed now: its static reason
+        (`models.reasons`), else no valued model or no room."""
+        if self._static is None:
+            self._static = StaticReasons(self.request)
+        why = self._static.reason(info.job)
+        if why is not None:
+            return why
+        if not info.values:
+            return ("no_eligible_gpu", "its speed is 0 on every eligible model the cluster has")
+        return INSUFFICIENT
 
     # ------------------------------------------------------------ ranking
     def _typical_speeds(self) -> dict[str, float]:
@@ -181,17 +124,10 @@ class Greedy:
         if info.shape == "share":
             return cur[0].fraction is not None
         p = cur[0]
-        spec = st.catalog[model]
         if p.mig is None:
             return False
-        prof = spec.profile(p.mig.profile)
-        if prof is None:
-            return False
-        job = info.job
-        if job.mig_profile is not None:
-            return prof.name == job.mig_profile
-        return job.mig is not None and (prof.compute_slices >= job.mig.compute_slices
-                                        and prof.memory_gib >= job.mig.memory_gib - 1e-9)
+        prof = st.catalog[model].profile(p.mig.profile)
+        return prof is not None and profile_covers(info.job, prof)
 
     def try_keep(self, info: JobInfo) -> bool:
         """Keep a running job exactly where it runs, if that is still possible."""
@@ -323,8 +259,7 @@ class Greedy:
                     info.cpu, info.host_mem):
                 return [Placement(node=st.nodes[g.node].name, gpu=g.index,
                                   fraction=info.share)]
-        spec = st.catalog[model]
-        if spec.memory_gib is not None and info.gpu_mem > spec.memory_gib + 1e-9:
+        if not memory_fits(info.gpu_mem, st.catalog[model].memory_gib):
             return None
         for ni in st.nodes_with_free(model, 1):
             if st.nodes[ni].host_fits(info.cpu, info.host_mem):
@@ -373,13 +308,13 @@ class Greedy:
         for info in self.infos:
             if info.name in placements:
                 continue
-            reasons[info.name] = self.reasons.get(info.name) or self.reasoner.reason(info)
+            reasons[info.name] = self.reasons.get(info.name) or self.why_unplaced(info)
         return HeuristicResult(placements=placements, reasons=reasons)
 
 
-def _fifo_key(info: JobInfo) -> tuple[float, float, str]:
-    sub = info.job.submitted_at
-    return (-info.job.weight, sub if sub is not None else float("inf"), info.name)
+def fifo_key(info: JobInfo) -> tuple[float, float, str]:
+    """The strict priority order (models.rules.priority_key) of a compiled job."""
+    return priority_key(info.job)
 
 
 def _run_sequence(g: Greedy, seq: Iterable[JobInfo], deadline: float | None) -> None:
@@ -390,7 +325,7 @@ def _run_sequence(g: Greedy, seq: Iterable[JobInfo], deadline: float | None) -> 
                     g.reasons[rest.name] = ("time_limit", "the heuristic ran out of time")
             return
         if not g.place(info):
-            g.reasons[info.name] = g.reasoner.reason(info)
+            g.reasons[info.name] = g.why_unplaced(info)
 
 
 def _run_fairness(g: Greedy, pending: list[JobInfo], deadline: float | None) -> None:
@@ -422,7 +357,7 @@ def _run_fairness(g: Greedy, pending: list[JobInfo], deadline: float | None) -> 
             m = g.state.model_of(g.state.placed[info.name])
             placed_value[t] = placed_value.get(t, 0.0) + info.values.get(m, 0.0)
         else:
-            g.reasons[info.name] = g.reasoner.reason(info)
+            g.reasons[info.name] = g.why_unplaced(info)
         heapq.heappush(heap, (placed_value.get(t, 0.0) / demands.get(t, 1.0), t, pos + 1))
 
 
@@ -492,7 +427,7 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
         pending.sort(key=lambda i: (-(i.best_value + g.bonus.get(i.name, 0.0)) / i.size
                                     * noise[i.name], i.name))
     elif fifo:
-        pending.sort(key=_fifo_key)
+        pending.sort(key=fifo_key)
     else:
         pending = g.density_order(pending)
     if not policy.allow_preemption:

@@ -38,10 +38,10 @@ import random
 import time
 from collections.abc import Sequence
 
-from heuristics.greedy import Greedy, _fifo_key
+from heuristics.greedy import Greedy, fifo_key
 from heuristics.result import HeuristicResult
-from heuristics.state import ClusterState, JobInfo, compile_jobs
 from models import Placement, PlanRequest
+from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import evaluate, same_placement, tenant_demands
 from models.rules import job_value
 
@@ -426,7 +426,7 @@ def improve(
     fifo = request.policy.objective == "priority_fifo"
     unplaced = [i for i in g.infos if i.name not in g.state.placed
                 and (i.preemptible or not i.current)]
-    search.repair(sorted(unplaced, key=_fifo_key) if fifo else g.density_order(unplaced))
+    search.repair(sorted(unplaced, key=fifo_key) if fifo else g.density_order(unplaced))
     if not fifo and search.models:  # no schedulable node: nothing to ruin and recreate
         score = _Score(g)
         search.room_pass(score, deadline)

@@ -38,8 +38,8 @@ from collections.abc import Mapping
 
 from heuristics.greedy import Greedy
 from heuristics.result import HeuristicResult
-from heuristics.state import JobInfo
 from models import Placement, PlanRequest
+from models.instance import JobInfo
 
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
@@ -47,6 +47,24 @@ _DEADLINE_EVERY = 64
 
 #: The rounding variants `plan_lp_round` knows (see the module doc).
 VARIANTS = ("gangs_first", "keep_first")
+
+
+class _Clock:
+    """The deadline, checked every `_DEADLINE_EVERY` calls of `late`."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        self.ticks = 0
+
+    def late(self) -> bool:
+        """Whether the deadline has passed (looked at every `_DEADLINE_EVERY` calls)."""
+        self.ticks += 1
+        return (self.deadline is not None and self.ticks % _DEADLINE_EVERY == 0
+                and time.monotonic() > self.deadline)
+
+    def expired(self) -> bool:
+        """Whether the deadline has passed (looked at now)."""
+        return self.deadline is not None and time.monotonic() > self.deadline
 
 
 def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
@@ -59,81 +77,96 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
     if variant not in VARIANTS:
         raise ValueError(f"unknown rounding variant {variant!r}")
     g = Greedy(request)
-    ticks = [0]
+    clock = _Clock(deadline)
+    _keep_required(g)
+    st = g.state
+    chosen = [g.by_name[n] for n in targets if n in g.by_name]
+    staying = [i for i in chosen if i.current and i.preemptible
+               and st.model_of(i.current) == targets[i.name]]
+    if variant == "gangs_first":
+        _gangs_first(g, chosen, staying, targets, clock)
+    # Step 5: the LP's other running jobs stay on their model.
+    for info in sorted(staying, key=lambda i: (-i.density, i.name)):
+        if info.name not in st.placed:
+            g.try_keep(info)
+    # Step 6: the other LP-chosen jobs on their target, largest first, then by value.
+    order = sorted(chosen, key=lambda i: (-i.size, -g.value_on(i, targets[i.name]),
+                                          i.name))
+    for info in order:
+        if clock.late():
+            break
+        if info.name not in st.placed and targets[info.name] in info.values:
+            g.place(info, [targets[info.name]])
+    _complete(g, clock)
+    return g.result()
 
-    def late() -> bool:
-        ticks[0] += 1
-        return (deadline is not None and ticks[0] % _DEADLINE_EVERY == 0
-                and time.monotonic() > deadline)
 
-    policy = request.policy
+def _keep_required(g: Greedy) -> None:
+    """Step 1: the running jobs that must keep running stay (or move first when they
+    cannot stay but may not stop); the others are valued with the cost they save."""
+    policy = g.request.policy
     keep_all = not policy.allow_preemption
     failed = g.keep_running(preemptible=keep_all)
     if not keep_all and policy.objective != "fairness":
         for info in g.infos:
             if info.current and info.preemptible:
                 g.bonus[info.name] = policy.preemption_cost
-    st = g.state
-    # Running jobs that could not stay but may not stop move first.
     for info in failed:
         if info.preemptible:
             g.place(info)
-    chosen = [g.by_name[n] for n in targets if n in g.by_name]
-    staying = [i for i in chosen if i.current and i.preemptible
-               and st.model_of(i.current) == targets[i.name]]
-    gangs_first = variant == "gangs_first"
+
+
+def _gangs_first(g: Greedy, chosen: list[JobInfo], staying: list[JobInfo],
+                 targets: Mapping[str, str], clock: _Clock) -> None:
+    """Steps 2-4 of the module doc: the gangs before the other jobs."""
+    st = g.state
     stay = {i.name for i in staying}
-    if gangs_first:
-        # Running gangs spanning nodes that the LP keeps stay; other gangs spanning nodes
-        # next (see the module doc, step 2).
-        for info in sorted((i for i in staying if i.shape == "whole"
-                            and not i.job.single_node),
-                           key=lambda i: (-i.gpus, -i.density, i.name)):
-            g.try_keep(info)
-        reserved_all = {st.gid_of[(p.node, p.gpu)] for i in staying if i.name not in st.placed
-                        for p in i.current or []}
-        # the LP's other gangs, largest first, then by value on their target
-        movers = sorted((i for i in chosen if i.name not in stay and i.shape == "whole"
-                         and i.gpus >= 2 and targets[i.name] in i.values
-                         and (i.preemptible or not i.current)),
-                        key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]), i.name))
-        for info in (i for i in movers if not i.job.single_node):
-            if late():
-                break
-            if info.name not in st.placed:
-                _place_spread(g, info, targets[info.name], reserved_all)
-        for info in sorted((i for i in staying if i.shape == "whole" and i.gpus >= 2),
-                           key=lambda i: (-i.gpus, -i.density, i.name)):
-            if info.name not in st.placed:
-                g.try_keep(info)
-        reserved = {st.gid_of[(p.node, p.gpu)] for i in staying if i.name not in st.placed
+    # Running gangs spanning nodes that the LP keeps stay; other gangs spanning nodes next.
+    for info in sorted((i for i in staying if i.shape == "whole"
+                        and not i.job.single_node),
+                       key=lambda i: (-i.gpus, -i.density, i.name)):
+        g.try_keep(info)
+    reserved_all = {st.gid_of[(p.node, p.gpu)] for i in staying if i.name not in st.placed
                     for p in i.current or []}
-        for info in (i for i in movers if i.job.single_node):
-            if late():
-                break
-            _place_gang(g, info, targets[info.name], reserved)
-    for info in sorted(staying, key=lambda i: (-i.density, i.name)):
+    # the LP's other gangs, largest first, then by value on their target
+    movers = sorted((i for i in chosen if i.name not in stay and i.shape == "whole"
+                     and i.gpus >= 2 and targets[i.name] in i.values
+                     and (i.preemptible or not i.current)),
+                    key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]), i.name))
+    for info in (i for i in movers if not i.job.single_node):
+        if clock.late():
+            break
+        if info.name not in st.placed:
+            _place_spread(g, info, targets[info.name], reserved_all)
+    # Step 3: the LP's running gangs on their model stay.
+    for info in sorted((i for i in staying if i.shape == "whole" and i.gpus >= 2),
+                       key=lambda i: (-i.gpus, -i.density, i.name)):
         if info.name not in st.placed:
             g.try_keep(info)
-    order = sorted(chosen, key=lambda i: (-i.size, -g.value_on(i, targets[i.name]),
-                                          i.name))
-    for info in order:
-        if late():
+    # Step 4: the other single-node gangs, displacing the fewest kept GPUs.
+    reserved = {st.gid_of[(p.node, p.gpu)] for i in staying if i.name not in st.placed
+                for p in i.current or []}
+    for info in (i for i in movers if i.job.single_node):
+        if clock.late():
             break
-        if info.name not in st.placed and targets[info.name] in info.values:
-            g.place(info, [targets[info.name]])
+        _place_gang(g, info, targets[info.name], reserved)
+
+
+def _complete(g: Greedy, clock: _Clock) -> None:
+    """Step 7: every job still unplaced, in value-density order on any model; past the
+    deadline the rest get the reason `time_limit`."""
+    st = g.state
     rest = g.density_order(i for i in g.infos if i.name not in st.placed
                            and (i.preemptible or not i.current))
-    expired = deadline is not None and time.monotonic() > deadline
+    expired = clock.expired()
     for n, info in enumerate(rest):
-        if expired or late():
+        if expired or clock.late():
             for left in rest[n:]:
                 if left.name not in st.placed:
                     g.reasons[left.name] = ("time_limit", "the heuristic ran out of time")
             break
         if not g.place(info):
-            g.reasons[info.name] = g.reasoner.reason(info)
-    return g.result()
+            g.reasons[info.name] = g.why_unplaced(info)
 
 
 def _place_gang(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> bool:

@@ -26,6 +26,12 @@ from functools import cache
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+#: Compute slices of a whole MIG GPU in the geometry of the A100, H100 and H200 (the A30 has
+#: 4): a model's default, and the GPU a MIG demand is measured against when no model is known.
+MIG_COMPUTE_SLICES = 7
+#: Memory slices of that geometry.
+MIG_MEMORY_SLICES = 8
+
 
 class MigProfileSpec(BaseModel):
     """One GPU-instance profile of a MIG-capable model."""
@@ -54,8 +60,10 @@ class GpuModel(BaseModel):
     # low enough that no value overflows the planner's scaled integer arithmetic.
     memory_gib: float | None = Field(default=None, gt=0, le=1e4, allow_inf_nan=False)
     relative_speed: float = Field(default=1.0, gt=0, le=1e3, allow_inf_nan=False)
-    compute_slices: int = Field(default=7, ge=1, le=8, description="MIG compute slices.")
-    memory_slices: int = Field(default=8, ge=1, le=8, description="MIG memory slices.")
+    compute_slices: int = Field(default=MIG_COMPUTE_SLICES, ge=1, le=8,
+                                description="MIG compute slices.")
+    memory_slices: int = Field(default=MIG_MEMORY_SLICES, ge=1, le=8,
+                               description="MIG memory slices.")
     mig_profiles: tuple[MigProfileSpec, ...] = Field(
         default=(), description="GPU-instance profiles; empty = not MIG-capable."
     )

@@ -11,10 +11,7 @@ from dataclasses import dataclass
 
 from models.catalog import GpuModel
 from models.request import Job, Placement, PlanRequest, speed
-from models.rules import eligible_models, job_value, model_eligible
-
-#: Normalising horizon of the `jct` and `makespan` objectives (seconds).
-HORIZON_S = 3600.0
+from models.rules import HORIZON_S, eligible_models, job_value, model_eligible
 
 
 def same_placement(a: Sequence[Placement], b: Sequence[Placement]) -> bool:
@@ -48,17 +45,24 @@ def objective_value_of(job: Job, model: str, catalog: Mapping[str, GpuModel],
 
 
 def tenant_demands(request: PlanRequest) -> dict[str, float]:
-    """D_k: per tenant, the sum over its jobs of their best value on an eligible model."""
+    """D_k: per tenant, the sum over its jobs of their best value on an eligible model.
+
+    One pass over the cluster and one over the jobs: linear in GPUs + jobs x models."""
     catalog = request.cluster.catalog()
     # Models the cluster has in each mode: MIG jobs need MIG GPUs, the others non-MIG ones.
-    present = {mig: {g.model for n in request.cluster.nodes for g in n.gpus
-                     if g.mig_enabled == mig} for mig in (False, True)}
+    present: dict[bool, set[str]] = {False: set(), True: set()}
+    for n in request.cluster.nodes:
+        for g in n.gpus:
+            present[g.mig_enabled].add(g.model)
+    gpu_models: dict[tuple[str, int], str] | None = None
     out: dict[str, float] = {}
     for job in request.jobs:
         models = [m for m in eligible_models(job, catalog) if m in present[job.shape == "mig"]]
         if job.current:
             # A running job's own model counts even when no longer eligible.
-            models.append(gpu_models_of(request)[(job.current[0].node, job.current[0].gpu)])
+            if gpu_models is None:
+                gpu_models = gpu_models_of(request)
+            models.append(gpu_models[(job.current[0].node, job.current[0].gpu)])
         if not models:
             continue
         best = max(job_value(job, m, catalog) for m in models)

@@ -4,9 +4,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    field_validator,
+)
 
 from models.request import MigInstance, Placement
+
+#: Decimals kept of a plan's objective value, bound and gap (1e-9).
+FIGURE_DECIMALS = 9
+
+#: Placement keys left out of a plan's JSON when they are null.
+_OPTIONAL_PLACEMENT_KEYS = ("mig", "fraction")
 
 PlanStatus = Literal["optimal", "feasible", "heuristic", "infeasible"]
 
@@ -25,12 +38,27 @@ UnplacedReason = Literal[
 
 
 class Assignment(BaseModel):
-    """Where a placed job runs: one placement per GPU (a gang of N has N)."""
+    """Where a placed job runs: one placement per GPU (a gang of N has N).
+
+    A placement is written without the `mig` / `fraction` it does not have (a whole GPU is
+    `{"node": ..., "gpu": ...}`); reading accepts them present, null or absent alike.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     job: str
     placements: list[Placement]
+
+    @field_serializer("placements", mode="wrap")
+    def _omit_absent_kind(
+        self, placements: list[Placement], handler: SerializerFunctionWrapHandler
+    ):  # no return annotation, so the JSON schema keeps list[Placement]
+        out = handler(placements)
+        for item in out:
+            for key in _OPTIONAL_PLACEMENT_KEYS:
+                if item.get(key, 0) is None:
+                    del item[key]
+        return out
 
 
 class Unplaced(BaseModel):
@@ -65,7 +93,12 @@ class PlanStats(BaseModel):
 
 
 class Plan(BaseModel):
-    """An allocation plan answering a PlanRequest."""
+    """An allocation plan answering a PlanRequest.
+
+    `objective_value`, `best_bound` and `gap` are rounded to `FIGURE_DECIMALS` decimals when
+    a plan is built or read, so float noise does not show (an optimal plan's value and bound
+    read the same); the validator compares them with a tolerance far above that.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -85,3 +118,8 @@ class Plan(BaseModel):
         default_factory=list,
         description="Optional human-readable notes on how the plan was reached.",
     )
+
+    @field_validator("objective_value", "best_bound", "gap")
+    @classmethod
+    def _round_figure(cls, value: float | None) -> float | None:
+        return None if value is None else round(value, FIGURE_DECIMALS)

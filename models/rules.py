@@ -5,26 +5,108 @@ model, (b) `allowed_models` is absent or lists it, (c) its memory covers `gpu_me
 (unknown memory never constrains), and (d) the shape fits the hardware: whole and shared
 jobs need a model that can run whole GPUs (any model), MIG jobs need a MIG profile that
 covers their demand.
+
+Where each domain rule lives (the validator, `solver/validate.py`, re-derives what it
+checks on purpose; nothing else does):
+
+- this module: eligibility (`model_eligible`, `eligible_models`, `mig_profiles_for`,
+  `profile_covers`), size and value (`job_size`, `job_value`; speed is
+  `models.request.speed`), capacity fit with its one tolerance (`HOST_TOL`: `fits`,
+  `memory_fits`, `share_fits` for a GPU share, `host_fits` / `host_room` for a node's host
+  CPU and memory), the strict priority order (`priority_key`) and the objectives' horizon
+  (`HORIZON_S`);
+- `models.catalog`: MIG geometry (profiles, valid layouts, `MIG_COMPUTE_SLICES`);
+- `models.capacity`: the per-node / per-domain / per-model GPU capacity summary;
+- `models.reasons`: the static reasons a job cannot be placed whatever the plan;
+- `models.instance`: the compiled instance (`JobInfo`) and the occupancy (`ClusterState`);
+- `models.objective`: the objectives and the fairness demands.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, overload
 
 from models.catalog import GpuModel, MigProfileSpec
 from models.request import Job, speed
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+#: Tolerance of every capacity comparison (host CPU / memory, GPU fractions and memory): the
+#: validator's, so that nothing a planner accepts is rejected later.
+HOST_TOL = 1e-9
+
+#: Normalising horizon of the `jct` and `makespan` objectives (seconds).
+HORIZON_S = 3600.0
+
+
+@overload
+def fits(need: float, cap: float, used: float = 0.0) -> bool: ...
+
+
+@overload
+def fits(need: float, cap: npt.NDArray[Any], used: float = 0.0) -> npt.NDArray[np.bool_]: ...
+
+
+def fits(need: Any, cap: Any, used: Any = 0.0) -> Any:
+    """The one capacity comparison: `used + need <= cap` up to `HOST_TOL` (element-wise when
+    `cap` is a numpy array)."""
+    return used + need <= cap + HOST_TOL
+
+
+def memory_fits(need: float | None, cap: float | None) -> bool:
+    """Whether `need` GiB fit in `cap` GiB (an unknown need or memory never constrains)."""
+    return need is None or cap is None or fits(need, cap)
+
+
+def share_fits(used: float, used_mem: float, fraction: float, mem: float,
+               mem_cap: float | None) -> bool:
+    """Whether a share of `fraction` and `mem` GiB fits on a non-MIG GPU already holding
+    shares of `used` (fractions) and `used_mem` GiB (None = unknown memory: no limit)."""
+    return fits(fraction, 1.0, used) and (mem_cap is None or fits(mem, mem_cap, used_mem))
+
+
+def host_fits(cpu: float, mem: float, cpu_free: float | None, mem_free: float | None) -> bool:
+    """Whether `cpu` millicores and `mem` GiB fit in what a node has free (None = no limit)."""
+    return ((cpu_free is None or fits(cpu, cpu_free))
+            and (mem_free is None or fits(mem, mem_free)))
+
+
+def host_room(cpu_each: float, mem_each: float, cpu_free: float | None,
+              mem_free: float | None, limit: int = 1 << 30) -> int:
+    """How many parts of (`cpu_each`, `mem_each`) fit in what a node has free (<= limit)."""
+    room = limit
+    if cpu_free is not None and cpu_each > 0:
+        room = min(room, math.floor((cpu_free + HOST_TOL) / cpu_each))
+    if mem_free is not None and mem_each > 0:
+        room = min(room, math.floor((mem_free + HOST_TOL) / mem_each))
+    return max(room, 0)
+
+
+def priority_key(job: Job) -> tuple[float, float, str]:
+    """The strict order of `priority_fifo` and of every FIFO pass: weight desc, submitted_at
+    asc, name."""
+    sub = job.submitted_at if job.submitted_at is not None else math.inf
+    return (-job.weight, sub, job.name)
+
+
+def profile_covers(job: Job, profile: MigProfileSpec) -> bool:
+    """Whether an instance of `profile` can host MIG job `job`: the profile it names, or
+    one with at least its compute slices and memory."""
+    if job.mig_profile is not None:
+        return profile.name == job.mig_profile
+    if job.mig is None:
+        return False
+    return (profile.compute_slices >= job.mig.compute_slices
+            and fits(job.mig.memory_gib, profile.memory_gib))
+
 
 def mig_profiles_for(job: Job, model: GpuModel) -> list[MigProfileSpec]:
     """The profiles of `model` that can host MIG job `job` (smallest first)."""
-    if job.mig_profile is not None:
-        spec = model.profile(job.mig_profile)
-        return [spec] if spec is not None else []
-    if job.mig is None:
-        return []
-    need_c, need_m = job.mig.compute_slices, job.mig.memory_gib
-    out = [p for p in model.mig_profiles
-           if p.compute_slices >= need_c and p.memory_gib >= need_m - 1e-9]
+    out = [p for p in model.mig_profiles if profile_covers(job, p)]
     return sorted(out, key=lambda p: (p.compute_slices, p.memory_slices, p.media_extensions))
 
 
@@ -36,9 +118,7 @@ def model_eligible(job: Job, name: str, model: GpuModel) -> bool:
         return False
     if job.shape == "mig":
         return bool(mig_profiles_for(job, model))
-    need = job.gpu_memory_gib
-    return not (need is not None and model.memory_gib is not None
-                and model.memory_gib < need - 1e-9)
+    return memory_fits(job.gpu_memory_gib, model.memory_gib)
 
 
 def eligible_models(job: Job, catalog: Mapping[str, GpuModel]) -> list[str]:

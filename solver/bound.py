@@ -46,8 +46,9 @@ from dataclasses import dataclass, field
 import highspy
 import numpy as np
 
-from heuristics.state import ClusterState, compile_jobs
-from models import PlanRequest
+from models import Gpu, Node, PlanRequest
+from models.capacity import CapacitySummary, usable
+from models.instance import ClusterState, compile_jobs
 from models.objective import objective_value_of, tenant_demands
 from models.rules import job_value, mig_profiles_for, model_eligible
 from solver.quiet import new_highs
@@ -90,7 +91,8 @@ class _Capacity:
 
 
 def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
-    """The cluster's capacities for the relaxation (see `_Capacity`)."""
+    """The cluster's capacities for the relaxation (see `_Capacity`), from the shared
+    capacity summary (`models.capacity`); a node without a domain is a domain of its own."""
     occupied: set[tuple[str, int]] = set()
     held: set[tuple[str, int]] = set()
     pinned_shares: set[tuple[str, int]] = set()
@@ -101,33 +103,27 @@ def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
                 held.add((p.node, p.gpu))
                 if p.fraction is not None and p.mig is None:
                     pinned_shares.add((p.node, p.gpu))
-    shared_models = {state.gpus[state.gid_of[key]].model for key in pinned_shares}
-    cap: dict[Pool, int] = {}
-    node_count: dict[tuple[int, str], int] = {}
-    free_count: dict[tuple[int, str], int] = {}
-    dom_count: dict[tuple[str | None, str], int] = {}
-    whole_cap = dict.fromkeys(shared_models, 0)
-    for g in state.gpus:
-        key = (state.nodes[g.node].name, g.index)
-        if not g.usable and key not in occupied:
-            continue
-        pool = ("mig" if g.mig else "whole", g.model)
-        cap[pool] = cap.get(pool, 0) + 1
-        if g.mig:
-            continue
-        node_count[(g.node, g.model)] = node_count.get((g.node, g.model), 0) + 1
-        dk = (state.nodes[g.node].domain, g.model)
-        dom_count[dk] = dom_count.get(dk, 0) + 1
-        if key not in held:
-            free_count[(g.node, g.model)] = free_count.get((g.node, g.model), 0) + 1
-        if g.model in whole_cap and key not in pinned_shares:
-            whole_cap[g.model] += 1
-    per_node: dict[str, int] = {}
-    for (_, m), c in node_count.items():
-        per_node[m] = max(per_node.get(m, 0), c)
+
+    def counts(node: Node, gpu: Gpu) -> bool:
+        return usable(node, gpu) or (node.name, gpu.index) in occupied
+
+    every = CapacitySummary(request.cluster, counts)
+    free = CapacitySummary(request.cluster, lambda n, g: counts(n, g)
+                           and (n.name, g.index) not in held)
+    unpinned = CapacitySummary(request.cluster, lambda n, g: counts(n, g)
+                               and (n.name, g.index) not in pinned_shares)
+    cap: dict[Pool, int] = {("mig" if mig else "whole", m): c
+                            for (m, mig), c in every.totals.items()}
+    per_node = {m: c for (m, mig), c in every.node_most.items() if not mig}
+    dom_count: dict[tuple[str | None, str], int] = {
+        (d, m): c for (d, (m, mig)), c in every.domains.items() if not mig}
     node_free: dict[str, list[int]] = {}
-    for (_, m), c in free_count.items():
-        node_free.setdefault(m, []).append(c)
+    for s in free.nodes:
+        for (m, mig), c in s.gpus.items():
+            if not mig:
+                node_free.setdefault(m, []).append(c)
+    shared_models = {state.gpus[state.gid_of[key]].model for key in pinned_shares}
+    whole_cap = {m: unpinned.total((m, False)) for m in shared_models}
     return _Capacity(cap, per_node, dom_count, node_free, whole_cap)
 
 

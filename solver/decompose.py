@@ -37,8 +37,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from heuristics.greedy import plan_greedy
 from heuristics.local_search import improve, is_consistent
 from heuristics.result import HeuristicResult
-from heuristics.state import compile_jobs
 from models import Job, Node, Placement, PlanRequest
+from models.instance import compile_jobs
 from models.objective import evaluate
 
 log = logging.getLogger(__name__)

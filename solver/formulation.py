@@ -42,19 +42,13 @@ from models import (
     model_eligible,
 )
 from models.objective import objective_value_of, same_placement
-from models.rules import job_value
+from models.rules import host_fits, job_value, priority_key
 from solver.linear import LinearModel, Terms, add_terms
 
 T = TypeVar("T")
 
 #: Resolution of the fairness objective's minimum share.
 FAIRNESS_STEPS = 10_000
-
-
-def priority_key(job: Job) -> tuple[float, float, str]:
-    """The strict order of `priority_fifo`: weight desc, submitted_at asc, name."""
-    sub = job.submitted_at if job.submitted_at is not None else math.inf
-    return (-job.weight, sub, job.name)
 
 
 @dataclass
@@ -262,8 +256,7 @@ class _Builder:
         n = self.nodes[node]
         cpu = (job.cpu_millicores or 0.0) * share
         mem = (job.host_memory_gib or 0.0) * share
-        return not ((n.cpu_millicores is not None and cpu > n.cpu_millicores + 1e-9)
-                    or (n.memory_gib is not None and mem > n.memory_gib + 1e-9))
+        return host_fits(cpu, mem, n.cpu_millicores, n.memory_gib)
 
     def eligible(self, job: Job, model: str) -> bool:
         key = (id(job), model)

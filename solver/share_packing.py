@@ -46,8 +46,8 @@ import highspy
 import numpy as np
 
 from heuristics.result import HeuristicResult
-from heuristics.state import ClusterState, JobInfo, compile_jobs
 from models import Placement, PlanRequest
+from models.instance import ClusterState, JobInfo, compile_jobs
 from solver.quiet import new_highs
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,20 @@
 """The independent plan validator: every invariant of contract section 3, and the objective.
 
 `validate_plan(request, plan)` returns a list of `Violation`s (empty = valid). It shares no
-code with the planners' bookkeeping (models/objective.py, solver/build.py): the objective of
-docs/semantics.md is recomputed here from the plan's placements, so that a slip in either
-place is caught. It only relies on the catalog geometry, the request types and the model
-eligibility rule of models/.
+code with the planners' bookkeeping (models/objective.py, models/instance.py,
+solver/build.py), so that a slip in either place is caught.
+
+Re-derived here on purpose (the planners' copies live in models/rules.py,
+models/capacity.py and models/objective.py): speed, size and value of a job (`_speed`,
+`_size`, `_value`), the objective terms and their horizon (`HORIZON_S`), the fairness
+demands D_k, MIG demand cover (`_check_mig_covers`), gang topology (one model, one node,
+one domain, a node without a domain being a domain of its own), whole-GPU exclusivity, and
+every capacity sum (shares, GPU memory, host CPU / memory) with its own `CAPACITY_TOL`
+(equal to the planners' `models.rules.HOST_TOL`, so that nothing a planner accepts is
+rejected here; a test pins the two constants and the two horizons together).
+Shared with the planners, because they are the contract's definitions rather than
+bookkeeping: the request and plan types, the MIG layout geometry of the catalog
+(`layout_violations`) and the model eligibility rule (`models.rules.model_eligible`).
 
 Rule names (`Violation.rule`), one per invariant:
 

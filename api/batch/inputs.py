@@ -103,6 +103,8 @@ def _read_file(path: Path) -> Source:
     except json.JSONDecodeError as e:
         return Source(name, origin,
                       error=f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}")
+    except RecursionError:
+        return Source(name, origin, error="JSON nested too deeply to read")
 
 
 def _read_jsonl(path: Path) -> Iterator[Source]:
@@ -132,6 +134,8 @@ def _read_jsonl(path: Path) -> Iterator[Source]:
             except json.JSONDecodeError as e:
                 yield Source(name, origin,
                              error=f"invalid JSON at column {e.colno}: {e.msg}")
+            except RecursionError:
+                yield Source(name, origin, error="JSON nested too deeply to read")
 
 
 def iter_sources(files: Sequence[Path]) -> Iterator[Source]:

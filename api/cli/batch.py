@@ -89,7 +89,7 @@ class _Display:
             self.progress.advance(self.task_id)
 
 
-def _batch(
+def batch(
     inputs: Annotated[list[Path], typer.Argument(
         help="Request files, directories of *.json requests, or JSON Lines files (*.jsonl).",
         show_default=False)],
@@ -190,8 +190,3 @@ def _batch(
         typer.echo(f"gpuplan: interrupted after {summary.total.requests} of {summary.expected};"
                    " plans written so far are kept (rerun with --resume to finish)", err=True)
     raise typer.Exit(summary.exit_code)
-
-
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("batch", no_args_is_help=True)(_batch)

@@ -1,31 +1,41 @@
-"""`gpuplan bench ...`: the scale benchmark, the OpenB fragmentation benchmark and the
-service load test, each written beside its instances in `benchmarks/`."""
+"""`gpuplan bench ...`: the benchmarks, each written beside its instances in `benchmarks/`.
+
+One line of `BENCH_COMMANDS` per sub-command; its module is imported only when it runs.
+"""
 
 from __future__ import annotations
 
-import importlib
-
 import typer
 
-#: bench sub-command -> "module:function" (a typer-compatible function).
-BENCH_COMMANDS = {
-    "run": "benchmarks.scale:run_command",
-    "openb": "benchmarks.openb.cli:openb_command",
-    "load": "benchmarks.load:load_command",
-    "exact": "benchmarks.exact:exact_command",
-    "vbp": "benchmarks.vbp:vbp_command",
-    "robustness": "api.cli.robustness:robustness_command",
+from api.cli.group import Lazy, LazyGroup
+
+BENCH_COMMANDS: dict[str, Lazy] = {
+    "run": Lazy("benchmarks.scale:run_command", "Scale: generated instances on each backend."),
+    "openb": Lazy("benchmarks.openb.cli:openb_command",
+                  "Fragmentation: the OpenB trace, online and in batches."),
+    "load": Lazy("benchmarks.load:load_command", "Service load: POST /v1/plans throughput."),
+    "exact": Lazy("benchmarks.exact:exact_command", "Exact solves of small instances."),
+    "vbp": Lazy("benchmarks.vbp:vbp_command", "Known-optimum vector bin packing instances."),
+    "robustness": Lazy("api.cli.robustness:robustness_command",
+                       "Hostile input, overload, kill -9, schemathesis, /healthz under load."),
 }
 
 
-def register(app: typer.Typer) -> None:
-    """Add the `bench` command group to `app`."""
-    bench = typer.Typer(help="Benchmarks: scale (run), fragmentation (openb), service load "
-                        "(load), exact solves (exact), known-optimum packing (vbp), "
-                        "hostile input and overload (robustness).",
-                        no_args_is_help=True)
-    for name, target in BENCH_COMMANDS.items():
-        module_name, func_name = target.split(":")
-        module = importlib.import_module(module_name)
-        bench.command(name)(getattr(module, func_name))
-    app.add_typer(bench, name="bench")
+class _BenchCommands(LazyGroup):
+    lazy = BENCH_COMMANDS
+
+
+bench = typer.Typer(
+    name="bench",
+    cls=_BenchCommands,
+    help="Benchmarks: scale (run), fragmentation (openb), service load (load), exact solves "
+         "(exact), known-optimum packing (vbp), hostile input and overload (robustness).",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+@bench.callback()
+def _bench_root() -> None:
+    """Group callback: makes `bench` a group even though its commands are added lazily."""

@@ -10,6 +10,7 @@ from typing import NoReturn, TypeVar
 import typer
 from pydantic import BaseModel, ValidationError
 
+from api.cli.group import echo_error
 from models import Plan, PlanRequest
 
 M = TypeVar("M", bound=BaseModel)
@@ -17,7 +18,7 @@ M = TypeVar("M", bound=BaseModel)
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print one line on stderr and exit with `code` (2 = bad input or arguments)."""
-    typer.echo(f"gpuplan: error: {message}", err=True)
+    echo_error(message)
     raise typer.Exit(code)
 
 
@@ -43,6 +44,8 @@ def read_json(path: Path | str) -> object:
         return json.loads(text)
     except json.JSONDecodeError as e:
         fail(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}")
+    except RecursionError:
+        fail(f"{path}: JSON nested too deeply to read")
 
 
 def load_model(path: Path | str, model: type[M]) -> M:
@@ -52,6 +55,8 @@ def load_model(path: Path | str, model: type[M]) -> M:
         return model.model_validate(data)
     except ValidationError as e:
         fail(f"{path}: {format_validation_error(e)}")
+    except RecursionError:
+        fail(f"{path}: JSON nested too deeply to read")
 
 
 def load_request(path: Path | str) -> PlanRequest:

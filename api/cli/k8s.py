@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from api.cli.common import fail, load_model, load_plan, load_request, read_json
+from api.cli.group import LazyGroup
 from api.k8s import (
     SnapshotError,
     apply_script,
@@ -20,7 +21,8 @@ from api.k8s import (
 from models import Policy
 
 k8s_app = typer.Typer(name="k8s", help="Kubernetes: import a snapshot, export a plan.",
-                      no_args_is_help=True)
+                      cls=LazyGroup, no_args_is_help=True, add_completion=False,
+                      rich_markup_mode=None)
 
 
 def _aliases(values: list[str]) -> dict[str, str]:
@@ -103,8 +105,3 @@ def export(
         fail(f"cannot write to {out}: {e.strerror or e}")
     typer.echo(json.dumps({"out": str(out), "bindings": len(result.bindings),
                            "nodes_to_reconfigure": [d.node for d in result.drain]}))
-
-
-def register(app: typer.Typer) -> None:
-    """Add `gpuplan k8s ...` to `app`."""
-    app.add_typer(k8s_app, name="k8s")

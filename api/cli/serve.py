@@ -1,7 +1,7 @@
 """`gpuplan serve`: run the HTTP service with uvicorn.
 
 Other settings (limits, database path, token, CORS) come from `GPUPLAN_*` environment
-variables; see `api/settings.py`.
+variables; see `api/settings.py` (and `api/k8s/state.py` for `GPUPLAN_K8S_*`).
 """
 
 from __future__ import annotations
@@ -21,20 +21,27 @@ def serve(
     workers: Annotated[int | None, typer.Option(
         min=1, max=256, help="Solver worker processes (default: GPUPLAN_WORKERS or 2).")] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    k8s_watch: Annotated[bool, typer.Option(
+        "--k8s-watch", help="List and watch Kubernetes Nodes and Pods for the scheduler "
+        "extender (in-cluster config or kubeconfig; default: GPUPLAN_K8S_WATCH).")] = False,
 ) -> None:
     """Serve the planner API (docs at /docs, health at /healthz)."""
     import uvicorn
 
     from api.app import create_app
+    from api.k8s import K8sSettings, make_api
     from api.settings import Settings
 
     try:
         settings = Settings() if workers is None else Settings(workers=workers)
+        k8s = K8sSettings(watch=True) if k8s_watch else K8sSettings()
     except ValidationError as e:
         fail(f"invalid GPUPLAN_* setting: {format_validation_error(e)}")
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
-
-
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
-    app.command("serve")(serve)
+    if k8s.watch:
+        try:
+            make_api(k8s.kubeconfig, k8s.context)
+        except Exception as e:  # the client raises ConfigException, OSError, ...
+            fail(f"--k8s-watch: no Kubernetes configuration ({e})")
+    app = create_app(settings)
+    app.state.k8s_settings = k8s
+    uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -102,9 +102,3 @@ def catalog(
     typer.echo(_table(table))
     typer.echo(f"{spec.compute_slices} compute slices, {spec.memory_slices} memory slices; "
                f"{detail['valid_layouts']} valid layouts ({detail['maximal_layouts']} maximal)")
-
-
-def register(app: typer.Typer) -> None:
-    """Add `validate` and `catalog` to `app`."""
-    app.command("validate")(validate)
-    app.command("catalog")(catalog)

@@ -218,8 +218,10 @@ class _Builder:
         `nvidia.com/mig-<profile>` cannot use them, and a MIG job that asks for
         `nvidia.com/gpu` can only use them.
         """
+        if "mig_profile" not in fields:
+            return
         variants = self.variants
-        if not variants or "mig_profile" not in fields:
+        if not variants:
             return
         user = fields.get("allowed_models")
         if pod.mig:

@@ -1,37 +1,50 @@
 """Kubernetes routes: snapshot import, the kube-scheduler extender, plan and export.
 
-The service keeps the latest snapshot (nodes + pods) it was given, so that a scheduler
-configured with `nodeCacheCapable: true` can send node names only. Importing and the
-extender verbs are plain `def` handlers: FastAPI runs them in its thread pool, never on the
-event loop. Planning goes through the same solve service as `POST /v1/plans` (worker pool,
-time-limit cap, kill on overrun, metrics, size limits); a snapshot over the size limits is
-refused (422) and leaves the cached one as it was; a plan put in the cache must pass the
-validator against the cached snapshot.
+The service keeps the latest snapshot (nodes + pods) it was given, or with
+`GPUPLAN_K8S_WATCH=true` a live view it lists and watches (started and stopped by this
+router's lifespan), so that a scheduler configured with `nodeCacheCapable: true` can send
+node names only. Importing and the extender verbs are plain `def` handlers: FastAPI runs
+them in its thread pool, never on the event loop. Planning goes through the same solve
+service as `POST /v1/plans` (worker pool, time-limit cap, kill on overrun, metrics, size
+limits); a snapshot over the size limits is refused (422) and leaves the cached one as it
+was; a plan put in the cache must pass the validator against the cached snapshot.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi import APIRouter, Body, Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from api.errors import error_responses
 from api.k8s import (
+    ClusterCache,
     ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderBindingResult,
     ExtenderFilterResult,
     HostPriority,
     ImportIssue,
     K8sExport,
+    K8sSettings,
     K8sState,
     SnapshotError,
+    Watcher,
     export_plan,
+    extender_bind,
     extender_filter,
     extender_prioritize,
+    make_api,
 )
 from api.k8s.snapshot import Snapshot, build_snapshot
+from api.k8s.watch import WatchOptions, bind_pod
 from api.pool import PlanJSON
 from api.routers.body import ThreadedBodyRoute
 from api.routers.deps import ServiceDep, SettingsDep, check_limits
@@ -39,7 +52,31 @@ from api.settings import Settings
 from models import Plan, PlanRequest, Policy
 from solver.validate import validate_plan
 
-router = APIRouter(tags=["kubernetes"], route_class=ThreadedBodyRoute)
+log = logging.getLogger("gpuplan.k8s")
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Build the Kubernetes state at start-up; with `watch`, list and watch the cluster."""
+    settings: K8sSettings = getattr(app.state, "k8s_settings", None) or K8sSettings()
+    watcher: Watcher | None = None
+    if getattr(app.state, "k8s", None) is None:
+        live = ClusterCache() if settings.watch else None
+        app.state.k8s = K8sState(settings, live=live)
+        if live is not None:
+            api = make_api(settings.kubeconfig, settings.context)
+            watcher = Watcher(live, api, WatchOptions(timeout_s=settings.watch_timeout_s))
+            app.state.k8s.binder = functools.partial(bind_pod, api)
+            watcher.start()
+            log.info("watching nodes and pods for the extender")
+    try:
+        yield
+    finally:
+        if watcher is not None:
+            watcher.stop(wait_s=0.0)
+
+
+router = APIRouter(tags=["kubernetes"], lifespan=_lifespan, route_class=ThreadedBodyRoute)
 
 
 def get_state(request: Request) -> K8sState:
@@ -123,19 +160,20 @@ def _import(state: K8sState, settings: Settings, nodes: dict[str, Any],
     """Import and cache a snapshot within the server's size limits (else 422, and the
     cached snapshot stays what it was)."""
     _too_many_nodes(nodes, settings)
-    before = (state.nodes, state.pods, state.policy, state.aliases, state.snapshot, state.plan)
-    try:
-        snap = state.update(nodes, pods, policy, aliases)
-    except SnapshotError as e:
-        raise _unprocessable(e) from e
-    try:
-        check_limits(snap.request, settings, ("body", "nodes"))
-    except RequestValidationError:
-        with state.lock:
-            if state.snapshot is snap:
-                (state.nodes, state.pods, state.policy, state.aliases, state.snapshot,
-                 state.plan) = before
-        raise
+    with state.lock:  # reentrant: update() takes it too
+        # K8sState keeps no history: what update() replaces is put back on a refusal.
+        before = (state.nodes, state.pods, state.policy, state.aliases, state._snapshot,
+                  state.plan, state._live_seen)
+        try:
+            snap = state.update(nodes, pods, policy, aliases)
+        except SnapshotError as e:
+            raise _unprocessable(e) from e
+        try:
+            check_limits(snap.request, settings, ("body", "nodes"))
+        except RequestValidationError:
+            (state.nodes, state.pods, state.policy, state.aliases, state._snapshot,
+             state.plan, state._live_seen) = before
+            raise
     return snap
 
 
@@ -224,6 +262,35 @@ def export(body: ExportBody) -> K8sExport:
     return export_plan(body.plan, body.request, job_pods)
 
 
+class ExtenderStatus(BaseModel):
+    """What the extender judges against: the view's source and the assumed pods."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    watching: bool = Field(description="A live list/watch feeds the view.")
+    synced: bool = Field(description="The watch has listed nodes and pods at least once.")
+    resource_versions: dict[str, str | None]
+    view: bool = Field(description="A view exists (synced watch or posted snapshot).")
+    gpu_nodes: int
+    assumed: dict[str, str] = Field(description="Assumed pod (ns/name) -> node.")
+    bound: list[str] = Field(description="Assumed pods gpuplan bound itself (bindVerb).")
+
+
+@router.get("/extender/status", response_model=ExtenderStatus)
+def extender_status(state: StateDep) -> ExtenderStatus:
+    """The extender's view: watch progress, node count and the pods it assumes placed."""
+    snap = state.view()
+    live = state.live
+    with state.lock:
+        assumed = {a.pod: a.node for a in state.assumed.values()}
+        bound = sorted(a.pod for a in state.assumed.values() if a.bound)
+    return ExtenderStatus(
+        watching=live is not None, synced=live is not None and live.synced,
+        resource_versions=dict(live.resource_versions) if live is not None else {},
+        view=snap is not None, gpu_nodes=len(snap.snapshot.nodes) if snap else 0,
+        assumed=assumed, bound=bound)
+
+
 @router.post("/extender/filter", response_model=ExtenderFilterResult,
              response_model_exclude_none=False)
 def filter_nodes(args: Annotated[ExtenderArgs, Body()], state: StateDep
@@ -237,3 +304,10 @@ def prioritize_nodes(args: Annotated[ExtenderArgs, Body()], state: StateDep
                      ) -> list[HostPriority]:
     """kube-scheduler extender prioritize verb (ExtenderArgs -> HostPriorityList)."""
     return extender_prioritize(args, state)
+
+
+@router.post("/extender/bind", response_model=ExtenderBindingResult)
+def bind_node(args: Annotated[ExtenderBindingArgs, Body()], state: StateDep
+              ) -> ExtenderBindingResult:
+    """kube-scheduler extender bind verb (ExtenderBindingArgs -> ExtenderBindingResult)."""
+    return extender_bind(args, state)

@@ -17,7 +17,6 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from api.cli.common import fail
 from benchmarks.openb.curve import plot_curves, value_at, write_curve_csv
 from benchmarks.openb.frag import typical_shapes
 from benchmarks.openb.inflation import inflate
@@ -84,19 +83,21 @@ def openb_command(
     try:
         seed_list = parse_seeds(seeds)
     except ValueError as e:
-        fail(f"--seeds: {e}")
+        raise typer.BadParameter(str(e), param_hint="--seeds") from None
     names = [p.strip() for p in policies.split(",") if p.strip()]
     unknown = [p for p in names if p not in POLICIES]
     if unknown or not names:
-        fail(f"--policies: unknown {', '.join(unknown) or '(none)'}; choose from "
-             f"{', '.join(POLICIES)}")
+        raise typer.BadParameter(f"unknown {', '.join(unknown) or '(none)'}; choose from "
+                                 f"{', '.join(POLICIES)}", param_hint="--policies")
     if workload not in WORKLOADS:
-        fail(f"--workload: {workload!r} is not one of {', '.join(WORKLOADS)}")
+        raise typer.BadParameter(f"{workload!r} is not one of {', '.join(WORKLOADS)}",
+                                 param_hint="--workload")
     try:
         nodes = load_nodes()
         pods = load_pods(workload=workload)
     except (OSError, ValueError, KeyError) as e:
-        fail(f"cannot read the OpenB trace: {e}")
+        raise typer.BadParameter(f"cannot read the OpenB trace: {e}",
+                                 param_hint="--workload") from None
     shapes = typical_shapes(pods, nodes.models)
     results: list[RunResult] = []
     batch_rows: list[tuple[int, float, float, str]] = []

@@ -76,7 +76,7 @@ class LookaheadPolicy:
                     g = int(np.flatnonzero(cand.take[c])[0])
                     gpu.setdefault((n, g), []).append((pod.milli, var))
                 elif pod.num_gpu:
-                    free_gpus = np.flatnonzero(state.gpu_free[n] >= MILLI)
+                    free_gpus = np.flatnonzero(state.gpu_fits(MILLI, state.gpu_free[n]))
                     zs = []
                     for gi in free_gpus:
                         g = int(gi)

@@ -63,14 +63,13 @@ def candidates(state: ClusterState, pod: PodReq) -> Candidates:
     nodes = state.feasible(pod)
     free = state.gpu_free[nodes]
     if pod.shared:
-        fits = free >= pod.milli
-        rows, gpus = np.nonzero(fits)
+        rows, gpus = np.nonzero(state.gpu_fits(pod.milli, free))
         take = np.zeros((len(rows), free.shape[1]), dtype=bool)
         take[np.arange(len(rows)), gpus] = True
         nodes = nodes[rows]
         free = free[rows]
     else:
-        whole = free >= MILLI
+        whole = state.gpu_fits(MILLI, free)
         take = whole & (np.cumsum(whole, axis=1) <= pod.num_gpu) if pod.num_gpu else (
             np.zeros_like(whole))
     gpu_after = free - np.where(take, pod.milli, 0)

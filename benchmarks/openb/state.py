@@ -3,7 +3,9 @@
 Per node: free CPU milli, free memory MiB, free milli of each GPU (`-1` pads nodes with fewer
 than the widest node's GPUs, so a padded slot never fits and never counts as free) and the
 model id. One pod at a time is placed with `place`, which checks every capacity (a bug
-raises, it never oversubscribes) and updates the arrays in O(#GPUs of the node).
+raises, it never oversubscribes) and updates the arrays in O(#GPUs of the node). Every
+capacity comparison (`gpu_fits`, `host_fits`) is the planners' one (`models.rules.fits`),
+applied to whole arrays at once.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks.openb.loader import MILLI, OpenbNodes, OpenbPods
+from models.rules import fits
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -78,11 +81,20 @@ class ClusterState:
     def __len__(self) -> int:
         return len(self.names)
 
+    def gpu_fits(self, milli: int, gpu_free: IntArray | None = None) -> BoolArray:
+        """Per GPU (of `gpu_free`, default every node's), whether `milli` more fit on it;
+        a padded slot never fits."""
+        return fits(milli, self.gpu_free if gpu_free is None else gpu_free)
+
+    def host_fits(self, cpu: int, mem: int) -> BoolArray:
+        """Per node, whether `cpu` milli and `mem` MiB more fit on its host."""
+        return fits(cpu, self.cpu_free) & fits(mem, self.mem_free)
+
     def feasible(self, pod: PodReq) -> IntArray:
         """Ids of the nodes that can host `pod` now (type, CPU, memory, GPUs)."""
-        ok = pod.allowed[self.model_id] & (self.cpu_free >= pod.cpu) & (self.mem_free >= pod.mem)
+        ok = pod.allowed[self.model_id] & self.host_fits(pod.cpu, pod.mem)
         if pod.num_gpu > 0:
-            ok &= (self.gpu_free >= pod.milli).sum(axis=1) >= pod.num_gpu
+            ok &= self.gpu_fits(pod.milli).sum(axis=1) >= pod.num_gpu
         return np.flatnonzero(ok)
 
     def fits(self, node: int, gpus: list[int], pod: PodReq) -> bool:
@@ -98,10 +110,11 @@ class ClusterState:
             raise ValueError(f"{pod.name}: needs {pod.num_gpu} distinct GPUs, got {gpus}")
         if not pod.allowed[self.model_id[node]]:
             raise ValueError(f"{pod.name}: model of node {self.names[node]} not allowed")
-        if self.cpu_free[node] < pod.cpu or self.mem_free[node] < pod.mem:
+        if not self.host_fits(pod.cpu, pod.mem)[node]:
             raise ValueError(f"{pod.name}: host CPU/memory of {self.names[node]} exceeded")
+        room = self.gpu_fits(pod.milli, self.gpu_free[node])
         for g in gpus:
-            if not 0 <= g < self.num_gpus[node] or self.gpu_free[node, g] < pod.milli:
+            if not 0 <= g < self.num_gpus[node] or not room[g]:
                 raise ValueError(f"{pod.name}: GPU {g} of {self.names[node]} lacks capacity")
 
     def place(self, node: int, gpus: list[int], pod: PodReq) -> None:

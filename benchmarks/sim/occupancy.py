@@ -3,9 +3,11 @@
 `Occupancy` records the placements of running jobs on a cluster and refuses any placement
 that the contract forbids (section 3 of the contract): a whole GPU hosts one job and
 nothing else, a gang gets `gpus` distinct GPUs of one eligible model (one node when
-`single_node`), shared fractions sum to <= 1 on a non-MIG GPU, and a MIG job sits on one
-instance of a valid layout that covers its demand. The engine rebuilds an Occupancy from
-every decision, so a policy that oversubscribes a GPU fails loudly (`CapacityError`).
+`single_node`), shared fractions sum to <= 1 and their GPU memory to <= the GPU's on a
+non-MIG GPU (`models.rules.share_fits`, the planners' device fit), and a MIG job sits on one
+instance of a valid layout that covers its demand. Host CPU / memory is not simulated.
+The engine rebuilds an Occupancy from every decision, so a policy that oversubscribes a
+GPU fails loudly (`CapacityError`).
 
 MIG layouts follow `solver/build.py::final_layouts`: instances hosting jobs stay; idle
 instances stay while they fit beside them; a new instance is created when a job names a
@@ -18,11 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from models import Cluster, GpuModel, Instance, Job, MigInstance, Placement, is_valid_layout
-from models.rules import mig_profiles_for, model_eligible
+from models.rules import HOST_TOL, mig_profiles_for, model_eligible, share_fits
 
 GpuKey = tuple[str, int]
-
-_EPS = 1e-9
 
 
 class CapacityError(AssertionError):
@@ -31,14 +31,18 @@ class CapacityError(AssertionError):
 
 @dataclass(slots=True)
 class GpuState:
-    """One GPU: its whole-GPU holder, shared fractions or MIG instances (-> holder)."""
+    """One GPU: its whole-GPU holder, shared fractions (and their GPU memory) or MIG
+    instances (-> holder)."""
 
     node: str
     index: int
     model: str
     mig: bool
+    #: GPU memory in GiB (None = unknown: never constrains)
+    memory: float | None = None
     whole: str | None = None
     shares: dict[str, float] = field(default_factory=dict)
+    share_mem: dict[str, float] = field(default_factory=dict)
     instances: dict[Instance, str | None] = field(default_factory=dict)
 
     @property
@@ -48,6 +52,12 @@ class GpuState:
     def share_used(self) -> float:
         return sum(self.shares.values())
 
+    def share_fits(self, fraction: float, mem: float) -> bool:
+        """Whether a share of `fraction` and `mem` GiB fits beside what runs here."""
+        return (not self.mig and self.whole is None
+                and share_fits(self.share_used(), sum(self.share_mem.values()), fraction,
+                               mem, self.memory))
+
     def used_instances(self) -> list[Instance]:
         return [i for i, j in self.instances.items() if j is not None]
 
@@ -56,8 +66,8 @@ class GpuState:
         return self.whole is None and not self.shares and not self.used_instances()
 
     def copy(self) -> GpuState:
-        return GpuState(self.node, self.index, self.model, self.mig, self.whole,
-                        dict(self.shares), dict(self.instances))
+        return GpuState(self.node, self.index, self.model, self.mig, self.memory, self.whole,
+                        dict(self.shares), dict(self.share_mem), dict(self.instances))
 
 
 class Occupancy:
@@ -71,7 +81,8 @@ class Occupancy:
         for node in cluster.nodes:
             row = []
             for g in node.gpus:
-                st = GpuState(node.name, g.index, g.model, g.mig_enabled)
+                st = GpuState(node.name, g.index, g.model, g.mig_enabled,
+                              self.catalog[g.model].memory_gib)
                 if g.mig_enabled:
                     insts = (layouts or {}).get((node.name, g.index))
                     if insts is None:
@@ -165,11 +176,13 @@ class Occupancy:
                    states: list[GpuState]) -> None:
         (p,), (g,) = placements, states
         f = job.gpu_share or 0.0
-        if g.mig or p.fraction is None or abs(p.fraction - f) > _EPS:
+        if g.mig or p.fraction is None or abs(p.fraction - f) > HOST_TOL:
             raise CapacityError(f"{job.name}: a share of {f} on a non-MIG GPU expected")
-        if g.whole is not None or g.share_used() + f > 1.0 + _EPS:
+        mem = job.gpu_memory_gib or 0.0
+        if not g.share_fits(f, mem):
             raise CapacityError(f"{job.name}: GPU {g.key} is oversubscribed")
         g.shares[job.name] = f
+        g.share_mem[job.name] = mem
 
     def _add_mig(self, job: Job, placements: Sequence[Placement],
                  states: list[GpuState]) -> None:
@@ -203,6 +216,7 @@ class Occupancy:
             if g.whole == name:
                 g.whole = None
             g.shares.pop(name, None)
+            g.share_mem.pop(name, None)
             if p.mig is not None and g.instances.get(p.mig.key()) == name:
                 g.instances[p.mig.key()] = None
         self.job_specs.pop(name, None)
@@ -247,9 +261,9 @@ class Occupancy:
 
     def _find_share(self, job: Job, model: str | None) -> list[Placement] | None:
         f = job.gpu_share or 0.0
+        mem = job.gpu_memory_gib or 0.0
         for g in self.gpus.values():
-            if (not g.mig and g.whole is None and g.share_used() + f <= 1.0 + _EPS
-                    and self._ok(job, g, model)):
+            if g.share_fits(f, mem) and self._ok(job, g, model):
                 return [Placement(node=g.node, gpu=g.index, fraction=f)]
         return None
 

@@ -66,6 +66,18 @@ def test_bound_is_tight_on_a_trivial_instance() -> None:
     assert upper_bound(req) == pytest.approx(5.0, rel=3e-3)  # within the 0.2% grid
 
 
+def test_bound_counts_same_domain_gangs_on_nodes_without_a_domain() -> None:
+    """A node without a topology domain is a domain of its own: a same-domain gang that
+    fits on it counts in the bound (the bound once left it out and fell below the optimum)."""
+    req = request([node("a", "V100-32GB", 4), node("b", "V100-32GB", 2)],
+                  [{"name": "g", "gpus": 4, "single_node": False, "same_domain": True}])
+    res = plan_greedy(req)
+    assert set(res.placements) == {"g"}
+    bound = upper_bound(req)
+    assert bound is not None
+    assert bound >= evaluate(req, res.placements).objective_value - 1e-9
+
+
 def test_bound_counts_preemption_costs() -> None:
     req = request([node("a", "A100-SXM4-80GB", 1)],
                   [{"name": "run", "gpus": 1, "current": [{"node": "a", "gpu": 0}]},

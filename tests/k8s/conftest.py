@@ -10,11 +10,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from tests.k8s import scenario
+from tests.k8s.fakeapi import FakeApiServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[2]
@@ -53,18 +57,23 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="module")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real `uvicorn --factory api.app:create_app` on a free loopback port."""
-    tmp = tmp_path_factory.mktemp("k8s-server")
+@contextmanager
+def serve(tmp: Path, env_extra: dict[str, str] | None = None,
+          serve_args: list[str] | None = None) -> Iterator[str]:
+    """A real `uvicorn --factory api.app:create_app` on a free loopback port; its URL.
+
+    With `serve_args`, `gpuplan serve <serve_args>` (the CLI) runs it instead.
+    """
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLAN_")}
     env.update({"GPUPLAN_DB_PATH": str(tmp / "gpuplan.db"), "GPUPLAN_WORKERS": "1",
-                "PYTHONPATH": str(REPO)})
+                "PYTHONPATH": str(REPO), **(env_extra or {})})
     log = (tmp / "server.log").open("wb")
+    command = [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app"]
+    if serve_args is not None:
+        command = [sys.executable, "-m", "api.cli", "serve", *serve_args]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        [*command, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -90,3 +99,22 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()
             proc.wait(5)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A live gpuplan server shared by a module's tests."""
+    with serve(tmp_path_factory.mktemp("k8s-server")) as url:
+        yield url
+
+
+@pytest.fixture
+def apiserver() -> Iterator[FakeApiServer]:
+    """A fake Kubernetes API server (fakeapi.py) holding the four scenario nodes."""
+    server = FakeApiServer().start()
+    for node in scenario.nodes():
+        server.add("nodes", node)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -96,3 +96,12 @@ def test_export_bad_plan(tmp_path: Path) -> None:
     bad.write_text('{"status": "maybe"}')
     r = runner.invoke(app, ["k8s", "export", str(bad)])
     assert r.exit_code == 2 and r.stderr.count("\n") == 1
+
+
+def test_serve_k8s_watch_without_configuration(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["serve", "--k8s-watch", "--port", "1"],
+                      env={"GPUPLAN_K8S_KUBECONFIG": str(tmp_path / "missing"),
+                           "KUBERNETES_SERVICE_HOST": ""})
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--k8s-watch: no Kubernetes configuration" in lines[0]

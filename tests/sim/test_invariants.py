@@ -84,6 +84,22 @@ def test_occupancy_refuses_oversubscription() -> None:
         occ.add(m2, [occ.jobs["m1"][0].model_copy(update={"node": mig_node})])
 
 
+def test_occupancy_holds_shares_to_the_gpu_memory() -> None:
+    """The simulator's device fit is the planners' (models.rules.share_fits): shares on one
+    GPU fit its fractions and its memory; freeing a share frees its memory."""
+    occ = Occupancy(SMALL)
+    v100 = next(n.name for n in SMALL.nodes if n.name.startswith("v100"))  # 32 GiB
+    occ.add(Job(name="a", gpu_share=0.25, gpu_memory_gib=20),
+            [Placement(node=v100, gpu=0, fraction=0.25)])
+    big = Job(name="b", gpu_share=0.25, gpu_memory_gib=16)
+    with pytest.raises(CapacityError):  # 20 + 16 GiB > 32 GiB
+        occ.add(big, [Placement(node=v100, gpu=0, fraction=0.25)])
+    found = occ.find(big, ["V100-32GB"])
+    assert found is not None and (found[0].node, found[0].gpu) != (v100, 0)
+    occ.remove("a")
+    occ.add(big, [Placement(node=v100, gpu=0, fraction=0.25)])
+
+
 def test_a_policy_that_oversubscribes_is_caught() -> None:
     class Greedy:
         name = "bad"

@@ -23,7 +23,7 @@ from models import (
     model_eligible,
 )
 from models.objective import evaluate, same_placement
-from solver.formulation import priority_key
+from models.rules import priority_key
 
 
 def _options(req: PlanRequest, job: Job) -> list[list[Placement]]:

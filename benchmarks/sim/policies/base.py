@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from benchmarks.sim.engine import Decision, JobRun, RoundView
 from benchmarks.sim.occupancy import CapacityError, Occupancy
+from models.rules import fits
 
 ModelsFor = Callable[[JobRun], Sequence[str] | None]
 
@@ -80,7 +81,7 @@ def admit_by_count(view: RoundView, order: Sequence[JobRun]) -> set[str]:
     out: set[str] = set()
     for r in order:
         pool = r.job.shape == "mig"
-        if r.size <= free[pool] + 1e-9:
+        if fits(r.size, free[pool]):
             free[pool] -= r.size
             out.add(r.name)
     return out

@@ -34,7 +34,7 @@ from benchmarks.sim.engine import Decision, JobRun, RoundView
 from benchmarks.sim.occupancy import CapacityError
 from benchmarks.sim.policies.base import fresh_occupancy
 from models import GpuModel, speed
-from models.rules import model_eligible
+from models.rules import fits, model_eligible
 from solver.quiet import new_highs
 
 Pool = tuple[str, bool]
@@ -143,7 +143,7 @@ class GavelMaxMin:
         chosen: dict[str, Pool] = {}
         for _, name, pool in prio:
             r = by_name[name]
-            if name in chosen or r.size > free[pool] + 1e-9:
+            if name in chosen or not fits(r.size, free[pool]):
                 continue
             chosen[name] = pool
             free[pool] -= r.size

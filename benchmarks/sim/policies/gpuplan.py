@@ -46,11 +46,10 @@ from benchmarks.sim.engine import Decision, JobRun, RoundView
 from benchmarks.sim.occupancy import Occupancy
 from benchmarks.sim.policies.base import fresh_occupancy
 from models import Job, Placement, PlanRequest, Policy, speed
+from models.rules import HORIZON_S
 from solver import plan
 
 log = logging.getLogger(__name__)
-
-HORIZON_S = 3600.0
 
 
 @dataclass

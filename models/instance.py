@@ -1,39 +1,58 @@
-"""An incremental cluster state for the heuristics: who uses what, with O(node) updates.
+"""The compiled instance every planner works on: jobs against the cluster, and occupancy.
 
-`compile_jobs(request)` turns every job into a `JobInfo` (its shape, the models present in
-the cluster it may run on with their values, its MIG profiles, host requests and resolved
-current placement). `ClusterState(request)` holds, for every GPU, what occupies it (a
-whole-GPU job, shared fractions and memory, or MIG instances and the jobs they host) and,
-for every node, the free host CPU/memory. Three indexes answer "where can this go?"
-without scanning the cluster:
+Both the solver (formulation, bound, share re-pack) and the heuristics import it; it holds
+no rule of its own (those live in `models.rules`, see there) but applies them once per
+request:
 
-- whole GPUs: per model, buckets of nodes by their number of free whole GPUs of that model
-  (and free counts per model and per (domain, model));
-- shared GPUs: per model, the partially shared GPUs bucketed by their remaining fraction;
-- MIG GPUs: per model, GPUs grouped by their layout signature (instances hosting jobs,
-  free instances of the current layout), since what fits depends only on that signature.
+- `compile_jobs(request)` turns every job into a `JobInfo`: its shape, the models present
+  in the cluster it may run on with their values, its MIG profiles, host requests and
+  resolved current placement. The result is cached per request object (a small,
+  lock-protected cache shared by the request threads of the service); `forget_compiled`
+  drops it after an in-place edit.
+- `ClusterState(request)` is the occupancy: for every GPU what occupies it (a whole-GPU
+  job, shared fractions and memory, or MIG instances and the jobs they host) and, for
+  every node, the free host CPU/memory, with O(node) updates. Three indexes answer "where
+  can this go?" without scanning the cluster:
 
-Only healthy GPUs on schedulable nodes enter the indexes (they alone take new
-placements); a kept running job may still occupy an unhealthy GPU or a cordoned node.
+  - whole GPUs: per model, buckets of nodes by their number of free whole GPUs of that
+    model (and free counts per model and per (domain, model));
+  - shared GPUs: per model, the partially shared GPUs bucketed by their remaining fraction;
+  - MIG GPUs: per model, GPUs grouped by their layout signature (instances hosting jobs,
+    free instances of the current layout), since what fits depends only on that signature.
+
+  Only healthy GPUs on schedulable nodes enter the indexes (they alone take new
+  placements); a kept running job may still occupy an unhealthy GPU or a cordoned node.
+- `MigGeometry` caches the MIG layout queries of the placers (positions, options, the
+  largest instance still creatable).
+
 Memory is O(GPUs + jobs): there is no jobs x GPUs structure.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from models import GpuModel, Instance, Job, MigInstance, Placement, PlanRequest
-from models.catalog import instance_positions, is_valid_layout
+from models.capacity import usable
+from models.catalog import MIG_COMPUTE_SLICES, instance_positions, is_valid_layout
 from models.objective import objective_value_of
 from models.request import speed
-from models.rules import job_value, mig_profiles_for, model_eligible
+from models.rules import (
+    HOST_TOL,
+    host_fits,
+    host_room,
+    job_value,
+    mig_profiles_for,
+    model_eligible,
+    share_fits,
+)
 
 #: Number of buckets of the remaining fraction of a shared GPU.
 SHARE_BUCKETS = 20
-_EPS = 1e-9
 
 
 @dataclass(slots=True)
@@ -71,32 +90,45 @@ class JobInfo:
         return self.best_value / self.size if self.size > 0 else 0.0
 
 
-#: id(request) -> (weak reference to it, its compiled jobs); the last few requests only.
+#: id(request) -> (weak reference to it, its compiled jobs, its fingerprint); the last few
+#: requests only. Guarded by `_COMPILED_LOCK` (the service plans in several threads).
 _COMPILED: dict[int, tuple[weakref.ref[PlanRequest], list[JobInfo], tuple[object, ...]]] = {}
 _COMPILED_MAX = 4
+_COMPILED_LOCK = threading.Lock()
+#: Keys whose request was collected; purged under the lock at the next cache access (a
+#: weakref callback may run in any thread, at any allocation, so it never takes the lock).
+_COLLECTED: list[int] = []
 
 
 def forget_compiled(request: PlanRequest | None = None) -> None:
     """Drop the cached compilation of `request` (of every request when None); needed only
     when a request is mutated in place after it was planned."""
-    if request is None:
-        _COMPILED.clear()
-    else:
-        _COMPILED.pop(id(request), None)
+    with _COMPILED_LOCK:
+        if request is None:
+            _COMPILED.clear()
+        else:
+            _COMPILED.pop(id(request), None)
 
 
 def compile_jobs(request: PlanRequest) -> list[JobInfo]:
     """A JobInfo per job of `request`, in request order (cached per request object; the
     JobInfos are shared and must not be mutated)."""
-    hit = _COMPILED.get(id(request))
-    mark = _fingerprint(request)
-    if hit is not None and hit[0]() is request and hit[2] == mark:
-        return hit[1]
-    infos = _compile(request)
-    while len(_COMPILED) >= _COMPILED_MAX:
-        _COMPILED.pop(next(iter(_COMPILED)))
     key = id(request)
-    _COMPILED[key] = (weakref.ref(request, functools.partial(_drop, key)), infos, mark)
+    mark = _fingerprint(request)
+    with _COMPILED_LOCK:
+        _purge_collected()
+        hit = _COMPILED.get(key)
+        if hit is not None and hit[0]() is request and hit[2] == mark:
+            return hit[1]
+    # Compiled outside the lock: two threads may compile one request twice, never wait.
+    infos = _compile(request)
+    ref = weakref.ref(request, functools.partial(_collected, key))
+    with _COMPILED_LOCK:
+        _purge_collected()
+        _COMPILED.pop(key, None)
+        while len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        _COMPILED[key] = (ref, infos, mark)
     return infos
 
 
@@ -109,8 +141,19 @@ def _fingerprint(request: PlanRequest) -> tuple[object, ...]:
             p.allow_mig_reconfiguration)
 
 
-def _drop(key: int, _ref: object) -> None:
-    _COMPILED.pop(key, None)
+def _collected(key: int, _ref: object) -> None:
+    """Weakref callback: the request cached under `key` is gone (list.append is atomic)."""
+    _COLLECTED.append(key)
+
+
+def _purge_collected() -> None:
+    """Drop the entries of collected requests (call with `_COMPILED_LOCK` held); an id
+    reused by a newer request keeps its entry."""
+    while _COLLECTED:
+        key = _COLLECTED.pop()
+        hit = _COMPILED.get(key)
+        if hit is not None and hit[0]() is None:
+            del _COMPILED[key]
 
 
 def _compile(request: PlanRequest) -> list[JobInfo]:
@@ -166,7 +209,7 @@ def _mig_size(job: Job, catalog: Mapping[str, GpuModel], profiles: dict[str, lis
         if p is not None:
             best = min(best, p.compute_slices / spec.compute_slices)
     if not profiles and job.mig is not None:
-        best = job.mig.compute_slices / 7
+        best = job.mig.compute_slices / MIG_COMPUTE_SLICES
     return best
 
 
@@ -213,20 +256,23 @@ class NodeSlot:
     cpu_used: float = 0.0
     mem_used: float = 0.0
 
+    @property
+    def cpu_free(self) -> float | None:
+        """Free host CPU millicores (None = unconstrained)."""
+        return None if self.cpu_cap is None else self.cpu_cap - self.cpu_used
+
+    @property
+    def mem_free(self) -> float | None:
+        """Free host memory GiB (None = unconstrained)."""
+        return None if self.mem_cap is None else self.mem_cap - self.mem_used
+
     def host_fits(self, cpu: float, mem: float) -> bool:
         """Whether `cpu` millicores and `mem` GiB more fit on this node."""
-        if self.cpu_cap is not None and self.cpu_used + cpu > self.cpu_cap + 1e-6:
-            return False
-        return not (self.mem_cap is not None and self.mem_used + mem > self.mem_cap + 1e-6)
+        return host_fits(cpu, mem, self.cpu_free, self.mem_free)
 
     def host_room(self, cpu_per_gpu: float, mem_per_gpu: float) -> int:
         """How many gang parts of (cpu_per_gpu, mem_per_gpu) still fit (large if free)."""
-        room = 1 << 30
-        if self.cpu_cap is not None and cpu_per_gpu > 0:
-            room = min(room, int((self.cpu_cap - self.cpu_used + 1e-6) // cpu_per_gpu))
-        if self.mem_cap is not None and mem_per_gpu > 0:
-            room = min(room, int((self.mem_cap - self.mem_used + 1e-6) // mem_per_gpu))
-        return max(room, 0)
+        return host_room(cpu_per_gpu, mem_per_gpu, self.cpu_free, self.mem_free)
 
 
 class ClusterState:
@@ -261,7 +307,7 @@ class ClusterState:
             for gpu in node.gpus:
                 gid = len(self.gpus)
                 spec = self.catalog[gpu.model]
-                g = GpuSlot(gid, ni, gpu.index, gpu.model, gpu.healthy and node.schedulable,
+                g = GpuSlot(gid, ni, gpu.index, gpu.model, usable(node, gpu),
                             gpu.mig_enabled, spec.memory_gib if spec.memory_gib else 1e18,
                             mig_current=frozenset(m.key() for m in gpu.mig_instances))
                 self.gpus.append(g)
@@ -295,7 +341,7 @@ class ClusterState:
             old = len(free)
             free.add(g.gid)
             self._set_free_count(g.node, g.model, old, old + 1)
-        elif g.share_jobs and g.share_used < 1 - _EPS:
+        elif g.share_jobs and g.share_used < 1 - HOST_TOL:
             b = self.share_index.setdefault(g.model, [set() for _ in range(SHARE_BUCKETS + 1)])
             b[_share_bucket(1.0 - g.share_used)].add(g.gid)
 
@@ -353,7 +399,7 @@ class ClusterState:
         """Whether a share of `frac` and `mem` GiB fits on non-MIG GPU `g` (ignoring host)."""
         if g.mig or g.whole_job is not None:
             return False
-        return g.share_used + frac <= 1 + _EPS and g.share_mem + mem <= g.mem + _EPS
+        return share_fits(g.share_used, g.share_mem, frac, mem, g.mem)
 
     def value_of_placed(self, infos: Sequence[JobInfo]) -> float:
         """Sum of the policy per-job values of placed jobs (costs excluded)."""
@@ -455,7 +501,7 @@ class ClusterState:
 
 
 def _share_bucket(frac: float) -> int:
-    return max(0, min(SHARE_BUCKETS, int(frac * SHARE_BUCKETS + _EPS)))
+    return max(0, min(SHARE_BUCKETS, int(frac * SHARE_BUCKETS + HOST_TOL)))
 
 
 def mig_placement(node: str, gpu: int, inst: Instance) -> Placement:

@@ -1,0 +1,97 @@
+"""The GPU capacity summary of a cluster: how many GPUs each node, domain and model has.
+
+One pass over the cluster's GPUs counts, per node and per pool (model, MIG mode), the GPUs
+that *count*: by default the usable ones (healthy, on a schedulable node: they alone take
+new placements); a caller may count others (the LP bound also counts the GPUs a running job
+holds now, since only a kept placement may use them). It also records, per node, the pools
+present at all and, per (model, profile), how many counted MIG GPUs hold an instance of that
+profile now. The planners' capacity questions are answered from it: how many GPUs of a pool
+the cluster, its largest node or its largest topology domain has.
+
+A node without a topology domain is a domain of its own (`domain_of`), as in the
+formulation and the validator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from models.request import Cluster, Gpu, Node
+
+#: A GPU pool: (model name, MIG enabled).
+Pool = tuple[str, bool]
+#: Which GPUs a summary counts.
+Counted = Callable[[Node, Gpu], bool]
+
+
+def usable(node: Node, gpu: Gpu) -> bool:
+    """A GPU that may take a new placement: healthy, on a schedulable node."""
+    return node.schedulable and gpu.healthy
+
+
+def domain_of(node: str, domain: str | None) -> str:
+    """The topology domain of node `node`: its own when it names none."""
+    return domain if domain is not None else f"\x00{node}"
+
+
+@dataclass
+class NodeCapacity:
+    """One node: its counted GPUs per pool, the pools it has at all, its host capacity
+    (None = unconstrained) and the counted MIG GPUs holding an instance of each profile."""
+
+    name: str
+    domain: str
+    cpu: float | None
+    mem: float | None
+    gpus: dict[Pool, int] = field(default_factory=dict)
+    present: set[Pool] = field(default_factory=set)
+    #: (model, profile name) -> counted MIG GPUs with an instance of that profile now
+    profiles: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+class CapacitySummary:
+    """Counted GPUs per node, topology domain and pool, from one pass over a cluster."""
+
+    def __init__(self, cluster: Cluster, counted: Counted = usable) -> None:
+        self.nodes: list[NodeCapacity] = []
+        #: pool -> counted GPUs in the cluster
+        self.totals: dict[Pool, int] = {}
+        #: (domain, pool) -> counted GPUs in that domain
+        self.domains: dict[tuple[str, Pool], int] = {}
+        #: pool -> the most counted GPUs of it on one node
+        self.node_most: dict[Pool, int] = {}
+        for node in cluster.nodes:
+            s = NodeCapacity(node.name, domain_of(node.name, node.topology_domain),
+                             node.cpu_millicores, node.memory_gib)
+            for gpu in node.gpus:
+                pool = (gpu.model, gpu.mig_enabled)
+                s.present.add(pool)
+                if not counted(node, gpu):
+                    continue
+                s.gpus[pool] = s.gpus.get(pool, 0) + 1
+                for prof in {i.profile for i in gpu.mig_instances}:
+                    key = (gpu.model, prof)
+                    s.profiles[key] = s.profiles.get(key, 0) + 1
+            for pool, c in s.gpus.items():
+                self.totals[pool] = self.totals.get(pool, 0) + c
+                dk = (s.domain, pool)
+                self.domains[dk] = self.domains.get(dk, 0) + c
+                self.node_most[pool] = max(self.node_most.get(pool, 0), c)
+            self.nodes.append(s)
+
+    def total(self, pool: Pool) -> int:
+        """Counted GPUs of `pool` in the cluster."""
+        return self.totals.get(pool, 0)
+
+    def most_on_one_node(self, pool: Pool) -> int:
+        """The most counted GPUs of `pool` on one node."""
+        return self.node_most.get(pool, 0)
+
+    def most_in_one_domain(self, pool: Pool) -> int:
+        """The most counted GPUs of `pool` in one topology domain."""
+        return max((c for (_, p), c in self.domains.items() if p == pool), default=0)
+
+    def pools_present(self) -> set[Pool]:
+        """Every pool the cluster has a GPU of (counted or not)."""
+        return {p for s in self.nodes for p in s.present}

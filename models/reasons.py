@@ -1,0 +1,169 @@
+"""Why a job cannot be placed whatever the plan: the static reasons, known before solving.
+
+- `no_eligible_gpu`: no usable GPU of an eligible model (or MIG profile) in the cluster; the
+  detail names the models the job accepts and those the cluster has;
+- `gang_too_large`: more eligible GPUs than one node / domain / the cluster has;
+- `infeasible_constraints`: the host CPU / memory request fits no eligible node.
+
+A job without such a reason that stays unplaced lacks capacity (`insufficient_capacity`).
+With `allow_mig_reconfiguration` false, a MIG job needs a usable GPU that holds an instance
+of a covering profile now. The solver gives these reasons to new jobs before it solves
+(`static_reasons`); the heuristics ask `StaticReasons.reason` for any job they could not
+place. Both read the cluster through one `CapacitySummary` and memoise by job shape, so the
+cost stays linear in jobs + nodes on large requests.
+"""
+
+from __future__ import annotations
+
+from models.capacity import CapacitySummary, Pool
+from models.request import Job, PlanRequest
+from models.rules import host_fits, mig_profiles_for, model_eligible
+
+Reason = tuple[str, str]
+
+#: The reason of a job with an eligible place that other work holds.
+INSUFFICIENT = ("insufficient_capacity", "eligible GPUs exist but are taken by other work")
+
+
+def _signature(job: Job) -> tuple[object, ...]:
+    """What the static reason of a job depends on."""
+    return (job.shape, job.gpus, job.single_node, job.same_domain, job.mig_profile,
+            None if job.mig is None else (job.mig.compute_slices, job.mig.memory_gib),
+            job.gpu_memory_gib, tuple(sorted(job.throughput or {})),
+            None if job.allowed_models is None else tuple(sorted(job.allowed_models)),
+            job.cpu_millicores, job.host_memory_gib)
+
+
+def accepted_models(job: Job) -> str:
+    """The models `job` accepts, in words (its throughput map and `allowed_models`, its GPU
+    memory or MIG demand)."""
+    names: set[str] | None = None
+    if job.throughput:
+        names = set(job.throughput)
+    if job.allowed_models is not None:
+        allowed = set(job.allowed_models)
+        names = allowed if names is None else names & allowed
+    what = "any model" if names is None else (", ".join(sorted(names)) or "no model")
+    if job.shape == "mig":
+        if job.mig_profile is not None:
+            need = f"MIG profile {job.mig_profile}"
+        else:
+            c, m = (job.mig.compute_slices, job.mig.memory_gib) if job.mig else (0, 0.0)
+            need = f"a MIG profile of >= {c} compute slices and {m:g} GiB"
+        return f"{what} with {need}"
+    if job.gpu_memory_gib is not None:
+        return f"{what} with >= {job.gpu_memory_gib:g} GiB"
+    return what
+
+
+def _pools_text(pools: set[Pool]) -> str:
+    names = sorted(f"{m} (MIG)" if mig else m for m, mig in pools)
+    return ", ".join(names) if names else "no GPU"
+
+
+class StaticReasons:
+    """The static reason of any job of one request (memoised by job shape)."""
+
+    def __init__(self, request: PlanRequest) -> None:
+        self.catalog = request.cluster.catalog()
+        self.capacity = CapacitySummary(request.cluster)
+        self.fixed_mig = not request.policy.allow_mig_reconfiguration
+        self.present = self.capacity.pools_present()
+        self.models = sorted({m for m, _ in self.present})
+        self._memo: dict[tuple[object, ...], Reason | None] = {}
+
+    def reason(self, job: Job) -> Reason | None:
+        """(reason, detail) when no plan can place `job`, else None."""
+        sig = _signature(job)
+        if sig not in self._memo:
+            self._memo[sig] = self._reason(job)
+        return self._memo[sig]
+
+    def _eligible(self, job: Job) -> dict[str, set[str]]:
+        """Eligible models present -> the profile names covering a MIG job (empty else)."""
+        out: dict[str, set[str]] = {}
+        for m in self.models:
+            spec = self.catalog[m]
+            if model_eligible(job, m, spec):
+                out[m] = ({p.name for p in mig_profiles_for(job, spec)}
+                          if job.shape == "mig" else set())
+        return out
+
+    def _reason(self, job: Job) -> Reason | None:
+        mig = job.shape == "mig"
+        ok = self._eligible(job)
+        g = job.gpus or 1
+        whole_multi = job.shape == "whole" and not job.single_node and g > 1
+        share = 1.0 / g if whole_multi else 1.0
+        cpu, mem = (job.cpu_millicores or 0.0) * share, (job.host_memory_gib or 0.0) * share
+        # (node, model) -> eligible GPUs there that can take the job now
+        per_node: dict[tuple[str, str], int] = {}
+        host_ok: set[str] = set()
+        for s in self.capacity.nodes:
+            for m, profs in ok.items():
+                if mig and self.fixed_mig:
+                    n = sum(s.profiles.get((m, p), 0) for p in profs)
+                else:
+                    n = s.gpus.get((m, mig), 0)
+                if n <= 0:
+                    continue
+                per_node[(s.name, m)] = n
+                if host_fits(cpu, mem, s.cpu, s.mem):
+                    host_ok.add(s.name)
+        if not per_node:
+            return ("no_eligible_gpu", self._no_gpu_detail(job, ok))
+        if job.shape == "whole":
+            too_large = self._gang_too_large(job, list(ok))
+            if too_large is not None:
+                return too_large
+            fits = bool(host_ok) if whole_multi else any(
+                n >= g and node in host_ok for (node, _), n in per_node.items())
+        else:
+            fits = bool(host_ok)
+        if not fits:
+            return ("infeasible_constraints", "its host CPU / memory request fits no eligible node")
+        return None
+
+    def _gang_too_large(self, job: Job, models: list[str]) -> Reason | None:
+        """`gang_too_large` when no node / domain / the cluster has the gang's GPUs of one
+        eligible model (whole jobs)."""
+        g = job.gpus or 1
+        cap = self.capacity
+        if job.single_node or g == 1:
+            best = max(cap.most_on_one_node((m, False)) for m in models)
+            if best < g:
+                return ("gang_too_large", f"needs {g} GPUs of one model on one node; the "
+                                          f"largest eligible node has {best}")
+            return None
+        count = cap.most_in_one_domain if job.same_domain else cap.total
+        best = max(count((m, False)) for m in models)
+        if best < g:
+            where = "domain" if job.same_domain else "cluster"
+            return ("gang_too_large", f"needs {g} GPUs of one model in one {where}; at "
+                                      f"most {best} are eligible")
+        return None
+
+    def _no_gpu_detail(self, job: Job, ok: dict[str, set[str]]) -> str:
+        mig = job.shape == "mig"
+        pools = [(m, mig) for m in ok if (m, mig) in self.present]
+        if not pools:
+            return (f"no GPU in the cluster is of a model it accepts (it accepts "
+                    f"{accepted_models(job)}; the cluster has {_pools_text(self.present)})")
+        if mig and self.fixed_mig and any(self.capacity.total(p) for p in pools):
+            return ("no usable MIG GPU of an eligible model holds an instance of a covering "
+                    "profile, and MIG reconfiguration is not allowed")
+        return "eligible GPUs exist only on unhealthy GPUs or unschedulable nodes"
+
+
+def static_reasons(request: PlanRequest) -> dict[str, Reason]:
+    """job name -> (reason, detail) for the new jobs that no plan can place (running jobs
+    are never given a static reason: they can always be kept)."""
+    reasons = StaticReasons(request)
+    out: dict[str, Reason] = {}
+    for job in request.jobs:
+        if job.current:
+            continue
+        why = reasons.reason(job)
+        if why is not None:
+            out[job.name] = why
+    return out
