@@ -17,7 +17,7 @@ BENCH_COMMANDS: dict[str, Lazy] = {
     "exact": Lazy("benchmarks.exact:exact_command", "Exact solves of small instances."),
     "vbp": Lazy("benchmarks.vbp:vbp_command", "Known-optimum vector bin packing instances."),
     "robustness": Lazy("api.cli.robustness:robustness_command",
-                       "Hostile input, overload, kill -9, schemathesis, /healthz under load."),
+                       "Hostile input, overload and /healthz probes."),
 }
 
 

@@ -252,10 +252,9 @@ def test_k8s_snapshot_size_limits(fake_server: Server, nodes: int, gpus: int, po
         assert r.status_code == 422, r.text
         err = r.json()["detail"][0]
         assert err["loc"] == loc and err["ctx"]["limit"] == limit
-        filtered = c.post("/v1/k8s/extender/filter", json={
-            "Pod": k8s_cluster(1, 1, 1)["pods"]["items"][0], "NodeNames": ["gpu-0", "gpu-1"]})
-    assert filtered.status_code == 200
-    assert filtered.json()["NodeNames"] == ["gpu-0"]  # gpu-1 is not in the cached snapshot
+        status = c.get("/v1/k8s/extender/status")
+    assert status.status_code == 200
+    assert status.json()["gpu_nodes"] == 1  # the refused snapshot had more
 
 
 def test_k8s_plan_without_snapshot_is_documented_422(tmp_path: Path) -> None:
