@@ -2,7 +2,7 @@
 
 Run it with `gpuplan serve`, or `uvicorn --factory api.app:create_app` (settings then come
 from `GPUPLAN_*` environment variables, read when the app is created, never at import).
-The solver pool and the SQLite store start in the lifespan and stop with it.
+The solver pool and the solve store (SQLite or PostgreSQL) start in the lifespan and stop with it.
 """
 
 from __future__ import annotations
@@ -14,29 +14,24 @@ import signal
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
-from fastapi.staticfiles import StaticFiles
+from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.docs import add_docs
 from api.errors import error_responses, install_handlers
 from api.metrics import Metrics
 from api.pool import SolverPool
-from api.routers import catalog, health, k8s, plans, solves, validate
+from api.routers import catalog, health, k8s, plans, sessions, solves, validate, view
 from api.routers.deps import require_token
 from api.settings import Settings
-from api.store import SolveService, SolveStore
+from api.store import SolveService, open_store
 
 log = logging.getLogger("gpuplan.api")
-
-STATIC_DIR = Path(__file__).resolve().parent / "static"
-STATIC_URL = "/static"
 
 DESCRIPTION = """\
 gpuplan plans GPU allocations for deep-learning clusters: send a cluster snapshot and a
@@ -47,6 +42,10 @@ Solves run in a bounded pool of worker processes. `POST /v1/plans` waits for the
 `POST /v1/solves` returns at once with an id to poll (the best plan so far is visible while
 the solve runs) or cancel. When `GPUPLAN_API_TOKEN` is set, every `/v1` route needs
 `Authorization: Bearer <token>`.
+
+To look at a plan, open its plan view: `GET /v1/solves/{id}/view` for an async solve, or
+`POST /v1/view` with a request and its plan. The page draws every GPU by node and topology
+domain, coloured by job, and marks what the plan starts, moves, preempts and reconfigures.
 """
 
 
@@ -179,13 +178,13 @@ def _stop_solves_on_signal(pool: SolverPool) -> Callable[[], None]:
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    store = SolveStore(settings.db_path)
+    store = await asyncio.to_thread(open_store, settings.database_url, settings.db_pool_size)
     service = SolveService(settings, store, app.state.metrics)
     await service.start()
     app.state.service = service
     restore_signals = _stop_solves_on_signal(service.pool)
     log.info("gpuplan ready: %d workers, queue %d, db %s",
-             settings.workers, settings.queue_size, settings.db_path)
+             settings.workers, settings.queue_size, store.description)
     try:
         yield
     finally:
@@ -193,31 +192,6 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.service = None
         await service.stop()
         store.close()
-
-
-def _add_docs(app: FastAPI) -> None:
-    """Swagger UI and ReDoc pages whose JS/CSS come from the package (no CDN)."""
-    app.mount(STATIC_URL, StaticFiles(directory=STATIC_DIR), name="static")
-    openapi_url = app.openapi_url or "/openapi.json"
-
-    @app.get("/docs", include_in_schema=False)
-    async def swagger_ui() -> HTMLResponse:
-        """Swagger UI with local assets."""
-        return get_swagger_ui_html(
-            openapi_url=openapi_url, title=f"{app.title} - Swagger UI",
-            swagger_js_url=f"{STATIC_URL}/swagger-ui-bundle.js",
-            swagger_css_url=f"{STATIC_URL}/swagger-ui.css",
-            swagger_favicon_url=f"{STATIC_URL}/favicon.png",
-        )
-
-    @app.get("/redoc", include_in_schema=False)
-    async def redoc() -> HTMLResponse:
-        """ReDoc with local assets."""
-        return get_redoc_html(
-            openapi_url=openapi_url, title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{STATIC_URL}/redoc.standalone.js",
-            redoc_favicon_url=f"{STATIC_URL}/favicon.png", with_google_fonts=False,
-        )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -235,12 +209,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Without a token the routes declare no security, so the schema says what is checked.
     auth = [Depends(require_token)] if settings.api_token is not None else []
     v1_errors = error_responses(401, 413, 503)  # auth, body limit, pool not running
-    for module in (plans, solves, validate, catalog):
+    for module in (plans, solves, validate, catalog, view, sessions):
         app.include_router(module.router, prefix="/v1", dependencies=auth,
                            responses=v1_errors)
     app.include_router(k8s.router, prefix="/v1/k8s", dependencies=auth, responses=v1_errors)
     app.include_router(health.router)
-    _add_docs(app)
+    add_docs(app)
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     if settings.api_token is not None:  # outside the body limit: 401 before 413

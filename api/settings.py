@@ -43,6 +43,22 @@ class Settings(BaseSettings):
                     "Tests point it at a fake.",
     )
     db_path: Path = Field(default=Path("gpuplan.db"), description="SQLite file of async solves.")
+    db_url: str | None = Field(
+        default=None,
+        description="Store of async solves: sqlite:///PATH or postgresql://USER:PW@HOST/DB "
+                    "(replicas sharing one PostgreSQL answer for each other's solves); "
+                    "default sqlite:///<db_path>.")
+    db_pool_size: int = Field(default=4, ge=1, le=64, description="PostgreSQL connections.")
+    lease_s: float = Field(
+        default=15.0, ge=1,
+        description="A live solve whose replica stops renewing it this long is marked failed.")
+    shutdown_grace_s: float = Field(
+        default=20.0, ge=0,
+        description="On SIGTERM, running solves get this long to finish before they fail.")
+    shutdown_delay_s: float = Field(
+        default=2.0, ge=0,
+        description="On SIGTERM, keep answering (unready) at least this long, so the load "
+                    "balancer stops routing here before the listener closes.")
     ttl_s: float = Field(default=86400.0, gt=0, description="Async solve records expire after.")
     max_body_bytes: int = Field(
         default=32 * 1024 * 1024, ge=1024,
@@ -68,6 +84,11 @@ class Settings(BaseSettings):
     def cors_origin_list(self) -> list[str]:
         """The configured CORS origins as a list (empty = CORS off)."""
         return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
+
+    @property
+    def database_url(self) -> str:
+        """The store's URL: `db_url`, else the SQLite file `db_path`."""
+        return self.db_url or f"sqlite:///{self.db_path}"
 
     @property
     def threads_per_solve(self) -> int:

@@ -156,13 +156,16 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def local_server(workers: int, queue_size: int, max_seconds: float = 60.0) -> Iterator[str]:
-    """A gpuplan server on a free loopback port with a throw-away database; yields its URL."""
+def local_server(workers: int, queue_size: int, max_seconds: float = 60.0,
+                 settings: dict[str, str] | None = None) -> Iterator[str]:
+    """A gpuplan server on a free loopback port with a throw-away database; yields its URL.
+    `settings` are further `GPUPLAN_*` variables (names without the prefix)."""
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="gpuplan-load-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLAN_")}
         env.update(GPUPLAN_WORKERS=str(workers), GPUPLAN_QUEUE_SIZE=str(queue_size),
                    GPUPLAN_DB_PATH=str(Path(tmp) / "load.db"))
+        env.update({f"GPUPLAN_{k.upper()}": v for k, v in (settings or {}).items()})
         cmd = [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app",
                "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
         proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env)

@@ -9,6 +9,10 @@ objective, bound, gap, wall time (generation excluded) and the peak RSS of that 
 (`VmHWM` from /proc/self/status, generation included). On M, the ratio of the `auto`
 objective to the naive one is reported. Results print as a Markdown table and can be
 written to a file.
+
+`--contend N` runs every measurement beside N busy processes pinned round robin to the
+cores (benchmarks/contend.py), started before the first run and stopped after the last,
+so that a degraded CPU is measured; the number is a column of the results.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Annotated
 
 import typer
 
+from benchmarks.contend import contended
 from models import PlanRequest
 
 #: Backends: the solver's own (policy.solver) and the naive model.
@@ -41,6 +46,7 @@ class Row:
     wall_s: float
     peak_rss_mib: float
     note: str = ""
+    contend: int = 0
 
 
 def _peak_rss_mib() -> float:
@@ -146,12 +152,13 @@ def _fmt(x: float | None, digits: int = 2) -> str:
 
 def format_table(rows: list[Row]) -> str:
     """The rows as a Markdown table."""
-    lines = ["| instance | backend | status | objective | bound | gap | wall time (s) | "
-             "peak RSS (MiB) | solver |",
-             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["| instance | backend | contend | status | objective | bound | gap | "
+             "wall time (s) | peak RSS (MiB) | solver |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         gap = "-" if r.gap is None else f"{100 * r.gap:.2f}%"
-        lines.append(f"| {r.instance} | {r.backend} | {r.status} | {_fmt(r.objective)} | "
+        lines.append(f"| {r.instance} | {r.backend} | {r.contend} | {r.status} | "
+                     f"{_fmt(r.objective)} | "
                      f"{_fmt(r.bound)} | {gap} | {r.wall_s:.2f} | {r.peak_rss_mib:,.0f} | "
                      f"{r.note} |")
     return "\n".join(lines)
@@ -182,6 +189,9 @@ def run_command(
         None,
     naive_sizes: Annotated[str, typer.Option(
         help="Sizes on which the naive model runs (it is slow to build).")] = "S,M",
+    contend: Annotated[int, typer.Option(
+        min=0, max=256,
+        help="Busy processes pinned round robin to the cores during every run.")] = 0,
 ) -> None:
     """Generate instances and run backends on them; print a table of the results."""
     size_list = [s.strip().upper() for s in sizes.split(",") if s.strip()]
@@ -195,19 +205,22 @@ def run_command(
                                  param_hint="--sizes/--backends")
     naive_ok = {s.strip().upper() for s in naive_sizes.split(",")}
     rows: list[Row] = []
-    for size in size_list:
-        for backend in backend_list:
-            if backend == "naive" and size not in naive_ok:
-                continue
-            # the naive model takes minutes to build on M
-            timeout = time_limit * 3 + (900 if backend == "naive" else 120)
-            row = run_isolated(size, backend, time_limit, seed, timeout)
-            rows.append(row)
-            typer.echo(format_table([row]).splitlines()[-1], err=True)
+    with contended(contend):
+        for size in size_list:
+            for backend in backend_list:
+                if backend == "naive" and size not in naive_ok:
+                    continue
+                # the naive model takes minutes to build on M
+                timeout = time_limit * 3 + (900 if backend == "naive" else 120)
+                row = run_isolated(size, backend, time_limit, seed, timeout)
+                row.contend = contend
+                rows.append(row)
+                typer.echo(format_table([row]).splitlines()[-1], err=True)
     table = format_table(rows)
     ratios = naive_ratios(rows)
     command = (f"gpuplan bench run --sizes {','.join(size_list)} --backends "
-               f"{','.join(backend_list)} --time-limit {time_limit:g} --seed {seed}")
+               f"{','.join(backend_list)} --time-limit {time_limit:g} --seed {seed}"
+               + (f" --contend {contend}" if contend else ""))
     text = "\n".join([f"Command: `{command}`", "", table, "", *ratios])
     typer.echo(text)
     if out is not None:

@@ -36,7 +36,8 @@ from __future__ import annotations
 import functools
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from threading import Event
 
 from heuristics.greedy import Greedy, fifo_key
 from heuristics.result import HeuristicResult
@@ -168,10 +169,14 @@ class _Search:
             for m in info.values:
                 self.by_model.setdefault(m, []).append(info)
 
-    def repair(self, order: Sequence[JobInfo]) -> list[JobInfo]:
-        """Place the unplaced jobs of `order` that fit now; returns those placed."""
+    def repair(self, order: Sequence[JobInfo], stop: Callable[[], bool] | None = None
+               ) -> list[JobInfo]:
+        """Place the unplaced jobs of `order` that fit now (until `stop()` says so,
+        checked every few jobs); returns those placed."""
         placed = []
-        for info in order:
+        for n, info in enumerate(order):
+            if stop is not None and n % 16 == 0 and stop():
+                break
             if info.name not in self.g.state.placed and self.g.place(info):
                 placed.append(info)
         return placed
@@ -416,9 +421,11 @@ def improve(
     deadline: float,
     seed: int | None = None,
     max_moves: int | None = None,
+    cancel: Event | None = None,
 ) -> HeuristicResult:
     """A plan at least as good as `result` (by `evaluate`), improved until `deadline`
-    (a `time.monotonic()` instant) or after `max_moves` ruin-and-recreate moves."""
+    (a `time.monotonic()` instant), after `max_moves` ruin-and-recreate moves, or once
+    `cancel` is set."""
     search = _Search(request, result, seed)
     if not search.ok:
         return result
@@ -426,12 +433,17 @@ def improve(
     fifo = request.policy.objective == "priority_fifo"
     unplaced = [i for i in g.infos if i.name not in g.state.placed
                 and (i.preemptible or not i.current)]
-    search.repair(sorted(unplaced, key=fifo_key) if fifo else g.density_order(unplaced))
+
+    def stop() -> bool:
+        return time.monotonic() >= deadline or (cancel is not None and cancel.is_set())
+
+    search.repair(sorted(unplaced, key=fifo_key) if fifo else g.density_order(unplaced),
+                  stop)
     if not fifo and search.models:  # no schedulable node: nothing to ruin and recreate
         score = _Score(g)
         search.room_pass(score, deadline)
         moves = 0
-        while time.monotonic() < deadline and (max_moves is None or moves < max_moves):
+        while not stop() and (max_moves is None or moves < max_moves):
             search.move(score)
             moves += 1
             if moves % 200 == 0:

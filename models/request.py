@@ -249,6 +249,9 @@ class Policy(_Wire):
     mip_gap: float = Field(default=0.0001, ge=0, le=1, allow_inf_nan=False)
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
     threads: int | None = Field(default=None, ge=1, le=256)
+    #: Work limits instead of wall-clock decisions: with `seed` and `threads: 1`, the same
+    #: request gives the same plan (docs/semantics.md).
+    deterministic: bool = False
     migration_cost: Cost = 0.5
     preemption_cost: Cost = 1.0
     allow_preemption: bool = True

@@ -7,19 +7,50 @@ problem by construction, which is what lets the test-suite compare their optima.
 All variables are integers with finite bounds (booleans are 0..1). Constraints are
 `lo <= sum(coef * var) <= hi` with float coefficients; the CP-SAT backend scales rows to
 integers (exactly when the coefficients are decimal, conservatively otherwise).
+
+Building a model can be time-boxed without the builder knowing: inside
+`with build_deadline(t):`, adding variables or rows past the `time.monotonic()` instant `t`
+raises `BuildTimeout` (checked every `_CHECK_EVERY` additions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal
 
 Terms = dict[int, float]
 
+#: How often (in variables or rows added) the build deadline is checked.
+_CHECK_EVERY = 256
+_DEADLINE: ContextVar[float | None] = ContextVar("gpuplan_build_deadline", default=None)
+
 
 class ModelTooLarge(RuntimeError):
-    """The model grew past its `max_vars` cap (the caller then prunes or decomposes)."""
+    """The model grew past its `max_vars` cap (the caller then prunes or falls back)."""
+
+
+class BuildTimeout(RuntimeError):
+    """The model was still being built at its `build_deadline`."""
+
+
+@contextmanager
+def build_deadline(deadline: float | None) -> Iterator[None]:
+    """Models built inside this block stop with `BuildTimeout` past `deadline`."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _check_deadline() -> None:
+    deadline = _DEADLINE.get()
+    if deadline is not None and time.monotonic() > deadline:
+        raise BuildTimeout("the model could not be built in the time left")
 
 
 def add_terms(acc: Terms, terms: Mapping[int, float] | Iterable[tuple[int, float]],
@@ -64,6 +95,8 @@ class LinearModel:
             raise ValueError(f"empty domain for {name}: [{lb}, {ub}]")
         if self.max_vars is not None and len(self.names) >= self.max_vars:
             raise ModelTooLarge(f"more than {self.max_vars} variables")
+        if len(self.names) % _CHECK_EVERY == 0:
+            _check_deadline()
         self.names.append(name)
         self.lbs.append(int(lb))
         self.ubs.append(int(ub))
@@ -75,6 +108,8 @@ class LinearModel:
         t: Terms = {}
         add_terms(t, terms)
         t = {v: c for v, c in t.items() if c != 0.0}
+        if len(self.constraints) % _CHECK_EVERY == 0:
+            _check_deadline()
         if not t:
             if (lo is not None and lo > 1e-9) or (hi is not None and hi < -1e-9):
                 # An empty row that cannot hold: keep it so the model is infeasible.
@@ -105,12 +140,14 @@ SolveStatus = Literal["optimal", "feasible", "infeasible", "unknown"]
 
 @dataclass
 class Limits:
-    """What a backend is allowed: wall time, threads, seed, relative gap."""
+    """What a backend is allowed: wall time, threads, seed, relative gap, and optionally a
+    deterministic work limit (CP-SAT's deterministic time; the wall time stays a cap)."""
 
     time_limit_s: float
     threads: int | None = None
     seed: int | None = None
     mip_gap: float = 1e-4
+    deterministic_time: float | None = None
 
 
 @dataclass

@@ -18,6 +18,7 @@ from api.cli.group import Lazy, LazyGroup
 COMMANDS: dict[str, Lazy] = {
     "solve": Lazy("api.cli.solve:solve", "Plan one request; the plan JSON goes to stdout."),
     "validate": Lazy("api.cli.validate:validate", "Check a plan against its request."),
+    "view": Lazy("api.cli.view:view", "Draw a plan as an HTML page (the plan view)."),
     "catalog": Lazy("api.cli.validate:catalog", "Show the built-in GPU models and MIG profiles."),
     "serve": Lazy("api.cli.serve:serve", "Serve the planner's HTTP API."),
     "batch": Lazy("api.cli.batch:batch", "Solve many requests and what-if variants offline."),

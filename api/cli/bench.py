@@ -18,6 +18,7 @@ BENCH_COMMANDS: dict[str, Lazy] = {
     "vbp": Lazy("benchmarks.vbp:vbp_command", "Known-optimum vector bin packing instances."),
     "robustness": Lazy("api.cli.robustness:robustness_command",
                        "Hostile input, overload and /healthz probes."),
+    "latency": Lazy("benchmarks.latency:latency_command", "End-to-end latency and sessions."),
 }
 
 

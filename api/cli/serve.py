@@ -1,7 +1,9 @@
 """`gpuplan serve`: run the HTTP service with uvicorn.
 
-Other settings (limits, database path, token, CORS) come from `GPUPLAN_*` environment
-variables; see `api/settings.py` (and `api/k8s/state.py` for `GPUPLAN_K8S_*`).
+Other settings (limits, database, token, CORS) come from `GPUPLAN_*` environment
+variables; see `api/settings.py` (and `api/k8s/state.py` for `GPUPLAN_K8S_*`). The store
+is opened (and migrated) before serving, so a database that cannot be used stops the
+command with one line. The first SIGTERM drains the replica (see `api/serving.py`).
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ def serve(
         "extender (in-cluster config or kubeconfig; default: GPUPLAN_K8S_WATCH).")] = False,
 ) -> None:
     """Serve the planner API (docs at /docs, health at /healthz)."""
-    import uvicorn
-
     from api.app import create_app
     from api.k8s import K8sSettings, make_api
+    from api.serving import serve_app
     from api.settings import Settings
+    from api.store import StoreError, open_store
 
     try:
         settings = Settings() if workers is None else Settings(workers=workers)
@@ -42,6 +44,10 @@ def serve(
             make_api(k8s.kubeconfig, k8s.context)
         except Exception as e:  # the client raises ConfigException, OSError, ...
             fail(f"--k8s-watch: no Kubernetes configuration ({e})")
+    try:
+        open_store(settings.database_url, 1).close()  # migrate, or refuse in one line
+    except StoreError as e:
+        fail(str(e))
     app = create_app(settings)
     app.state.k8s_settings = k8s
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    serve_app(app, host=host, port=port, log_level=log_level)

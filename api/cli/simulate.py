@@ -49,6 +49,9 @@ def simulate(
         min=0.05, help="gpuplan: solver time limit per round (s).")] = 0.5,
     solver: Annotated[SolverName, typer.Option(
         help="gpuplan: policy.solver of each round.")] = "heuristic",
+    sessions: Annotated[bool, typer.Option(
+        "--sessions", help="gpuplan: drive the rounds through one planning session "
+                           "(events between rounds) instead of a snapshot each.")] = False,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("sim_out"),
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
@@ -72,7 +75,8 @@ def simulate(
         fail(f"{trace}: no job to replay")
     config = SimConfig(round_s=round_s, restart_overhead_s=restart_overhead,
                        mig_reconfig_s=mig_delay)
-    overrides = {"gpuplan": {"time_limit_s": time_limit, "solver": solver}}
+    overrides = {"gpuplan": {"time_limit_s": time_limit, "solver": solver,
+                             "sessions": sessions}}
     console = Console(width=max(Console().width, 190))
     title = (f"{Path(trace).name if trace != 'synthetic' else 'synthetic'}: "
              f"{len(trace_jobs)} jobs on {describe(spec)}")
@@ -94,6 +98,7 @@ def simulate(
             "seed": seed, "round_s": round_s, "restart_overhead_s": restart_overhead,
             "mig_reconfig_s": mig_delay, "arrival_scale": arrival_scale,
             "gpuplan_time_limit_s": time_limit, "gpuplan_solver": solver,
+            "gpuplan_sessions": sessions,
             "policies": names}
     paths = write_outputs(cmp, out, meta)
     typer.echo(f"wrote {', '.join(str(p) for p in paths.values())}")

@@ -55,6 +55,8 @@ def solve(
         min=1, help="Override policy.threads (solver worker threads).")] = None,
     seed: Annotated[int | None, typer.Option(
         min=0, help="Override policy.seed (random seed of the solver and heuristics).")] = None,
+    html: Annotated[Path | None, typer.Option(
+        "--html", metavar="FILE", help="Also write the plan view (HTML) here.")] = None,
 ) -> None:
     """Plan REQUEST and print the plan JSON (summary on stderr).
 
@@ -82,4 +84,8 @@ def solve(
             output.write_text(text + "\n")
         except OSError as e:
             fail(f"cannot write {output}: {e.strerror or e}")
+    if html is not None:
+        from api.cli.view import write_view
+
+        write_view(req, result, html)
     typer.echo(summary(result), err=True)

@@ -32,8 +32,12 @@ async def healthz() -> Health:
 @router.get("/readyz", response_model=Health, summary="Readiness",
             responses=error_responses(503))
 async def readyz(request: Request) -> Response:
-    """200 when every solver worker is up and the database answers, else 503."""
+    """200 when every solver worker is up and the database answers, else 503 (also from
+    the moment a replica starts draining on SIGTERM)."""
     service = getattr(request.app.state, "service", None)
+    if service is not None and service.draining:
+        return JSONResponse({"detail": "replica shutting down", "code": "unavailable"},
+                            status_code=503)
     if service is None or not service.ready:
         return JSONResponse({"detail": "solver pool not ready", "code": "unavailable"},
                             status_code=503)

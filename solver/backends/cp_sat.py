@@ -12,10 +12,11 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from threading import Event
 
-from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model, cp_model_helper
 
 from solver.linear import Limits, LinearModel, Solution
 
@@ -66,6 +67,50 @@ class _Incumbents(cp_model.CpSolverSolutionCallback):
         self._report([int(self.value(x)) for x in self._xs], float(self.objective_value))
 
 
+def _configure(p: cp_model_helper.SatParameters, limits: Limits, n_vars: int,
+               wall_s: float) -> None:
+    """CP-SAT's parameters for `limits`: wall time (and the deterministic-time limit when
+    one is given), workers, seed, gaps; short presolve on large models."""
+    p.max_time_in_seconds = wall_s
+    if limits.deterministic_time is not None:
+        p.max_deterministic_time = max(0.001, limits.deterministic_time)
+    p.num_workers = limits.threads or max(1, os.cpu_count() or 1)
+    if limits.seed is not None:
+        p.random_seed = limits.seed
+    p.relative_gap_limit = limits.mip_gap
+    if n_vars > LARGE_MODEL_VARS:
+        # Large models: presolve once and skip probing, so that the warm start (the
+        # heuristic plan as a complete hint) is the first incumbent within a second.
+        p.max_presolve_iterations = 1
+        p.cp_model_probing_level = 0
+    p.absolute_gap_limit = 1e-6
+
+
+@contextmanager
+def _stop_on(cancel: Event | None, solver: cp_model.CpSolver) -> Iterator[None]:
+    """While the block runs, stop `solver` as soon as `cancel` is set. `stop_search`
+    does nothing before the search has started, so it is repeated until the block ends:
+    a cancel set while CP-SAT is still loading the model is not lost."""
+    if cancel is None:
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if cancel.wait(0.05):
+                solver.stop_search()
+                done.wait(0.01)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 class CpSatBackend:
     """OR-Tools CP-SAT on the neutral model."""
 
@@ -102,45 +147,29 @@ class CpSatBackend:
 
     def solve(self, model: LinearModel, limits: Limits, *, cancel: Event | None = None,
               on_incumbent: Callable[[list[int], float], None] | None = None) -> Solution:
-        """Solve with CP-SAT within `limits`."""
+        """Solve with CP-SAT within `limits`; a `cancel` set at any moment stops it."""
         t0 = time.perf_counter()
         m, xs = self.build(model)
         solver = cp_model.CpSolver()
-        p = solver.parameters
-        p.max_time_in_seconds = max(0.01, limits.time_limit_s - (time.perf_counter() - t0))
-        p.num_workers = limits.threads or max(1, os.cpu_count() or 1)
-        if limits.seed is not None:
-            p.random_seed = limits.seed
-        p.relative_gap_limit = limits.mip_gap
-        if len(xs) > LARGE_MODEL_VARS:
-            # Large models: presolve once and skip probing, so that the warm start (the
-            # heuristic plan as a complete hint) is the first incumbent within a second.
-            p.max_presolve_iterations = 1
-            p.cp_model_probing_level = 0
-        p.absolute_gap_limit = 1e-6
+        _configure(solver.parameters, limits, len(xs),
+                   max(0.01, limits.time_limit_s - (time.perf_counter() - t0)))
         cb = None
         if on_incumbent is not None:
             def report(values: list[int], obj: float) -> None:
                 on_incumbent(values, obj + model.objective_const)
             cb = _Incumbents(xs, report)
-        done = threading.Event()
-        if cancel is not None:
-            # Stop the search as soon as the caller cancels, not at the next solution.
-            def watch() -> None:
-                while not done.is_set():
-                    if cancel.wait(0.05):
-                        solver.stop_search()
-                        return
-            threading.Thread(target=watch, daemon=True).start()
-        try:
+        if cancel is not None and cancel.is_set():
+            return Solution("unknown", wall_s=time.perf_counter() - t0,
+                            info={"vars": len(xs), "constraints": len(model.constraints)})
+        with _stop_on(cancel, solver):
             status = solver.solve(m, cb)
-        finally:
-            done.set()
         wall = time.perf_counter() - t0
         info: dict[str, float | int | str] = {
             "branches": int(solver.num_branches), "conflicts": int(solver.num_conflicts),
             "vars": len(xs), "constraints": len(model.constraints),
         }
+        if limits.deterministic_time is not None:
+            info["deterministic_time"] = round(float(solver.deterministic_time), 6)
         if status == cp_model.INFEASIBLE:
             return Solution("infeasible", wall_s=wall, info=info)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

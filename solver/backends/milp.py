@@ -26,6 +26,9 @@ import pulp
 from solver.linear import Limits, LinearModel, Solution
 from solver.quiet import new_highs, quiet_stdout
 
+#: Seconds past its deadline after which a CBC solve is killed.
+KILL_GRACE_S = 0.1
+
 
 def _cbc_children() -> list[int]:
     """PIDs of this process's `cbc` child processes (Linux /proc; empty elsewhere)."""
@@ -45,10 +48,11 @@ def _cbc_children() -> list[int]:
     return out
 
 
-def _run_with_deadline(fn: Callable[[], object], deadline: float, *, kill: bool) -> bool:
-    """Run `fn` (a solve) in a thread; past `deadline` (+ a grace second) kill the CBC
-    child process, whose preprocessing does not always watch its own time limit.
-    Returns False when the solve failed or had to be killed."""
+def _run_with_deadline(fn: Callable[[], object], deadline: float, *, kill: bool,
+                       cancel: Event | None = None) -> bool:
+    """Run `fn` (a solve) in a thread; past `deadline` (+ `KILL_GRACE_S`), or as soon as
+    `cancel` is set, kill the CBC child process, whose preprocessing does not always
+    watch its own time limit. Returns False when the solve failed or had to be killed."""
     box: dict[str, BaseException] = {}
 
     def target() -> None:
@@ -60,7 +64,11 @@ def _run_with_deadline(fn: Callable[[], object], deadline: float, *, kill: bool)
 
     th = threading.Thread(target=target, daemon=True)
     th.start()
-    th.join(max(0.0, deadline - time.perf_counter()) + 0.3)
+    stop_at = deadline + KILL_GRACE_S
+    while th.is_alive() and time.perf_counter() < stop_at:
+        if cancel is not None and kill and cancel.is_set():
+            break
+        th.join(min(0.05, max(0.0, stop_at - time.perf_counter())))
     if th.is_alive() and kill:
         for pid in _cbc_children():
             with contextlib.suppress(OSError):
@@ -153,8 +161,11 @@ class MilpBackend:
 
     def solve(self, model: LinearModel, limits: Limits, *, cancel: Event | None = None,
               on_incumbent: object = None) -> Solution:
-        """Solve with CBC or HiGHS within `limits` (incumbent streaming is CP-SAT only)."""
+        """Solve with CBC or HiGHS within `limits` (incumbent streaming is CP-SAT only;
+        a cancel stops CBC at once, HiGHS at its time limit)."""
         t0 = time.perf_counter()
+        if cancel is not None and cancel.is_set():
+            return Solution("unknown", info={"engine": self.engine})
         prob, xs = _build(model)
         for v, val in model.hints.items():
             xs[v].setInitialValue(min(model.ubs[v], max(model.lbs[v], val)))
@@ -179,7 +190,7 @@ class MilpBackend:
                                 threads=threads, **params)
         deadline = t0 + limits.time_limit_s
         if not _run_with_deadline(lambda: prob.solve(solver), deadline,
-                                  kill=self.engine == "cbc"):
+                                  kill=self.engine == "cbc", cancel=cancel):
             return Solution("unknown", wall_s=time.perf_counter() - t0,
                             info={"engine": self.engine, "killed": 1})
         wall = time.perf_counter() - t0
@@ -212,7 +223,7 @@ class MilpBackend:
         if optimal:
             bound = obj if bound is None else max(bound, obj)
         elif bound is None:
-            lp = lp_relaxation_bound(model, time_limit_s=1.0)
-            bound = lp
+            bound = lp_relaxation_bound(
+                model, time_limit_s=min(1.0, max(0.05, deadline - time.perf_counter())))
         return Solution("optimal" if optimal else "feasible", values, obj,
                         None if bound is None else max(bound, obj), wall, info)

@@ -1,4 +1,4 @@
-"""upper_bound, fragmentation, the generator and decomposition."""
+"""upper_bound, fragmentation and the generator."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.objective import evaluate
 from solver.bound import upper_bound
-from solver.decompose import solve_decomposed
 from tests.heuristics.helpers import node, request, violations
 
 
@@ -119,24 +118,6 @@ def test_fragmentation_in_unit_interval(gpus: int, jobs: int, seed: int) -> None
     req = generate_custom(gpus, jobs, seed)
     f = fragmentation(req, plan_greedy(req).placements)
     assert 0.0 <= f <= 1.0
-
-
-# ------------------------------------------------------------------ decomposition
-def greedy_exact(sub: PlanRequest, budget: float) -> HeuristicResult:
-    """A stand-in for the exact backend (top level, so that it pickles)."""
-    del budget
-    return plan_greedy(sub)
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_decomposition_is_valid_and_not_worse(seed: int) -> None:
-    req = generate_custom(256, 300, seed)
-    res = solve_decomposed(req, deadline=time.monotonic() + 4, exact=greedy_exact,
-                           seed=seed, part_gpus=64)
-    assert violations(req, res) == []
-    base = plan_greedy(req)
-    assert evaluate(req, res.placements).objective_value >= \
-        evaluate(req, base.placements).objective_value - 1e-9
 
 
 @pytest.mark.slow

@@ -1,15 +1,24 @@
-"""Limits are hard: time, cancellation, incumbents, seeds; unbounded objectives get bounds."""
+"""Limits are hard: time (on a busy machine too), cancellation at any moment, incumbents
+from the first phase, seeds, and the deterministic mode; unbounded objectives get bounds."""
 
 from __future__ import annotations
 
+import json
+import random
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from benchmarks.generator import generate_custom
 from models import Plan, PlanRequest
 from solver import plan
+from solver.backends import BACKENDS
+from solver.formulation import compile_request
+from solver.linear import Limits
 from solver.validate import validate_plan
 
 
@@ -21,38 +30,139 @@ def _big(solver: str, limit: float) -> PlanRequest:
     return req
 
 
-@pytest.mark.parametrize("solver", ["cp_sat", "auto", "heuristic", "milp"])
-def test_time_limit_is_hard(solver: str) -> None:
-    req = _big(solver, 2.0)
-    t0 = time.monotonic()
-    result = plan(req)
-    wall = time.monotonic() - t0
-    assert wall < 2.0 + 1.5  # the contract's small constant, generous for a loaded CI box
-    assert validate_plan(req, result) == []
-    assert result.status in ("feasible", "heuristic", "optimal")
-    if result.status != "optimal":
-        assert result.best_bound is not None and result.gap is not None
+@pytest.fixture
+def busy() -> Iterator[None]:
+    """A helper process spinning on one core for the whole test: a loaded machine."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _check_bound(result: Plan) -> None:
+    if result.status != "optimal" and result.best_bound is not None:
+        assert result.gap is not None
         assert result.best_bound >= result.objective_value - 1e-6
         expect = (result.best_bound - result.objective_value) / max(1.0,
                                                                    abs(result.best_bound))
         assert result.gap == pytest.approx(expect, abs=1e-9)
 
 
-def test_cancel_returns_the_best_plan_so_far() -> None:
+def _check_label(result: Plan) -> None:
+    """The label names what produced the plan: a heuristic plan is labelled as one."""
+    if result.status == "heuristic":
+        assert result.solver.endswith("heuristic"), result.solver
+
+
+@pytest.mark.usefixtures("busy")
+@pytest.mark.parametrize(("solver", "limit"), [("cp_sat", 2.0), ("auto", 1.0),
+                                               ("auto", 2.0), ("heuristic", 1.0),
+                                               ("milp", 2.0)])
+def test_time_limit_is_hard_on_a_busy_machine(solver: str, limit: float) -> None:
+    """Every run answers well within a generous bound; the solve's own clock (the whole
+    call, validation included) stays within the limit + 0.1 s in the median of three
+    runs: a single run may lose a scheduler slice to the busy helper at the very end."""
+    times = []
+    for _ in range(3):
+        req = _big(solver, limit)
+        t0 = time.monotonic()
+        result = plan(req)
+        wall = time.monotonic() - t0
+        assert wall < limit + 3.0
+        assert result.solve_time_s <= wall + 1e-3
+        assert validate_plan(req, result) == []
+        assert result.status in ("feasible", "heuristic", "optimal")
+        assert result.assignments, "a plan from the first phase places jobs"
+        _check_bound(result)
+        _check_label(result)
+        times.append(result.solve_time_s)
+    assert sorted(times)[1] <= limit + 0.1, times
+
+
+def test_cancel_set_before_the_solve_returns_the_starting_plan() -> None:
     req = _big("cp_sat", 30.0)
     cancel = threading.Event()
-    seen: list[Plan] = []
-    timer = threading.Timer(1.5, cancel.set)
-    timer.start()
+    cancel.set()
     t0 = time.monotonic()
-    try:
-        result = plan(req, cancel=cancel, on_incumbent=seen.append)
-    finally:
-        timer.cancel()
-    assert time.monotonic() - t0 < 10
+    result = plan(req, cancel=cancel)
+    assert time.monotonic() - t0 < 15
     assert validate_plan(req, result) == []
-    assert seen, "no incumbent was reported"
-    assert all(p.status == "feasible" for p in seen)
+    assert result.assignments
+    assert (result.status, result.solver) == ("heuristic", "heuristic")
+    assert any("cancelled" in note for note in result.explanation)
+
+
+def test_a_cancel_set_before_cp_sat_starts_is_not_lost() -> None:
+    """`stop_search` before the search starts does nothing: the backend must still stop,
+    whether the flag was set before the call or while the model loads."""
+    req = _big("cp_sat", 30.0)
+    model = compile_request(req, prune=4).model
+    limits = Limits(time_limit_s=30.0, threads=2)
+    cancel = threading.Event()
+    cancel.set()
+    t0 = time.monotonic()
+    assert BACKENDS["cp_sat"].solve(model, limits, cancel=cancel).status == "unknown"
+    assert time.monotonic() - t0 < 10
+    for delay in (0.0, 0.01, 0.1):
+        cancel = threading.Event()
+        timer = threading.Timer(delay, cancel.set)
+        t0 = time.monotonic()
+        timer.start()
+        try:
+            BACKENDS["cp_sat"].solve(model, limits, cancel=cancel)
+        finally:
+            timer.cancel()
+        assert time.monotonic() - t0 < 15, delay
+
+
+@pytest.mark.parametrize("solver", ["cp_sat", "auto"])
+def test_cancel_at_random_moments_returns_the_best_plan_so_far(solver: str) -> None:
+    rng = random.Random(17)
+    for delay in [0.0, *(rng.uniform(0.05, 3.0) for _ in range(3))]:
+        req = _big(solver, 30.0)
+        cancel = threading.Event()
+        seen: list[Plan] = []
+        timer = threading.Timer(delay, cancel.set)
+        t0 = time.monotonic()
+        timer.start()
+        try:
+            result = plan(req, cancel=cancel, on_incumbent=seen.append)
+        finally:
+            timer.cancel()
+        assert time.monotonic() - t0 < delay + 15
+        assert validate_plan(req, result) == []
+        assert result.assignments
+        _check_label(result)
+        assert all(p.status in ("heuristic", "feasible") for p in seen)
+        for p in seen:
+            _check_label(p)
+            assert validate_plan(req, p) == []
+        if seen:  # none when the cancel came before the first plan was ready
+            assert seen[0].status == "heuristic"
+            assert result.objective_value >= max(p.objective_value for p in seen) - 1e-6
+
+
+@pytest.mark.parametrize("solver", ["cp_sat", "auto", "milp"])
+def test_the_starting_plan_is_reported_first(solver: str) -> None:
+    """An async solve has a plan to store from the first phase on: the caller cancels
+    as soon as it sees one, and gets back at least that plan."""
+    req = _big(solver, 30.0)
+    cancel = threading.Event()
+    seen: list[Plan] = []
+
+    def hook(p: Plan) -> None:
+        seen.append(p)
+        cancel.set()
+
+    t0 = time.monotonic()
+    result = plan(req, cancel=cancel, on_incumbent=hook)
+    assert time.monotonic() - t0 < 20
+    assert seen and seen[0].status == "heuristic"
+    assert seen[0].solver.endswith("heuristic")
+    assert validate_plan(req, result) == []
+    assert result.objective_value >= seen[0].objective_value - 1e-6
 
 
 def test_same_seed_same_plan() -> None:
@@ -64,3 +174,31 @@ def test_same_seed_same_plan() -> None:
     b = plan(req)
     assert a.assignments == b.assignments
     assert a.objective_value == b.objective_value
+
+
+def _without_time(p: Plan) -> bytes:
+    """The plan's JSON bytes without `solve_time_s`, its only wall-clock field."""
+    data = p.model_dump(mode="json")
+    del data["solve_time_s"]
+    return json.dumps(data, sort_keys=True).encode()
+
+
+@pytest.mark.parametrize(("solver", "gpus", "jobs", "limit"), [("auto", 256, 300, 20.0),
+                                                               ("cp_sat", 128, 150, 8.0)])
+def test_deterministic_mode_gives_byte_identical_plans(solver: str, gpus: int, jobs: int,
+                                                       limit: float) -> None:
+    """Work limits, not the wall clock, decide (`auto` here runs the local search and
+    CP-SAT on the pruned model); the limit is generous enough that the wall clock's
+    safety net does not cut a phase on a loaded machine (the plan would say so). The
+    work limits grow with the limit, so a run takes a fraction of it."""
+    req = generate_custom(gpus, jobs, seed=11)
+    req.policy.solver = solver  # type: ignore[assignment]
+    req.policy.threads = 1
+    req.policy.seed = 7
+    req.policy.deterministic = True
+    req.policy.time_limit_s = limit
+    runs = [plan(req) for _ in range(3)]
+    for p in runs:
+        assert validate_plan(req, p) == []
+        assert not any("may differ" in note for note in p.explanation), p.explanation
+    assert _without_time(runs[0]) == _without_time(runs[1]) == _without_time(runs[2])

@@ -34,6 +34,14 @@ the restart overhead), and the GPUs it leaves go to the backfill again. Smith's 
 values a long job's speed-up by `speed / remaining`, so the planner leaves it on a slow
 GPU next to idle fast ones although every hour it gains is an hour off its own JCT, and
 the last such job sets the makespan.
+
+Sessions (`sessions=True`, `gpuplan simulate --sessions`): the rounds go through one
+`solver.session.PlanningSession` instead of a fresh request each: the first round opens it
+with the round's request, each later round sends only the events that turn the session's
+state into the round's request (`solver.session.diff_events`: arrivals, completions, jobs
+leaving the bounded queue, aged weights and remaining work, placements the backfill or the
+upgrade changed) and plans the session, which starts from its last plan. Both modes plan
+the same state; the jobs keep their arrival order in the session.
 """
 
 from __future__ import annotations
@@ -45,9 +53,10 @@ from typing import Literal
 from benchmarks.sim.engine import Decision, JobRun, RoundView
 from benchmarks.sim.occupancy import Occupancy
 from benchmarks.sim.policies.base import fresh_occupancy
-from models import Job, Placement, PlanRequest, Policy, speed
+from models import Job, Placement, Plan, PlanRequest, Policy, speed
 from models.rules import HORIZON_S
 from solver import plan
+from solver.session import PlanningSession, diff_events
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +72,11 @@ class GpuPlan:
     migration_cost: float = 0.05
     preemption_cost: float = 1.0
     upgrade_min_s: float | None = 3600.0
+    sessions: bool = False
     name: str = "gpuplan"
     backend_used: dict[str, int] = field(default_factory=dict)
+    session: PlanningSession | None = None
+    events_sent: int = 0
 
     def weight(self, r: JobRun, now: float) -> float:
         """1 + age / aging_s."""
@@ -142,10 +154,20 @@ class GpuPlan:
         return sorted(thr, key=lambda m: (-thr[m], m)) if thr else None
 
     def _plan(self, request: PlanRequest) -> dict[str, list[Placement]]:
-        result = plan(request)
+        result = self._session_plan(request) if self.sessions else plan(request)
         self.backend_used[result.solver] = self.backend_used.get(result.solver, 0) + 1
         return {a.job: a.placements for a in result.assignments}
 
+    def _session_plan(self, request: PlanRequest) -> Plan:
+        """Plan this round's request through the session (see the module doc)."""
+        if self.session is None:
+            self.session = PlanningSession(request)
+        else:
+            events = diff_events(self.session.request, request)
+            self.events_sent += len(events)
+            if events:
+                self.session.apply(events)
+        return self.session.plan()
 
 
 def best_fit(occ: Occupancy, job: Job, models: list[str] | None) -> list[Placement] | None:

@@ -1,0 +1,112 @@
+"""The solve store's interface: `SolveRecord`, the `SolveStore` Protocol and its errors.
+
+A store keeps one row per async solve, shared by every replica that points at the same
+database. Its rules, which every implementation enforces in the database itself:
+
+- a record only moves forward (queued -> running -> done/failed/cancelled); a finished
+  record is written once and never changed again, so a late write of a replica that lost
+  its lease cannot overwrite the verdict of another;
+- a queued or running record carries its owner (the replica running it) and a heartbeat
+  time taken from the database's clock (so replicas never compare their own clocks); a
+  record whose heartbeat is older than the lease is failed by any other replica (`reap`);
+- a cancel asked of a replica that does not run the solve sets a flag that the owner reads
+  with its heartbeat (`request_cancel`, then `heartbeat` returns the id).
+
+Every method is blocking; async code calls them through `run`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from api.pool import TaskState
+from models import PlanRequest
+
+T = TypeVar("T")
+
+#: States of a solve that is not finished yet.
+LIVE_STATES: tuple[TaskState, ...] = (TaskState.queued, TaskState.running)
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used; the message is one line meant for an operator."""
+
+
+class SchemaTooNew(StoreError):
+    """The database was migrated by a newer gpuplan than this one."""
+
+
+@dataclass(frozen=True, slots=True)
+class SolveRecord:
+    """One async solve as stored (and as answered, with `plan_is_final`); `plan_json` is the
+    final plan, or the best so far of a running or stopped solve; `owner` is the replica
+    that runs (or ran) it."""
+
+    id: str
+    request_hash: str
+    state: TaskState
+    backend: str
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    plan_json: str | None = None
+    error: str | None = None
+    plan_is_final: bool = True
+    owner: str | None = None
+
+
+def request_hash(request: PlanRequest) -> str:
+    """SHA-256 of the request's canonical JSON."""
+    return hashlib.sha256(request.model_dump_json().encode()).hexdigest()
+
+
+class SolveStore(Protocol):
+    """What the solve service needs of a database (SQLite or PostgreSQL)."""
+
+    #: Where the data lives, safe to log (no password).
+    description: str
+
+    async def run(self, fn: Callable[..., T], *args: object) -> T:
+        """Run a blocking method of the store off the event loop."""
+
+    def close(self) -> None:
+        """Finish pending calls and close every connection."""
+
+    def ping(self) -> bool:
+        """True when the database answers."""
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the database."""
+
+    def put(self, rec: SolveRecord) -> bool:
+        """Insert or move a record forward (renewing its lease while it is live); False
+        when the stored record is already further along (finished records never change)."""
+
+    def put_request(self, solve_id: str, request: PlanRequest) -> None:
+        """Keep the request a solve answers (the plan view draws its cluster)."""
+
+    def get_request(self, solve_id: str) -> PlanRequest | None:
+        """The request of a solve, or None."""
+
+    def get(self, solve_id: str) -> SolveRecord | None:
+        """The record with this id, or None."""
+
+    def recent(self, limit: int) -> list[SolveRecord]:
+        """The `limit` most recent records, newest first."""
+
+    def expire(self, older_than: float) -> int:
+        """Delete finished records whose last change is before `older_than`; the count."""
+
+    def heartbeat(self, owner: str, incumbents: Mapping[str, str]) -> list[str]:
+        """Renew the lease of `owner`'s live records, store the best plans so far of its
+        running ones (id -> plan JSON), and return the ids of those with a cancel request."""
+
+    def request_cancel(self, solve_id: str) -> bool:
+        """Ask the owner of a live solve to cancel it; False when it is not live."""
+
+    def reap(self, lease_s: float, reaper: str) -> int:
+        """Fail the live records of other owners whose lease (`lease_s` since the last
+        heartbeat) ran out; the count."""

@@ -1,0 +1,363 @@
+"""`gpuplan bench latency`: end-to-end latency, JSON in to JSON out, and session replanning.
+
+Plans. For each size (M and L by default; benchmarks/generator.py) the request's JSON goes
+through the stages the service runs, each timed on its own in this process:
+
+- parse: the body's bytes to Python objects (`json.loads`);
+- validate: the objects to a checked `PlanRequest` (pydantic, with the cross-checks);
+- compile: `models.instance.compile_jobs` (cached on the request, so `solver.plan`
+  reuses it);
+- solve: `solver.plan` less the plan validation it runs inside (the formulation, the LP
+  bound, the heuristics and the search are all here);
+- check: `solver.validate.validate_plan` (the same validation `solver.plan` ran);
+- serialise: the Plan to JSON.
+
+The service does parse + validate twice (the server checks the body, then the worker reads
+the request the server forwards) and serialises the request once more for the worker; with
+`--http` the same body is also posted to `POST /v1/plans` of a server started on a free
+loopback port, and `service overhead` is the HTTP wall time less the plan's own
+`solve_time_s` (everything the service adds: the HTTP stack, the double parse, the pipes).
+
+Sessions (`--sessions-size`, M by default): a `solver.session.PlanningSession` opened on
+the instance and planned once (not measured), then per round a batch of `--events` random
+deltas (finishes, arrivals, cancellations, resizes, a GPU failing, a node cordoned or
+uncordoned, a node added) is applied and the session planned with `--session-limit`;
+per round the apply and plan wall times, and the plan's value against a cold solve of the
+same state with `--cold-limit`. Percentiles are nearest-rank over the `--rounds` rounds
+(p99 of fewer than 100 rounds is their maximum). The machine may be shared: figures are
+what this run saw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from benchmarks.contend import contended
+from benchmarks.load import local_server, percentile
+from models import Plan, PlanRequest
+from models.events import (
+    Event,
+    GpuUnhealthy,
+    JobCancelled,
+    JobFinished,
+    JobResized,
+    JobSubmitted,
+    NodeAdded,
+    NodeCordoned,
+)
+
+STAGES = ("parse", "validate", "compile", "solve", "check", "serialise")
+
+
+@dataclass
+class PlanLatency:
+    """One size: median seconds per stage over the repeats, and the HTTP figures."""
+
+    size: str
+    time_limit_s: float
+    body_mib: float
+    stages: dict[str, float]
+    status: str
+    gap: float | None
+    http_s: float | None = None
+    http_solve_time_s: float | None = None
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.stages.values())
+
+    @property
+    def overhead_s(self) -> float | None:
+        """HTTP wall time less the solve time the plan reports."""
+        if self.http_s is None or self.http_solve_time_s is None:
+            return None
+        return self.http_s - self.http_solve_time_s
+
+
+@dataclass
+class SessionLatency:
+    """Session rounds: apply and plan wall times, values against cold solves."""
+
+    size: str
+    events: int
+    session_limit_s: float
+    cold_limit_s: float
+    solver: str = "auto"
+    apply_s: list[float] = field(default_factory=list)
+    plan_s: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def _timer(out: dict[str, float], name: str) -> Iterator[None]:
+    t0 = time.perf_counter()
+    yield
+    out[name] = time.perf_counter() - t0
+
+
+def time_stages(body: bytes) -> tuple[dict[str, float], Plan]:
+    """Each stage of one request body, in seconds, and the plan."""
+    from models.instance import compile_jobs, forget_compiled
+    from solver import plan
+    from solver.validate import validate_plan
+
+    forget_compiled()
+    t: dict[str, float] = {}
+    with _timer(t, "parse"):
+        data = json.loads(body)
+    with _timer(t, "validate"):
+        request = PlanRequest.model_validate(data)
+    with _timer(t, "compile"):
+        compile_jobs(request)
+    with _timer(t, "solve"):
+        result = plan(request)
+    with _timer(t, "check"):
+        bad = validate_plan(request, result)
+    if bad:
+        raise RuntimeError(f"invalid plan: {bad[0].message}")
+    t["solve"] = max(0.0, t["solve"] - t["check"])  # plan() validated once already
+    with _timer(t, "serialise"):
+        result.model_dump_json()
+    return t, result
+
+
+def _body(size: str, time_limit: float, seed: int) -> bytes:
+    from benchmarks.generator import generate
+
+    request = generate(size, seed)
+    policy = request.policy.model_copy(update={"time_limit_s": time_limit, "seed": seed})
+    return request.model_copy(update={"policy": policy}).model_dump_json(
+        exclude_none=True).encode()
+
+
+def measure_plan(size: str, time_limit: float, seed: int, repeats: int,
+                 url: str | None) -> PlanLatency:
+    """Median stage times over `repeats` runs; one HTTP post per repeat when `url`."""
+    body = _body(size, time_limit, seed)
+    runs: list[dict[str, float]] = []
+    result: Plan | None = None
+    for _ in range(repeats):
+        t, result = time_stages(body)
+        runs.append(t)
+    assert result is not None
+    stages = {s: statistics.median(r[s] for r in runs) for s in STAGES}
+    row = PlanLatency(size, time_limit, len(body) / 2**20, stages, result.status, result.gap)
+    if url is not None:
+        import httpx
+
+        walls, solves = [], []
+        with httpx.Client(base_url=url, timeout=time_limit + 300) as c:
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                r = c.post("/v1/plans", content=body,
+                           headers={"Content-Type": "application/json"})
+                walls.append(time.perf_counter() - t0)
+                r.raise_for_status()
+                solves.append(r.json()["solve_time_s"])
+        row.http_s = statistics.median(walls)
+        row.http_solve_time_s = statistics.median(solves)
+    return row
+
+
+# ---------------------------------------------------------------- sessions
+
+
+def random_events(request: PlanRequest, rng: random.Random, n: int, tag: str) -> list[Event]:
+    """`n` deltas that apply to `request`: about a third finishes of running jobs, a
+    third arrivals (copies of existing jobs, pending), then cancellations of pending jobs,
+    resizes, a failing GPU, a node cordoned or uncordoned and a node added."""
+    running = [j for j in request.jobs if j.current]
+    pending = [j for j in request.jobs if not j.current]
+    out: list[Event] = []
+    k = max(1, n // 3)
+    for j in rng.sample(running, min(k, len(running))):
+        out.append(JobFinished(job=j.name))
+    for i, j in enumerate(rng.sample(request.jobs, min(k, len(request.jobs)))):
+        out.append(JobSubmitted(job=j.model_copy(update={"name": f"{j.name}-{tag}-{i}",
+                                                         "current": None})))
+    rest = n - len(out)
+    picks = rng.sample(pending, min(len(pending), max(0, rest - 3)))
+    for i, j in enumerate(picks):
+        if i % 2 == 0 or j.gpus is None:
+            out.append(JobCancelled(job=j.name))
+        else:
+            out.append(JobResized(job=j.name, gpus=max(1, j.gpus // 2)
+                                  if j.gpus > 1 else 2))
+    node = rng.choice(request.cluster.nodes)
+    healthy = [g for g in node.gpus if g.healthy]
+    if healthy and len(out) < n:
+        out.append(GpuUnhealthy(node=node.name, gpu=rng.choice(healthy).index))
+    other = rng.choice(request.cluster.nodes)
+    if len(out) < n:
+        out.append(NodeCordoned(node=other.name, cordoned=other.schedulable))
+    if len(out) < n:
+        template = rng.choice(request.cluster.nodes)
+        out.append(NodeAdded(node=template.model_copy(update={"name": f"node-{tag}"})))
+    return out[:n]
+
+
+def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
+                     cold_limit: float, seed: int, solver: str | None = None
+                     ) -> SessionLatency:
+    """Session replanning after `events` deltas, `rounds` times (see the module doc)."""
+    from benchmarks.generator import generate
+    from solver import plan
+    from solver.session import PlanningSession
+    from solver.validate import validate_plan
+
+    request = generate(size, seed)
+    policy = request.policy.model_copy(update={"seed": seed})
+    if solver is not None:
+        policy = policy.model_copy(update={"solver": solver})
+    session = PlanningSession(request.model_copy(update={"policy": policy}))
+    session.plan(cold_limit)  # the starting plan, committed (not measured)
+    rng = random.Random(seed)
+    out = SessionLatency(size, events, session_limit, cold_limit, policy.solver)
+    for r in range(rounds):
+        batch = random_events(session.request, rng, events, f"r{r}")
+        t0 = time.perf_counter()
+        session.apply(batch)
+        out.apply_s.append(time.perf_counter() - t0)
+        state = session.planning_request(session_limit)
+        t0 = time.perf_counter()
+        warm = session.plan(session_limit)
+        out.plan_s.append(time.perf_counter() - t0)
+        if validate_plan(state, warm):
+            raise RuntimeError("a session plan failed validation")
+        cold = plan(state.model_copy(update={"policy": state.policy.model_copy(
+            update={"time_limit_s": cold_limit})}))
+        out.ratios.append(warm.objective_value / cold.objective_value
+                          if cold.objective_value else 1.0)
+        out.statuses.append(warm.status)
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+
+def format_plans(rows: list[PlanLatency]) -> str:
+    """Stage seconds and shares as a Markdown table."""
+    head = "| size | limit (s) | body (MiB) | " + " | ".join(STAGES) + \
+        " | in-process total | HTTP wall | service overhead | status | gap |"
+    lines = [head, "|" + "---|" * (len(STAGES) + 8)]
+    for r in rows:
+        cells = [f"{1000 * r.stages[s]:,.0f} ms ({100 * r.stages[s] / r.total_s:.0f}%)"
+                 for s in STAGES]
+        http = "-" if r.http_s is None else f"{r.http_s:.2f} s"
+        over = "-" if r.overhead_s is None else f"{1000 * r.overhead_s:,.0f} ms"
+        gap = "-" if r.gap is None else f"{100 * r.gap:.2f}%"
+        lines.append(f"| {r.size} | {r.time_limit_s:g} | {r.body_mib:.1f} | "
+                     + " | ".join(cells)
+                     + f" | {r.total_s:.2f} s | {http} | {over} | {r.status} | {gap} |")
+    return "\n".join(lines)
+
+
+def format_sessions(s: SessionLatency) -> str:
+    """Percentiles of the session rounds."""
+    def ms(v: float) -> str:
+        return f"{1000 * v:,.1f} ms"
+
+    return "\n".join([
+        f"Sessions at {s.size}: {len(s.plan_s)} rounds of {s.events} events, plan limit "
+        f"{s.session_limit_s:g} s, cold solve {s.cold_limit_s:g} s, solver {s.solver}",
+        "| figure | p50 | p99 | max |", "|---|---:|---:|---:|",
+        f"| apply events | {ms(percentile(s.apply_s, 50))} | {ms(percentile(s.apply_s, 99))}"
+        f" | {ms(max(s.apply_s))} |",
+        f"| session plan | {ms(percentile(s.plan_s, 50))} | {ms(percentile(s.plan_s, 99))}"
+        f" | {ms(max(s.plan_s))} |",
+        f"| value / cold value | {percentile(s.ratios, 50):.4f} | "
+        f"min {min(s.ratios):.4f} | |",
+        f"statuses: {', '.join(sorted(set(s.statuses)))}",
+    ])
+
+
+def latency_command(
+    sizes: Annotated[str, typer.Option(help="Comma-separated sizes of the plan runs.")] =
+        "M,L",
+    time_limits: Annotated[str, typer.Option(
+        help="policy.time_limit_s per size, comma-separated (one value: all sizes).")] =
+        "1,3",
+    repeats: Annotated[int, typer.Option(min=1, max=20, help="Runs per size.")] = 3,
+    http: Annotated[bool, typer.Option(
+        help="Also post each body to a server started on a loopback port.")] = True,
+    sessions_size: Annotated[str | None, typer.Option(
+        help="Size of the session rounds ('' to skip).")] = "M",
+    events: Annotated[int, typer.Option(min=1, max=1000, help="Events per round.")] = 20,
+    rounds: Annotated[int, typer.Option(min=1, max=200, help="Session rounds.")] = 10,
+    session_limit: Annotated[float, typer.Option(
+        min=0.05, help="Time limit of each session plan (s).")] = 0.25,
+    cold_limit: Annotated[float, typer.Option(
+        min=0.1, help="Time limit of the cold solve each round is compared with (s).")] = 5.0,
+    session_solver: Annotated[str | None, typer.Option(
+        help="policy.solver of the session plans and cold solves (default: the "
+             "instance's, auto).")] = None,
+    seed: Annotated[int, typer.Option(help="Instance and event seed.")] = 0,
+    contend: Annotated[int, typer.Option(
+        min=0, max=256, help="Busy processes pinned to the cores during the runs.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Also write the figures as JSON.")] = None,
+) -> None:
+    """Time JSON-in to JSON-out by stage at each size, and session replanning."""
+    from benchmarks.generator import SIZES
+
+    size_list = [s.strip().upper() for s in sizes.split(",") if s.strip()]
+    bad = [s for s in size_list + ([sessions_size.upper()] if sessions_size else [])
+           if s not in SIZES]
+    if bad:
+        raise typer.BadParameter(f"unknown size: {', '.join(bad)}", param_hint="--sizes")
+    if session_solver not in (None, "auto", "heuristic", "cp_sat", "milp"):
+        raise typer.BadParameter(f"unknown solver {session_solver!r}",
+                                 param_hint="--session-solver")
+    try:
+        limits = [float(x) for x in time_limits.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"not numbers: {time_limits!r}",
+                                 param_hint="--time-limits") from None
+    if len(limits) == 1 or not size_list:
+        limits = limits[:1] * len(size_list)
+    if len(limits) != len(size_list) or min(limits, default=1) <= 0:
+        raise typer.BadParameter("one positive limit per size", param_hint="--time-limits")
+    rows: list[PlanLatency] = []
+    sess: SessionLatency | None = None
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contended(contend))
+        url = None
+        if http and size_list:
+            url = stack.enter_context(local_server(1, 2, settings={
+                "max_time_limit_s": str(max(limits) + 1), "max_nodes": "100000",
+                "max_gpus": "100000", "max_jobs": "100000",
+                "max_body_bytes": str(512 * 2**20), "kill_grace_s": "120"}))
+        for size, limit in zip(size_list, limits, strict=True):
+            rows.append(measure_plan(size, limit, seed, repeats, url))
+            typer.echo(format_plans(rows[-1:]).splitlines()[-1], err=True)
+        if sessions_size:
+            sess = measure_sessions(sessions_size.upper(), events, rounds, session_limit,
+                                    cold_limit, seed, session_solver)
+    command = (f"gpuplan bench latency --sizes {','.join(size_list)} --time-limits "
+               f"{','.join(f'{x:g}' for x in limits)} --repeats {repeats}"
+               + ("" if http else " --no-http")
+               + f" --sessions-size '{sessions_size or ''}' --events {events} --rounds "
+               f"{rounds} --session-limit {session_limit:g} --cold-limit {cold_limit:g} "
+               f"--seed {seed}" + (f" --contend {contend}" if contend else "")
+               + (f" --session-solver {session_solver}" if session_solver else ""))
+    parts = [f"Command: `{command}`", "", format_plans(rows)] if rows else \
+        [f"Command: `{command}`"]
+    if sess is not None:
+        parts += ["", format_sessions(sess)]
+    typer.echo("\n".join(parts))
+    if out is not None:
+        data: dict[str, Any] = {"command": command, "contend": contend,
+                                "plans": [{**asdict(r), "total_s": r.total_s,
+                                           "overhead_s": r.overhead_s} for r in rows],
+                                "sessions": asdict(sess) if sess is not None else None}
+        out.write_text(json.dumps(data, indent=2) + "\n")

@@ -1,0 +1,191 @@
+"""The budget of one solve: one deadline, the finishing time kept back from it, the cancel
+flag, and (in deterministic mode) a work clock in place of the wall clock.
+
+Every phase of `solver.plan` asks the budget how long it may run (`until`, `limits`) and
+whether it should stop (`stopped`); nothing else reads the clock to decide. The time kept
+back for finishing (the static reasons, building and validating the Plan) is measured, not
+assumed: a prior per job and GPU, calibrated as CPU seconds, is scaled by how much wall time
+a CPU second of this process costs right now (`load`, measured over the Python phases of
+this solve, so a busy machine reserves more), and replaced by the real cost once a plan has
+been built (an incumbent report, see solver/portfolio.py).
+
+Deterministic mode (`policy.deterministic`): the decisions that depend on time (how long a
+phase may run, whether the next one fits) read a work clock instead: each phase charges
+the work it did (CP-SAT's deterministic time, a fixed charge per heuristic phase), so the
+same request, seed and `threads: 1` take the same path. The wall deadline stays as a safety
+net; when it cuts a phase, `wall_cut` is set and the plan says so.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from threading import Event
+
+from models import PlanRequest
+from solver.linear import Limits
+
+#: CPU seconds to finish a plan (build, validation) per job and GPU, and per job again for
+#: its placements (all jobs counted: an upper bound); measured on M (1,024 GPUs / 1,500
+#: jobs) and L (16,384 GPUs / 20,000 jobs) on this project's 2-core reference machine.
+FINISH_CPU_PER_ITEM = 2.6e-5
+FINISH_CPU_PER_JOB = 3.5e-5
+#: Fixed seconds kept back on top of the measured finishing cost (returning, logging).
+FINISH_MARGIN_S = 0.1
+#: Safety factor on the finishing estimate.
+FINISH_SAFETY = 1.5
+#: Most of the budget kept back for finishing: at least the rest plans, even when the
+#: machine is so busy that finishing alone would take the whole budget.
+FINISH_MAX_SHARE = 0.8
+#: Seconds by which an exact backend may overrun the limit it is given (CP-SAT checks its
+#: clock between steps; its result is decoded afterwards), by backend. CBC is a separate
+#: process that writes and reads files, and is killed a grace period past its deadline.
+EXACT_EXIT_S = {"cp_sat": 0.1, "cbc": 0.3, "highs": 0.3}
+#: Deterministic mode: CP-SAT deterministic time units per second of budget (a loaded
+#: 2-core machine does about 0.15 a second on one thread: the work limit must bind
+#: before the wall clock does).
+DET_UNITS_PER_S = 0.05
+#: Deterministic mode: budget seconds charged per job for each pass of a starting
+#: heuristic (greedy, rounding, the LP relaxation), as a loaded machine takes.
+PASS_S_PER_JOB = 5e-4
+#: Deterministic mode: local-search moves per second of budget (a loaded 2-core machine
+#: does about 65 a second on M, 115 on 300 jobs).
+MOVES_PER_S = 60
+
+
+@dataclass
+class Budget:
+    """The deadline, the finishing reserve and the cancel flag of one solve."""
+
+    limit_s: float
+    jobs: int
+    gpus: int
+    cancel: Event | None = None
+    deterministic: bool = False
+    started: float = field(default_factory=time.monotonic)
+    wall_cut: bool = False   # deterministic mode: the wall clock cut a phase
+    _py_wall: float = 0.0    # wall and CPU seconds of the Python phases so far
+    _py_cpu: float = 0.0
+    _finish_measured: float | None = None
+    _work: float = 0.0       # deterministic mode: budget seconds charged so far
+
+    @classmethod
+    def of(cls, request: PlanRequest, cancel: Event | None = None) -> Budget:
+        """The budget of `request` (its policy's limit and mode), starting now."""
+        pol = request.policy
+        return cls(pol.time_limit_s, len(request.jobs),
+                   sum(len(n.gpus) for n in request.cluster.nodes), cancel,
+                   pol.deterministic)
+
+    # ------------------------------------------------------------------ clocks
+    @property
+    def deadline(self) -> float:
+        """The `time.monotonic()` instant by which the Plan must be returned."""
+        return self.started + self.limit_s
+
+    def elapsed(self) -> float:
+        """Wall seconds since the solve started."""
+        return time.monotonic() - self.started
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (work-clock seconds in deterministic mode)."""
+        if self.deterministic:
+            return max(0.0, self.limit_s - self._work)
+        return max(0.0, self.deadline - time.monotonic())
+
+    def wall_left(self) -> float:
+        """Wall seconds left before the deadline minus the finishing reserve."""
+        return max(0.0, self.deadline - self.finish_reserve() - time.monotonic())
+
+    def cancelled(self) -> bool:
+        """Whether the caller asked to stop."""
+        return self.cancel is not None and self.cancel.is_set()
+
+    def stopped(self, need: float = 0.0) -> bool:
+        """Whether planning must stop: cancelled, or less than `need` seconds left before
+        the finishing reserve."""
+        if self.cancelled():
+            return True
+        if self.deterministic and self.wall_left() <= 0.0:
+            self.wall_cut = True
+            return True
+        return self.remaining() - self.reserve <= need
+
+    # ------------------------------------------------------------------ load and reserve
+    @contextmanager
+    def python_phase(self) -> Iterator[None]:
+        """Time a pure-Python phase of this thread: its wall time over its CPU time is
+        the machine's current load as this solve sees it."""
+        w0, c0 = time.monotonic(), time.thread_time()
+        try:
+            yield
+        finally:
+            self._py_wall += time.monotonic() - w0
+            self._py_cpu += time.thread_time() - c0
+
+    def load(self) -> float:
+        """Wall seconds per CPU second of this solve's Python phases (1 when quiet)."""
+        if self._py_cpu < 0.005:
+            return 1.0
+        return min(8.0, max(1.0, self._py_wall / self._py_cpu))
+
+    def measured_finish(self, seconds: float) -> None:
+        """Record what finishing a plan (build and validate) really cost."""
+        self._finish_measured = max(self._finish_measured or 0.0, seconds)
+
+    @property
+    def reserve(self) -> float:
+        """Seconds kept back for finishing the plan (module doc)."""
+        if self.deterministic:
+            return 0.0   # the wall deadline's own reserve is in `wall_left`
+        return self.finish_reserve()
+
+    def finish_reserve(self) -> float:
+        """The wall seconds finishing a plan is expected to take, with a safety margin."""
+        cpu = (FINISH_CPU_PER_ITEM * (self.jobs + self.gpus)
+               + FINISH_CPU_PER_JOB * self.jobs)
+        est = cpu * self.load()
+        if self._finish_measured is not None:
+            est = max(est, self._finish_measured)
+        return min(FINISH_SAFETY * est + FINISH_MARGIN_S, FINISH_MAX_SHARE * self.limit_s)
+
+    # ------------------------------------------------------------------ phases
+    def until(self, share: float = 1.0, cap_s: float | None = None) -> float:
+        """The `time.monotonic()` instant a phase given `share` of what is left (at most
+        `cap_s` seconds) must end by; never past the deadline minus the reserve."""
+        hard = self.deadline - self.finish_reserve()
+        if self.deterministic:
+            return hard   # the phase is bounded by its work limit; this is the safety net
+        left = max(0.0, self.remaining() - self.reserve)
+        span = left * share if cap_s is None else min(cap_s, left * share)
+        return min(time.monotonic() + span, hard)
+
+    def check_wall(self) -> None:
+        """Deterministic mode: note when the wall clock has cut (or is about to cut) a
+        phase, which makes the plan depend on timing."""
+        if self.deterministic and time.monotonic() >= self.deadline - self.finish_reserve():
+            self.wall_cut = True
+
+    def charge(self, seconds: float) -> None:
+        """Deterministic mode: charge `seconds` of budget to the work clock (a no-op on
+        the wall clock, which charges itself)."""
+        if self.deterministic:
+            self._work += max(0.0, seconds)
+
+    def limits(self, backend: str, threads: int | None, seed: int | None, mip_gap: float,
+               share: float = 1.0) -> Limits:
+        """What an exact solve by `backend` given `share` of what is left (before the
+        reserve) may use: wall seconds, and in deterministic mode a deterministic-time
+        limit."""
+        left = max(0.0, self.remaining() - self.reserve)
+        exit_s = EXACT_EXIT_S.get(backend, 0.3)
+        wall = max(0.05, min(left * share, self.wall_left()) - exit_s)
+        det = DET_UNITS_PER_S * left * share if self.deterministic else None
+        if self.deterministic:
+            wall = max(0.05, self.wall_left() - exit_s)
+        return Limits(time_limit_s=wall,
+                      threads=threads or max(1, os.cpu_count() or 1),
+                      seed=seed, mip_gap=mip_gap, deterministic_time=det)

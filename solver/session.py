@@ -1,0 +1,382 @@
+"""Incremental planning sessions: a snapshot, deltas applied to it, plans warm-started.
+
+A `PlanningSession` holds the current state of one cluster as a PlanRequest and the last
+plan made for it. A cluster manager sends the snapshot once, then per cycle only what
+changed (`models.events`), and asks for a plan:
+
+- `apply(events)` applies a batch of deltas to a working copy and commits it only when
+  every event applied cleanly and the resulting request passes the request's own checks;
+  otherwise `EventError` names the first event that does not apply (its index, kind and
+  why) and the session is unchanged.
+- `plan(time_limit_s)` solves the current state with `solver.plan` and commits the plan:
+  the session assumes the cluster manager enacts it, so every placed job is then running
+  at its planned placement (`current`), a job the plan stops is pending again, and the
+  plan's MIG changes become the GPUs' layouts. The next plan therefore starts from the
+  last one: CP-SAT and CBC receive those placements as their hint (solver.formulation's
+  `encode_hints` of the running jobs), local search starts from them, and moving them
+  costs `policy.migration_cost`.
+
+What is reused and what is rebuilt: the request objects of unchanged jobs and nodes are
+shared between versions (an event rebuilds only what it touches, then the request's
+cross-checks run once over the new request). Nothing compiled is carried from one plan to
+the next: every plan is a new request object, so `models.instance.compile_jobs` (cached per
+request object), the formulation, the LP bound and its solution are rebuilt by
+`solver.plan`, which has no option to take them from a previous solve. The warm start is
+the committed plan itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from models import Gpu, Job, MigChange, MigInstance, Node, Placement, Plan, PlanRequest
+from models.catalog import layout_violations
+from models.events import (
+    Event,
+    GpuHealthy,
+    GpuUnhealthy,
+    JobCancelled,
+    JobFinished,
+    JobResized,
+    JobSubmitted,
+    JobUpdated,
+    MigLayoutChanged,
+    NodeAdded,
+    NodeCordoned,
+    NodeRemoved,
+)
+
+Planner = Callable[[PlanRequest], Plan]
+
+
+class EventError(ValueError):
+    """A delta that does not apply to the session's state (unknown job, double finish...)."""
+
+    def __init__(self, index: int, kind: str, reason: str) -> None:
+        super().__init__(f"event {index} ({kind}): {reason}")
+        self.index = index
+        self.kind = kind
+        self.reason = reason
+
+
+class _Reject(Exception):
+    """Raised by an event handler: why the event does not apply."""
+
+
+@dataclass
+class _Draft:
+    """The session state being edited: jobs and nodes by name, in order."""
+
+    base: PlanRequest
+    jobs: dict[str, Job] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, request: PlanRequest) -> _Draft:
+        return cls(request, {j.name: j for j in request.jobs},
+                   {n.name: n for n in request.cluster.nodes})
+
+    def job(self, name: str) -> Job:
+        found = self.jobs.get(name)
+        if found is None:
+            raise _Reject(f"no job {name!r} in the session")
+        return found
+
+    def node(self, name: str) -> Node:
+        found = self.nodes.get(name)
+        if found is None:
+            raise _Reject(f"no node {name!r} in the session")
+        return found
+
+    def gpu(self, node: str, index: int) -> tuple[Node, int]:
+        n = self.node(node)
+        for i, g in enumerate(n.gpus):
+            if g.index == index:
+                return n, i
+        raise _Reject(f"node {node!r} has no GPU {index}")
+
+    def set_gpu(self, node: Node, position: int, gpu: Gpu) -> None:
+        gpus = list(node.gpus)
+        gpus[position] = gpu
+        self.nodes[node.name] = node.model_copy(update={"gpus": gpus})
+
+    def release(self, keep: Callable[[Placement], bool]) -> None:
+        """Jobs with a current placement failing `keep` lose it (they are pending again)."""
+        for name, job in self.jobs.items():
+            if job.current and not all(keep(p) for p in job.current):
+                self.jobs[name] = job.model_copy(update={"current": None})
+
+    def request(self) -> PlanRequest:
+        """The edited state as a request (the request's cross-checks run here)."""
+        cluster = self.base.cluster.model_copy(update={"nodes": list(self.nodes.values())})
+        return PlanRequest(cluster=cluster, jobs=list(self.jobs.values()),
+                           policy=self.base.policy)
+
+
+# ---------------------------------------------------------------- one handler per kind
+
+
+def _job_submitted(d: _Draft, e: JobSubmitted) -> None:
+    if e.job.name in d.jobs:
+        raise _Reject(f"job {e.job.name!r} is already in the session")
+    d.jobs[e.job.name] = e.job
+
+
+def _job_finished(d: _Draft, e: JobFinished) -> None:
+    if not d.job(e.job).current:
+        raise _Reject(f"job {e.job!r} is not running (pending jobs are cancelled, "
+                      "not finished)")
+    del d.jobs[e.job]
+
+
+def _job_cancelled(d: _Draft, e: JobCancelled) -> None:
+    d.job(e.job)
+    del d.jobs[e.job]
+
+
+def _job_resized(d: _Draft, e: JobResized) -> None:
+    job = d.job(e.job)
+    if (job.gpus, job.gpu_share) == (e.gpus, e.gpu_share):
+        return
+    # a new size is a new demand: the job is placed afresh (its old GPUs are freed)
+    d.jobs[e.job] = job.model_copy(update={
+        "gpus": e.gpus, "gpu_share": e.gpu_share, "mig": None, "mig_profile": None,
+        "current": None})
+
+
+def _job_updated(d: _Draft, e: JobUpdated) -> None:
+    d.job(e.job.name)
+    d.jobs[e.job.name] = e.job
+
+
+def _node_added(d: _Draft, e: NodeAdded) -> None:
+    if e.node.name in d.nodes:
+        raise _Reject(f"node {e.node.name!r} is already in the session")
+    d.nodes[e.node.name] = e.node
+
+
+def _node_removed(d: _Draft, e: NodeRemoved) -> None:
+    d.node(e.node)
+    del d.nodes[e.node]
+    d.release(lambda p: p.node != e.node)
+
+
+def _node_cordoned(d: _Draft, e: NodeCordoned) -> None:
+    node = d.node(e.node)
+    d.nodes[e.node] = node.model_copy(update={"schedulable": not e.cordoned})
+
+
+def _gpu_health(d: _Draft, e: GpuUnhealthy | GpuHealthy) -> None:
+    node, i = d.gpu(e.node, e.gpu)
+    d.set_gpu(node, i, node.gpus[i].model_copy(
+        update={"healthy": isinstance(e, GpuHealthy)}))
+
+
+def _mig_layout_changed(d: _Draft, e: MigLayoutChanged) -> None:
+    node, i = d.gpu(e.node, e.gpu)
+    old = node.gpus[i]
+    spec = d.base.cluster.catalog().get(old.model)
+    if e.mig_enabled and (spec is None or not spec.mig_capable):
+        raise _Reject(f"GPU {e.node}/{e.gpu} ({old.model}) is not MIG-capable")
+    if not e.mig_enabled and e.mig_instances:
+        raise _Reject("MIG instances given with mig_enabled false")
+    if e.mig_instances and spec is not None:
+        bad = layout_violations(spec, [m.key() for m in e.mig_instances])
+        if bad:
+            raise _Reject("invalid MIG layout: " + "; ".join(bad))
+    d.set_gpu(node, i, old.model_copy(update={"mig_enabled": e.mig_enabled,
+                                              "mig_instances": list(e.mig_instances)}))
+    kept = set(e.mig_instances)
+
+    def still_there(p: Placement) -> bool:
+        if (p.node, p.gpu) != (e.node, e.gpu):
+            return True
+        return p.mig in kept if p.mig is not None else not e.mig_enabled
+
+    d.release(still_there)
+
+
+#: event kind -> what it does to the draft.
+HANDLERS: dict[str, Callable[[_Draft, Any], None]] = {
+    "job_submitted": _job_submitted,
+    "job_finished": _job_finished,
+    "job_cancelled": _job_cancelled,
+    "job_resized": _job_resized,
+    "job_updated": _job_updated,
+    "node_added": _node_added,
+    "node_removed": _node_removed,
+    "node_cordoned": _node_cordoned,
+    "gpu_unhealthy": _gpu_health,
+    "gpu_healthy": _gpu_health,
+    "mig_layout_changed": _mig_layout_changed,
+}
+
+
+def apply_events(request: PlanRequest, events: Sequence[Event]) -> PlanRequest:
+    """The request after `events`, in order; `EventError` names the first event that does
+    not apply (the request is never modified)."""
+    draft = _Draft.of(request)
+    for i, event in enumerate(events):
+        try:
+            HANDLERS[event.kind](draft, event)
+        except _Reject as e:
+            raise EventError(i, event.kind, str(e)) from None
+    try:
+        return draft.request()
+    except ValidationError:
+        pass
+    # Some event broke a cross-check (a current placement naming a missing GPU, an
+    # unknown GPU model...): replay one event at a time to name the first culprit.
+    draft = _Draft.of(request)
+    for i, event in enumerate(events):
+        HANDLERS[event.kind](draft, event)
+        try:
+            draft.request()
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise EventError(i, event.kind, f"{where}: {err['msg']}") from None
+    raise AssertionError("unreachable: the whole batch failed but no prefix did")
+
+
+def diff_events(old: PlanRequest, new: PlanRequest) -> list[Event]:
+    """Events that turn `old` into `new` (jobs and nodes; `old`'s policy and GPU model
+    overrides are kept): what a cluster manager holding full snapshots would send. Jobs
+    gone from `new` are finished when they were running, cancelled otherwise; a changed
+    job is `job_updated`; a changed node is its GPU health, MIG and cordon events, or a
+    removal and an addition when more than that changed."""
+    out: list[Event] = []
+    new_jobs = {j.name: j for j in new.jobs}
+    old_jobs = {j.name: j for j in old.jobs}
+    old_nodes = {n.name: n for n in old.cluster.nodes}
+    new_nodes = {n.name: n for n in new.cluster.nodes}
+    replaced: set[str] = set()  # removed and added again: their jobs lose `current`
+    for name, node in new_nodes.items():
+        before = old_nodes.get(name)
+        if before is None:
+            out.append(NodeAdded(node=node))
+        elif before != node:
+            delta = _node_delta(before, node)
+            if isinstance(delta[0], NodeRemoved):
+                replaced.add(name)
+            out.extend(delta)
+    for name, job in old_jobs.items():
+        if name not in new_jobs:
+            out.append(JobFinished(job=name) if job.current else JobCancelled(job=name))
+    for name, job in new_jobs.items():
+        before_job = old_jobs.get(name)
+        if before_job is None:
+            out.append(JobSubmitted(job=job))
+        elif before_job != job or any(p.node in replaced for p in job.current or []):
+            out.append(JobUpdated(job=job))
+    out.extend(NodeRemoved(node=name) for name in old_nodes if name not in new_nodes)
+    return out
+
+
+def _node_delta(old: Node, new: Node) -> list[Event]:
+    """The events of one node that changed (see `diff_events`)."""
+    same_rest = old.model_copy(update={"gpus": [], "schedulable": True}) == \
+        new.model_copy(update={"gpus": [], "schedulable": True})
+    if not same_rest or [g.index for g in old.gpus] != [g.index for g in new.gpus] or \
+            any(a.model != b.model for a, b in zip(old.gpus, new.gpus, strict=True)):
+        return [NodeRemoved(node=old.name), NodeAdded(node=new)]
+    out: list[Event] = []
+    if old.schedulable != new.schedulable:
+        out.append(NodeCordoned(node=new.name, cordoned=not new.schedulable))
+    for a, b in zip(old.gpus, new.gpus, strict=True):
+        if a.healthy != b.healthy:
+            out.append(GpuHealthy(node=new.name, gpu=b.index) if b.healthy
+                       else GpuUnhealthy(node=new.name, gpu=b.index))
+        if (a.mig_enabled, a.mig_instances) != (b.mig_enabled, b.mig_instances):
+            out.append(MigLayoutChanged(node=new.name, gpu=b.index,
+                                        mig_enabled=b.mig_enabled,
+                                        mig_instances=list(b.mig_instances)))
+    return out
+
+
+def commit_plan(request: PlanRequest, plan: Plan) -> PlanRequest:
+    """The state once `plan` is enacted: placed jobs run at their planned placements, the
+    other jobs are pending, and the plan's MIG changes are the GPUs' layouts."""
+    placed = {a.job: a.placements for a in plan.assignments}
+    changes = {(c.node, c.gpu): c for c in plan.mig_changes}
+    nodes = request.cluster.nodes
+    if changes:
+        nodes = [_with_mig_changes(n, changes) for n in nodes]
+    jobs = [j if j.current is None and j.name not in placed
+            else j.model_copy(update={"current": placed.get(j.name)})
+            for j in request.jobs]
+    cluster = request.cluster.model_copy(update={"nodes": nodes})
+    return PlanRequest(cluster=cluster, jobs=jobs, policy=request.policy)
+
+
+def _with_mig_changes(node: Node, changes: dict[tuple[str, int], MigChange]) -> Node:
+    """`node` with the plan's MIG changes applied (destroys first, then creates)."""
+    gpus = []
+    touched = False
+    for g in node.gpus:
+        ch = changes.get((node.name, g.index))
+        if ch is None:
+            gpus.append(g)
+            continue
+        touched = True
+        gone: set[MigInstance] = set(ch.destroy)
+        layout = [m for m in g.mig_instances if m not in gone]
+        layout += list(ch.create)
+        gpus.append(g.model_copy(update={"mig_instances": layout}))
+    return node.model_copy(update={"gpus": gpus}) if touched else node
+
+
+class PlanningSession:
+    """One cluster's state across planning cycles: the current request and its last plan."""
+
+    def __init__(self, request: PlanRequest, last_plan: Plan | None = None,
+                 version: int = 0) -> None:
+        self._request = request
+        self.last_plan = last_plan
+        #: batches of events applied and plans committed so far
+        self.version = version
+
+    @property
+    def request(self) -> PlanRequest:
+        """The current state (the snapshot with every delta and plan committed)."""
+        return self._request
+
+    def apply(self, events: Sequence[Event],
+              check: Callable[[PlanRequest], None] | None = None) -> None:
+        """Apply a batch of deltas: all of them, or none (`EventError`, or whatever `check`
+        raises when it refuses the resulting state)."""
+        new = apply_events(self._request, events)
+        if check is not None:
+            check(new)
+        self._request = new
+        self.version += 1
+
+    def planning_request(self, time_limit_s: float | None = None) -> PlanRequest:
+        """The current state with its policy's time limit replaced by `time_limit_s`."""
+        if time_limit_s is None:
+            return self._request
+        policy = self._request.policy.model_copy(update={"time_limit_s": time_limit_s})
+        return self._request.model_copy(update={"policy": policy})
+
+    def commit(self, plan: Plan) -> None:
+        """Record `plan` as enacted: the next plan starts from it."""
+        self._request = commit_plan(self._request, plan)
+        self.last_plan = plan
+        self.version += 1
+
+    def plan(self, time_limit_s: float | None = None, planner: Planner | None = None
+             ) -> Plan:
+        """Plan the current state (with `solver.plan` unless `planner` is given) and commit
+        the plan."""
+        solve: Planner
+        if planner is None:
+            from solver import plan as solve
+        else:
+            solve = planner
+        result = solve(self.planning_request(time_limit_s))
+        self.commit(result)
+        return result

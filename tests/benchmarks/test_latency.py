@@ -1,0 +1,55 @@
+"""`gpuplan bench latency` on the tiny instance: every stage timed, the HTTP path taken,
+session rounds after random events that apply cleanly and plan validly."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from benchmarks.generator import generate
+from benchmarks.latency import STAGES, latency_command, random_events
+from solver.session import apply_events
+
+
+def test_random_events_apply_round_after_round() -> None:
+    request = generate("S", 1)
+    rng = random.Random(1)
+    kinds: set[str] = set()
+    for r in range(5):
+        batch = random_events(request, rng, 12, f"r{r}")
+        assert len(batch) == 12
+        kinds |= {e.kind for e in batch}
+        request = apply_events(request, batch)
+    assert {"job_finished", "job_submitted", "node_added", "node_cordoned",
+            "gpu_unhealthy"} <= kinds
+
+
+def test_latency_command_reports_stages_http_and_sessions(tmp_path: Path) -> None:
+    app = typer.Typer()
+    app.command()(latency_command)
+    out = tmp_path / "lat.json"
+    res = CliRunner().invoke(app, [
+        "--sizes", "S", "--time-limits", "0.5", "--repeats", "1", "--sessions-size", "S",
+        "--events", "6", "--rounds", "2", "--session-limit", "0.2", "--cold-limit", "0.5",
+        "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    (row,) = data["plans"]
+    assert set(row["stages"]) == set(STAGES)
+    assert row["stages"]["solve"] > 0 and row["total_s"] > 0
+    assert row["http_s"] > 0 and row["http_solve_time_s"] > 0
+    sess = data["sessions"]
+    assert len(sess["plan_s"]) == len(sess["apply_s"]) == len(sess["ratios"]) == 2
+    assert all(r > 0 for r in sess["ratios"])
+    assert "session plan" in res.output
+
+
+def test_latency_command_rejects_bad_sizes() -> None:
+    app = typer.Typer()
+    app.command()(latency_command)
+    res = CliRunner().invoke(app, ["--sizes", "Q"])
+    assert res.exit_code == 2 and "unknown size" in res.output
