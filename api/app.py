@@ -25,7 +25,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.docs import add_docs
 from api.errors import error_responses, install_handlers
 from api.metrics import Metrics
-from api.pool import SolverPool
 from api.routers import catalog, health, k8s, plans, sessions, solves, validate, view
 from api.routers.deps import require_token
 from api.settings import Settings
@@ -141,19 +140,26 @@ async def _no_receive() -> Message:
     return {"type": "http.disconnect"}
 
 
-def _stop_solves_on_signal(pool: SolverPool) -> Callable[[], None]:
-    """Chain the server's SIGTERM / SIGINT handlers so that live solves end at once.
+def _stop_solves_on_signal(service: SolveService, settings: Settings) -> Callable[[], None]:
+    """Chain the server's SIGTERM / SIGINT handlers so that no solve outlives the drain.
 
-    uvicorn answers SIGTERM by waiting for the requests in flight before it runs the
-    lifespan shutdown; a request waiting for a long solve would hold it for the solve's
-    whole time limit. The chained handler first ends every queued and running solve
-    (answered 503), then calls uvicorn's. Only where uvicorn installed a handler (the main
-    thread of `gpuplan serve` or `uvicorn`); returns the function that restores it.
+    On SIGTERM the server waits for the requests in flight before its lifespan shutdown,
+    and `SolveService.drain` (api/serving.py) gives async solves `shutdown_grace_s`; a
+    request waiting for a synchronous or Kubernetes plan would still hold the server for
+    that solve's whole time limit. The chained handler calls the server's own, then, once
+    the drain's grace and delay are over, ends every solve still queued or running
+    (answered 503). Only where the server installed a handler (the main thread of
+    `gpuplan serve` or `uvicorn`); returns the function that restores it.
     """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     loop = asyncio.get_running_loop()
+    bound = settings.shutdown_grace_s + settings.shutdown_delay_s
     chained: dict[int, tuple[Callable[[int, FrameType | None], Any], object]] = {}
+
+    def close_later() -> None:
+        loop.call_later(bound, service.pool.begin_close)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         previous = signal.getsignal(sig)
         if not callable(previous):
@@ -161,7 +167,7 @@ def _stop_solves_on_signal(pool: SolverPool) -> Callable[[], None]:
 
         def handler(signum: int, frame: FrameType | None,
                     previous: Callable[[int, FrameType | None], Any] = previous) -> None:
-            loop.call_soon_threadsafe(pool.begin_close)
+            loop.call_soon_threadsafe(close_later)
             previous(signum, frame)
 
         signal.signal(sig, handler)
@@ -182,7 +188,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     service = SolveService(settings, store, app.state.metrics)
     await service.start()
     app.state.service = service
-    restore_signals = _stop_solves_on_signal(service.pool)
+    restore_signals = _stop_solves_on_signal(service, settings)
     log.info("gpuplan ready: %d workers, queue %d, db %s",
              settings.workers, settings.queue_size, store.description)
     try:

@@ -275,10 +275,11 @@ def test_k8s_plan_without_snapshot_is_documented_422(tmp_path: Path) -> None:
 
 
 def test_sigterm_stops_promptly_with_solves_running(tmp_path: Path) -> None:
-    """SIGTERM with a sync plan and a k8s plan running (limits 60 s, grace 30 s): the
-    server exits long before they would end, and both requests are answered 503."""
+    """SIGTERM with a sync plan and a k8s plan running (limits 60 s, kill grace 30 s): once
+    the drain's grace (1 s) is over they are stopped, both requests are answered 503 and
+    the server exits long before the solves would have ended."""
     server = Server(tmp_path, workers=2, queue_size=2, max_time_limit_s=60,
-                    kill_grace_s=30).start()
+                    kill_grace_s=30, shutdown_grace_s=1, shutdown_delay_s=0).start()
     answers: dict[str, int] = {}
     snap = k8s_cluster(1, 2, 1)
     snap["policy"] = {"time_limit_s": 60}
