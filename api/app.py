@@ -8,9 +8,14 @@ The solver pool and the solve store (SQLite or PostgreSQL) start in the lifespan
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
-from collections.abc import AsyncIterator
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from types import FrameType
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -41,6 +46,37 @@ To look at a plan, open its plan view: `GET /v1/solves/{id}/view` for an async s
 `POST /v1/view` with a request and its plan. The page draws every GPU by node and topology
 domain, coloured by job, and marks what the plan starts, moves, preempts and reconfigures.
 """
+
+
+class TokenMiddleware:
+    """401 for a `/v1` request without the right bearer token, before its body is read.
+
+    The routes' `require_token` dependency checks the same token (and documents it in
+    OpenAPI), but FastAPI reads and parses a body before it solves dependencies: this
+    middleware refuses an unauthenticated request first, whatever its body.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass authorised or non-/v1 requests on; answer the others 401."""
+        if scope["type"] != "http" or not (scope["path"] == "/v1"
+                                           or scope["path"].startswith("/v1/")):
+            await self.app(scope, receive, send)
+            return
+        given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        scheme, _, credentials = given.partition(b" ")
+        # Constant-time comparison, whatever the scheme, as in `require_token`.
+        if hmac.compare_digest(credentials.strip(), self.token) and scheme.lower() == b"bearer":
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse(
+            {"detail": "missing or invalid bearer token", "code": "unauthorized"},
+            status_code=401, headers={"WWW-Authenticate": "Bearer"},
+        )
+        await response(scope, _no_receive, send)
 
 
 class BodyLimitMiddleware:
@@ -104,6 +140,47 @@ async def _no_receive() -> Message:
     return {"type": "http.disconnect"}
 
 
+def _stop_solves_on_signal(service: SolveService, settings: Settings) -> Callable[[], None]:
+    """Chain the server's SIGTERM / SIGINT handlers so that no solve outlives the drain.
+
+    On SIGTERM the server waits for the requests in flight before its lifespan shutdown,
+    and `SolveService.drain` (api/serving.py) gives async solves `shutdown_grace_s`; a
+    request waiting for a synchronous or Kubernetes plan would still hold the server for
+    that solve's whole time limit. The chained handler calls the server's own, then, once
+    the drain's grace and delay are over, ends every solve still queued or running
+    (answered 503). Only where the server installed a handler (the main thread of
+    `gpuplan serve` or `uvicorn`); returns the function that restores it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    loop = asyncio.get_running_loop()
+    bound = settings.shutdown_grace_s + settings.shutdown_delay_s
+    chained: dict[int, tuple[Callable[[int, FrameType | None], Any], object]] = {}
+
+    def close_later() -> None:
+        loop.call_later(bound, service.pool.begin_close)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+        if not callable(previous):
+            continue
+
+        def handler(signum: int, frame: FrameType | None,
+                    previous: Callable[[int, FrameType | None], Any] = previous) -> None:
+            loop.call_soon_threadsafe(close_later)
+            previous(signum, frame)
+
+        signal.signal(sig, handler)
+        chained[sig] = (handler, previous)
+
+    def restore() -> None:
+        for sig, (handler, previous) in chained.items():
+            if signal.getsignal(sig) is handler:
+                signal.signal(sig, previous)  # type: ignore[arg-type]
+
+    return restore
+
+
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
@@ -111,11 +188,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     service = SolveService(settings, store, app.state.metrics)
     await service.start()
     app.state.service = service
+    restore_signals = _stop_solves_on_signal(service, settings)
     log.info("gpuplan ready: %d workers, queue %d, db %s",
              settings.workers, settings.queue_size, store.description)
     try:
         yield
     finally:
+        restore_signals()
         app.state.service = None
         await service.stop()
         store.close()
@@ -133,7 +212,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = None
     install_handlers(app)
 
-    auth = [Depends(require_token)]
+    # Without a token the routes declare no security, so the schema says what is checked.
+    auth = [Depends(require_token)] if settings.api_token is not None else []
     v1_errors = error_responses(401, 413, 503)  # auth, body limit, pool not running
     for module in (plans, solves, validate, catalog, view, sessions):
         app.include_router(module.router, prefix="/v1", dependencies=auth,
@@ -143,6 +223,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     add_docs(app)
 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    if settings.api_token is not None:  # outside the body limit: 401 before 413
+        app.add_middleware(TokenMiddleware, token=settings.api_token)
     origins = settings.cors_origin_list
     if origins:
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_credentials=False,

@@ -172,6 +172,8 @@ class _Worker:
         self._child_ends = (child, life_r)
         self.messages: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         self._loop = loop
+        #: Set by the reader when the pipe closes: the process died, even if not reaped yet.
+        self.gone = False
 
     def start(self) -> None:
         """Start the process and the reader thread (blocking: call it in a thread)."""
@@ -191,12 +193,13 @@ class _Worker:
             except RuntimeError:  # the loop is closed: the server is gone
                 return
             if msg[0] == "exit":
+                self.gone = True
                 return
 
     @property
     def alive(self) -> bool:
-        """True while the process runs."""
-        return self.proc.is_alive()
+        """True while the process runs (and its pipe is open)."""
+        return not self.gone and self.proc.is_alive()
 
     def kill(self) -> None:
         """SIGKILL the process and reap it (blocking: call it in a thread)."""
@@ -249,14 +252,24 @@ class SolverPool:
         self._slots = [asyncio.create_task(self._slot(i), name=f"gpuplan-slot-{i}")
                        for i in range(self.size)]
 
-    async def stop(self) -> None:
-        """Cancel every task, stop the slots and the worker processes."""
+    def begin_close(self) -> None:
+        """Refuse new tasks and end every queued and running one now (ShuttingDown).
+
+        Called as soon as the server is asked to stop, so that requests waiting for a solve
+        are answered (503) at once and the server does not wait for their time limits.
+        """
+        if self._closing:
+            return
         self._closing = True
         for t in list(self._pending):
             self._finish(t, None, ShuttingDown("server shutting down"))
         self._pending.clear()
         for s in self._slots:
             s.cancel()
+
+    async def stop(self) -> None:
+        """Cancel every task, stop the slots and the worker processes."""
+        self.begin_close()
         for s in self._slots:
             with contextlib.suppress(asyncio.CancelledError):
                 await s
@@ -375,7 +388,9 @@ class SolverPool:
         task.started_at = time.time()
         if task.on_start is not None:
             task.on_start(task)
-        await asyncio.to_thread(worker.conn.send, (task.id, task.request.model_dump_json()))
+        # Serialising a large request takes a while: in the thread, not on the loop.
+        await asyncio.to_thread(lambda: worker.conn.send(
+            (task.id, task.request.model_dump_json())))
         deadline = time.monotonic() + task.time_limit_s + self.grace_s
         cancel_wait = asyncio.ensure_future(task._cancel.wait())
         try:

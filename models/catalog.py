@@ -41,7 +41,7 @@ class MigProfileSpec(BaseModel):
     name: str = Field(min_length=1, description="NVIDIA profile name, e.g. '3g.40gb'.")
     compute_slices: int = Field(ge=1, le=8)
     memory_slices: int = Field(ge=1, le=8)
-    memory_gib: float = Field(gt=0, allow_inf_nan=False)
+    memory_gib: float = Field(gt=0, le=1e4, allow_inf_nan=False)
     max_count: int = Field(ge=1, le=8)
     starts: tuple[int, ...] = Field(min_length=1, description="Valid start memory slices.")
     media_extensions: bool = Field(default=False, description="A '+me' profile.")
@@ -56,8 +56,10 @@ class GpuModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    memory_gib: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    relative_speed: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    # Upper bounds as for the request's fields (models/request.py): far beyond any real GPU,
+    # low enough that no value overflows the planner's scaled integer arithmetic.
+    memory_gib: float | None = Field(default=None, gt=0, le=1e4, allow_inf_nan=False)
+    relative_speed: float = Field(default=1.0, gt=0, le=1e3, allow_inf_nan=False)
     compute_slices: int = Field(default=MIG_COMPUTE_SLICES, ge=1, le=8,
                                 description="MIG compute slices.")
     memory_slices: int = Field(default=MIG_MEMORY_SLICES, ge=1, le=8,

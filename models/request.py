@@ -2,22 +2,63 @@
 
 Everything is checked at the boundary (pydantic v2, unknown fields forbidden) so that the
 solver only ever sees consistent input: unique names, one demand shape per job, finite
-non-negative numbers, MIG layouts that are valid for their model, and `current` placements
-that name GPUs that exist.
+non-negative numbers within sane upper bounds, GPU model names that the catalog (or
+`cluster.gpu_models`) knows, MIG layouts that are valid for their model, and `current`
+placements that name GPUs that exist.
+
+Upper bounds (documented in the OpenAPI schema as `maximum`) are far beyond any real
+cluster; they exist so that no finite number can overflow the planner's arithmetic (CP-SAT
+needs every scaled coefficient, and sums of them, inside 64-bit integers):
+
+| field | maximum | for scale |
+| --- | --- | --- |
+| `Node.cpu_millicores`, `Job.cpu_millicores` | 1e8 (100,000 cores) | largest hosts: ~1,000 cores |
+| `Node.memory_gib`, `Job.host_memory_gib` | 1e6 GiB (1 PiB) | largest hosts: ~32 TiB |
+| `Job.gpu_memory_gib`, `MigDemand.memory_gib` | 1e4 GiB | largest GPUs: ~192 GiB |
+| `Job.weight` | 1e6 | priorities are usually 1..100 |
+| `Job.throughput` values | 1e3 | relative speeds are usually 0.1..10 |
+| `Job.remaining_work` | 1e9 s (~31 years) | |
+| `Job.submitted_at` | 1e12 s (seconds, not milliseconds) | Unix time now: ~1.8e9 |
+| `Policy.migration_cost`, `Policy.preemption_cost` | 1e6 | objective units |
+| `Gpu.index`, `Placement.gpu` | 65,535 | GPUs per node: <= 16 |
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
+from pydantic.config import JsonDict
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from models.catalog import BUILTIN_CATALOG, GpuModel, Instance, layout_violations
 
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: Upper bounds of the numeric fields (see the module docstring).
+MAX_MILLICORES = 1e8
+MAX_HOST_MEMORY_GIB = 1e6
+MAX_GPU_MEMORY_GIB = 1e4
+MAX_WEIGHT = 1e6
+MAX_SPEED = 1e3
+MAX_REMAINING_WORK_S = 1e9
+MAX_SUBMITTED_AT_S = 1e12
+MAX_COST = 1e6
+MAX_GPU_INDEX = 65535
+
+Millicores = Annotated[float, Field(ge=0, le=MAX_MILLICORES, allow_inf_nan=False)]
+HostMemory = Annotated[float, Field(ge=0, le=MAX_HOST_MEMORY_GIB, allow_inf_nan=False)]
+GpuMemory = Annotated[float, Field(ge=0, le=MAX_GPU_MEMORY_GIB, allow_inf_nan=False)]
+Speed = Annotated[float, Field(ge=0, le=MAX_SPEED, allow_inf_nan=False)]
+Cost = Annotated[float, Field(ge=0, le=MAX_COST, allow_inf_nan=False)]
+GpuIndex = Annotated[int, Field(ge=0, le=MAX_GPU_INDEX)]
 
 Objective = Literal["throughput", "fairness", "makespan", "priority_fifo", "jct"]
 SolverName = Literal["auto", "cp_sat", "milp", "heuristic"]
@@ -42,8 +83,13 @@ class MigInstance(_Wire):
 class Placement(_Wire):
     """One GPU of a placement: a whole GPU, a MIG instance on it, or a fraction of it."""
 
+    # For OpenAPI: not both a MIG instance and a fraction.
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"not": {
+        "required": ["mig", "fraction"],
+        "properties": {"mig": {"type": "object"}, "fraction": {"type": "number"}}}})
+
     node: str = Field(min_length=1)
-    gpu: int = Field(ge=0)
+    gpu: GpuIndex
     mig: MigInstance | None = None
     fraction: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
 
@@ -57,7 +103,13 @@ class Placement(_Wire):
 class Gpu(_Wire):
     """One physical GPU of a node."""
 
-    index: int = Field(ge=0)
+    # For OpenAPI: MIG instances only on a GPU whose mig_enabled is true.
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "if": {"required": ["mig_instances"], "properties": {"mig_instances": {"minItems": 1}}},
+        "then": {"required": ["mig_enabled"], "properties": {"mig_enabled": {"const": True}}},
+    })
+
+    index: GpuIndex
     model: str = Field(min_length=1, examples=["A100-SXM4-80GB"])
     healthy: bool = True
     mig_enabled: bool = False
@@ -80,8 +132,8 @@ class Node(_Wire):
     labels: dict[str, str] = Field(default_factory=dict)
     schedulable: bool = True
     topology_domain: str | None = None
-    cpu_millicores: NonNegFloat | None = None
-    memory_gib: NonNegFloat | None = None
+    cpu_millicores: Millicores | None = None
+    memory_gib: HostMemory | None = None
     gpus: list[Gpu] = Field(default_factory=list)
 
     @field_validator("gpus")
@@ -110,16 +162,25 @@ class MigDemand(_Wire):
     """A MIG demand: an instance with at least this many compute slices and memory."""
 
     compute_slices: int = Field(ge=1, le=8)
-    memory_gib: NonNegFloat = 0.0
+    memory_gib: GpuMemory = 0.0
+
+
+#: JSON Schema of "exactly one demand shape": one branch per shape, each matching when
+#: that shape is given and not null (the `_one_shape` validator's rule, for OpenAPI).
+_ONE_SHAPE_SCHEMA: JsonDict = {"oneOf": [
+    {"required": [s], "properties": {s: {"not": {"type": "null"}}}}
+    for s in ("gpus", "mig", "mig_profile", "gpu_share")]}
 
 
 class Job(_Wire):
     """A job: training or inference, with exactly one demand shape."""
 
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_ONE_SHAPE_SCHEMA)
+
     name: str = Field(min_length=1)
     kind: Literal["training", "inference"] = "training"
     tenant: str = "default"
-    weight: PosFloat = 1.0
+    weight: float = Field(default=1.0, gt=0, le=MAX_WEIGHT, allow_inf_nan=False)
     # Demand shapes (exactly one).
     gpus: int | None = Field(default=None, ge=1, le=4096)
     single_node: bool = True
@@ -128,16 +189,18 @@ class Job(_Wire):
     mig_profile: str | None = Field(default=None, min_length=1)
     gpu_share: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
     # Eligibility and host resources.
-    gpu_memory_gib: NonNegFloat | None = None
-    throughput: dict[str, NonNegFloat] | None = None
+    gpu_memory_gib: GpuMemory | None = None
+    throughput: dict[str, Speed] | None = None
     allowed_models: list[str] | None = None
-    cpu_millicores: NonNegFloat | None = None
-    host_memory_gib: NonNegFloat | None = None
+    cpu_millicores: Millicores | None = None
+    host_memory_gib: HostMemory | None = None
     # Running state.
     preemptible: bool = True
-    current: list[Placement] | None = None
-    remaining_work: NonNegFloat | None = None
-    submitted_at: NonNegFloat | None = None
+    current: list[Placement] | None = Field(default=None, min_length=1)
+    remaining_work: float | None = Field(default=None, ge=0, le=MAX_REMAINING_WORK_S,
+                                         allow_inf_nan=False)
+    submitted_at: float | None = Field(default=None, ge=0, le=MAX_SUBMITTED_AT_S,
+                                       allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_shape(self) -> Job:
@@ -155,8 +218,6 @@ class Job(_Wire):
             )
         cur = self.current
         if cur is not None:
-            if not cur:
-                raise ValueError("current, when given, lists at least one placement")
             if self.gpus is not None:
                 if len(cur) != self.gpus or any(p.mig or p.fraction for p in cur):
                     raise ValueError(f"current must list {self.gpus} whole-GPU placements")
@@ -191,8 +252,8 @@ class Policy(_Wire):
     #: Work limits instead of wall-clock decisions: with `seed` and `threads: 1`, the same
     #: request gives the same plan (docs/semantics.md).
     deterministic: bool = False
-    migration_cost: NonNegFloat = 0.5
-    preemption_cost: NonNegFloat = 1.0
+    migration_cost: Cost = 0.5
+    preemption_cost: Cost = 1.0
     allow_preemption: bool = True
     allow_mig_reconfiguration: bool = True
 
@@ -212,12 +273,48 @@ class PlanRequest(_Wire):
     jobs: list[Job] = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
 
+    #: Set once the cross-checks passed: pydantic hands a validated instance back as it is
+    #: (instances are never revalidated) but still runs this after-validator on it, which
+    #: costs tens of milliseconds on a large request.
+    _cross_checked: bool = PrivateAttr(default=False)
+
     @model_validator(mode="after")
     def _cross_checks(self) -> PlanRequest:
+        if self._cross_checked:
+            return self
         errors = list(_request_errors(self))
         if errors:
             raise ValidationError.from_exception_data("PlanRequest", errors)
+        self._cross_checked = True
         return self
+
+
+def closest_models(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """The known model names closest to `name` (difflib, case-insensitive), best first."""
+    by_folded: dict[str, str] = {}
+    for k in known:
+        by_folded.setdefault(k.casefold(), k)
+    hits = difflib.get_close_matches(name.casefold(), list(by_folded), n=n, cutoff=0.4)
+    return [by_folded[h] for h in hits]
+
+
+def unknown_model_message(name: str, catalog: Mapping[str, GpuModel]) -> str:
+    """The error for a model name in neither the catalog nor cluster.gpu_models."""
+    close = closest_models(name, catalog)
+    hint = (f"; did you mean {', '.join(repr(c) for c in close)}?" if close
+            else f"; known models: {', '.join(sorted(catalog))}")
+    return f"GPU model {name!r} is in neither the catalog nor cluster.gpu_models{hint}"
+
+
+def unknown_job_models(job: Job, catalog: Mapping[str, GpuModel]
+                       ) -> list[tuple[tuple[str | int, ...], str]]:
+    """(location within the job, name) of each model name in `throughput` or
+    `allowed_models` that the effective catalog does not know."""
+    out: list[tuple[tuple[str | int, ...], str]] = [
+        (("throughput", name), name) for name in job.throughput or {} if name not in catalog]
+    out.extend((("allowed_models", i), name) for i, name in enumerate(job.allowed_models or [])
+               if name not in catalog)
+    return out
 
 
 def _request_errors(req: PlanRequest) -> list[InitErrorDetails]:
@@ -236,9 +333,7 @@ def _request_errors(req: PlanRequest) -> list[InitErrorDetails]:
             gpus[(node.name, gpu.index)] = gpu
             model = catalog.get(gpu.model)
             if model is None:
-                errors.append(_err((*loc, "model"),
-                                   f"GPU model {gpu.model!r} is in neither the catalog nor "
-                                   "cluster.gpu_models"))
+                errors.append(_err((*loc, "model"), unknown_model_message(gpu.model, catalog)))
                 continue
             if gpu.mig_enabled and not model.mig_capable:
                 errors.append(_err((*loc, "mig_enabled"),
@@ -254,6 +349,8 @@ def _request_errors(req: PlanRequest) -> list[InitErrorDetails]:
         if job.name in seen_jobs:
             errors.append(_err(("jobs", ji, "name"), f"duplicate job name {job.name!r}"))
         seen_jobs.add(job.name)
+        errors.extend(_err(("jobs", ji, *where), unknown_model_message(name, catalog))
+                      for where, name in unknown_job_models(job, catalog))
         if job.mig_profile is not None and not any(
             m.profile(job.mig_profile) for m in catalog.values()
         ):

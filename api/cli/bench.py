@@ -16,6 +16,8 @@ BENCH_COMMANDS: dict[str, Lazy] = {
     "load": Lazy("benchmarks.load:load_command", "Service load: POST /v1/plans throughput."),
     "exact": Lazy("benchmarks.exact:exact_command", "Exact solves of small instances."),
     "vbp": Lazy("benchmarks.vbp:vbp_command", "Known-optimum vector bin packing instances."),
+    "robustness": Lazy("api.cli.robustness:robustness_command",
+                       "Hostile input, overload and /healthz probes."),
     "latency": Lazy("benchmarks.latency:latency_command", "End-to-end latency and sessions."),
 }
 
@@ -28,7 +30,7 @@ bench = typer.Typer(
     name="bench",
     cls=_BenchCommands,
     help="Benchmarks: scale (run), fragmentation (openb), service load (load), exact solves "
-         "(exact), known-optimum packing (vbp).",
+         "(exact), known-optimum packing (vbp), hostile input and overload (robustness).",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,

@@ -44,6 +44,7 @@ from models import (
     PlanRequest,
     Policy,
 )
+from models.request import unknown_job_models, unknown_model_message
 
 #: Job fields that are demand shapes, not options.
 _DEMAND_FIELDS = ("gpu_share", "mig_profile")
@@ -272,12 +273,19 @@ class _Builder:
 
     def _job(self, ref: str, **fields: Any) -> Job | None:
         try:
-            return Job(**fields)
+            job = Job(**fields)
         except ValidationError as e:
             err = e.errors()[0]
             loc = ".".join(str(x) for x in err["loc"]) or "job"
             self.skip(ref, f"{loc}: {err['msg']}")
             return None
+        unknown = unknown_job_models(job, self.catalog)
+        if unknown:  # e.g. a typo in an annotation: skip the pod, not the whole snapshot
+            where, name = unknown[0]
+            self.skip(ref, f"{'.'.join(map(str, where))}: "
+                           f"{unknown_model_message(name, self.catalog)}")
+            return None
+        return job
 
     def add_running(self, pods: list[PodInfo]) -> None:
         usage = {name: _Usage() for name in self.nodes}

@@ -3,8 +3,11 @@
 The service keeps the latest snapshot (nodes + pods) it was given, or with
 `GPUPLAN_K8S_WATCH=true` a live view it lists and watches (started and stopped by this
 router's lifespan), so that a scheduler configured with `nodeCacheCapable: true` can send
-node names only. Route handlers are plain `def`: FastAPI runs them in its thread pool,
-never on the event loop.
+node names only. Importing and the extender verbs are plain `def` handlers: FastAPI runs
+them in its thread pool, never on the event loop. Planning goes through the same solve
+service as `POST /v1/plans` (worker pool, time-limit cap, kill on overrun, metrics, size
+limits); a snapshot over the size limits is refused (422) and leaves the cached one as it
+was; a plan put in the cache must pass the validator against the cached snapshot.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, FastAPI, Request
+from fastapi import APIRouter, Body, Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
+from api.errors import error_responses
 from api.k8s import (
     ClusterCache,
     ExtenderArgs,
@@ -38,10 +43,14 @@ from api.k8s import (
     extender_prioritize,
     make_api,
 )
-from api.k8s.snapshot import build_snapshot
+from api.k8s.snapshot import Snapshot, build_snapshot
 from api.k8s.watch import WatchOptions, bind_pod
+from api.pool import PlanJSON
+from api.routers.body import ThreadedBodyRoute
+from api.routers.deps import ServiceDep, SettingsDep, check_limits
+from api.settings import Settings
 from models import Plan, PlanRequest, Policy
-from solver import plan as solve
+from solver.validate import validate_plan
 
 log = logging.getLogger("gpuplan.k8s")
 
@@ -67,7 +76,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             watcher.stop(wait_s=0.0)
 
 
-router = APIRouter(tags=["kubernetes"], lifespan=_lifespan)
+router = APIRouter(tags=["kubernetes"], lifespan=_lifespan, route_class=ThreadedBodyRoute)
 
 
 def get_state(request: Request) -> K8sState:
@@ -126,45 +135,118 @@ def _unprocessable(err: SnapshotError) -> RequestValidationError:
                                     "msg": err.message, "input": None}])
 
 
-@router.post("/snapshot", response_model=SnapshotResponse)
-def snapshot(body: SnapshotBody, state: StateDep) -> SnapshotResponse:
-    """Import nodes and pods into a PlanRequest; the snapshot is cached for the extender."""
-    try:
-        snap = state.update(body.nodes, body.pods, body.policy, body.aliases)
-    except SnapshotError as e:
-        raise _unprocessable(e) from e
+#: The 422 answers of the routes that import or plan a snapshot.
+UNPROCESSABLE: dict[int | str, dict[str, Any]] = {422: {
+    "description": "Invalid input, a snapshot over the server's size limits, no cached "
+                   "snapshot, or a plan the validator rejects.",
+    "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/HTTPValidationError"}}},
+}}
+
+
+def _too_many_nodes(nodes: dict[str, Any], settings: Settings) -> None:
+    """422 before importing a NodeList with more items than GPUPLAN_MAX_NODES allows."""
+    items = nodes.get("items")
+    if isinstance(items, list) and len(items) > settings.max_nodes:
+        raise RequestValidationError([{
+            "type": "limit_exceeded", "loc": ("body", "nodes", "items"), "input": None,
+            "msg": f"{len(items)} nodes exceed the server limit max_nodes={settings.max_nodes}",
+            "ctx": {"limit": "max_nodes", "max": settings.max_nodes, "actual": len(items)}}])
+
+
+def _import(state: K8sState, settings: Settings, nodes: dict[str, Any],
+            pods: dict[str, Any] | None, policy: Policy | None = None,
+            aliases: dict[str, str] | None = None) -> Snapshot:
+    """Import and cache a snapshot within the server's size limits (else 422, and the
+    cached snapshot stays what it was)."""
+    _too_many_nodes(nodes, settings)
+    with state.lock:  # reentrant: update() takes it too
+        # K8sState keeps no history: what update() replaces is put back on a refusal.
+        before = (state.nodes, state.pods, state.policy, state.aliases, state._snapshot,
+                  state.plan, state._live_seen)
+        try:
+            snap = state.update(nodes, pods, policy, aliases)
+        except SnapshotError as e:
+            raise _unprocessable(e) from e
+        try:
+            check_limits(snap.request, settings, ("body", "nodes"))
+        except RequestValidationError:
+            (state.nodes, state.pods, state.policy, state.aliases, state._snapshot,
+             state.plan, state._live_seen) = before
+            raise
+    return snap
+
+
+@router.post("/snapshot", response_model=SnapshotResponse, responses=UNPROCESSABLE)
+def snapshot(body: SnapshotBody, state: StateDep, settings: SettingsDep) -> SnapshotResponse:
+    """Import nodes and pods into a PlanRequest; the snapshot is cached for the extender.
+
+    The imported request must be within GPUPLAN_MAX_NODES / _GPUS / _JOBS (else 422).
+    """
+    snap = _import(state, settings, body.nodes, body.pods, body.policy, body.aliases)
     return SnapshotResponse(request=snap.request, warnings=snap.issues)
 
 
-@router.post("/nodes", response_model=SnapshotResponse)
-def nodes(body: NodesBody, state: StateDep) -> SnapshotResponse:
+@router.post("/nodes", response_model=SnapshotResponse, responses=UNPROCESSABLE)
+def nodes(body: NodesBody, state: StateDep, settings: SettingsDep) -> SnapshotResponse:
     """Replace the cached nodes (keeping the cached pods) and re-import."""
-    try:
-        snap = state.update(body.nodes, None)
-    except SnapshotError as e:
-        raise _unprocessable(e) from e
+    snap = _import(state, settings, body.nodes, None)
     return SnapshotResponse(request=snap.request, warnings=snap.issues)
 
 
-@router.post("/plan", response_model=Plan)
-def plan_snapshot(state: StateDep) -> Plan:
-    """Plan the cached snapshot with `solver.plan` and cache the plan for prioritize."""
+def _cached(state: K8sState) -> Snapshot:
     snap = state.snapshot
     if snap is None:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "input": None,
                                        "msg": "no snapshot cached; POST /v1/k8s/snapshot"}])
-    result = solve(snap.request)
+    return snap
+
+
+def _keep_plan(state: K8sState, snap: Snapshot, result: PlanJSON) -> None:
+    """Cache the plan for prioritize, unless a newer snapshot arrived meanwhile (blocking)."""
+    plan = result.parse()
     with state.lock:
         if state.snapshot is snap:
-            state.plan = result
-    return result
+            state.plan = plan
 
 
-@router.put("/plan", response_model=Plan)
-def put_plan(plan: Plan, state: StateDep) -> Plan:
-    """Cache a plan computed elsewhere (for the cached snapshot) for prioritize."""
+@router.post("/plan", response_model=Plan, summary="Plan the cached snapshot",
+             responses={**UNPROCESSABLE, **error_responses(429, 500, 504)})
+async def plan_snapshot(state: StateDep, service: ServiceDep, settings: SettingsDep
+                        ) -> Response:
+    """Plan the cached snapshot on the solve service and cache the plan for prioritize.
+
+    As for `POST /v1/plans`: the snapshot's time limit is capped by the server
+    (`GPUPLAN_MAX_TIME_LIMIT_S`) and an overrun is stopped (504); a full queue is 429.
+    """
+    snap = _cached(state)
+    check_limits(snap.request, settings, ("body",))
+    result = await service.solve(snap.request)
+    await run_in_threadpool(_keep_plan, state, snap, result)
+    return Response(content=result.json, media_type="application/json")
+
+
+def _put(state: K8sState, plan: Plan) -> None:
+    """Validate `plan` against the cached snapshot and cache it (blocking)."""
+    snap = _cached(state)
+    found = validate_plan(snap.request, plan)
+    if found:
+        raise RequestValidationError([
+            {"type": "invalid_plan", "loc": ("body",), "input": None,
+             "msg": f"{v.rule}: {v.message}",
+             "ctx": {"rule": v.rule, "job": v.job, "node": v.node, "gpu": v.gpu}}
+            for v in found])
     with state.lock:
-        state.plan = plan
+        if state.snapshot is snap:
+            state.plan = plan
+
+
+@router.put("/plan", response_model=Plan, summary="Cache a plan for the cached snapshot",
+            responses=UNPROCESSABLE)
+async def put_plan(plan: Plan, state: StateDep) -> Plan:
+    """Cache a plan computed elsewhere for prioritize, once the validator accepts it for the
+    cached snapshot (every violation is a 422 entry)."""
+    await run_in_threadpool(_put, state, plan)
     return plan
 
 

@@ -8,10 +8,11 @@ from fastapi import APIRouter, Body, Response
 
 from api.errors import error_responses
 from api.examples import plan_request_examples
+from api.routers.body import ThreadedBodyRoute
 from api.routers.deps import ServiceDep, SettingsDep, check_limits
 from models import Plan, PlanRequest
 
-router = APIRouter(tags=["plans"])
+router = APIRouter(tags=["plans"], route_class=ThreadedBodyRoute)
 
 PlanRequestBody = Annotated[PlanRequest, Body(openapi_examples=plan_request_examples())]
 

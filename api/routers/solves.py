@@ -9,12 +9,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.errors import error_responses
 from api.pool import TaskState
+from api.routers.body import ThreadedBodyRoute
 from api.routers.deps import ServiceDep, SettingsDep, check_limits
 from api.routers.plans import PlanRequestBody
 from api.store import SolveRecord
 from models import Plan
 
-router = APIRouter(prefix="/solves", tags=["solves"])
+router = APIRouter(prefix="/solves", tags=["solves"],
+                   route_class=ThreadedBodyRoute)
 
 
 class SolveRef(BaseModel):

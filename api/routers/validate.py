@@ -9,11 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from api.examples import validate_examples
+from api.routers.body import ThreadedBodyRoute
 from api.routers.deps import SettingsDep, check_limits
 from models import Plan, PlanRequest
 from solver.validate import validate_plan
 
-router = APIRouter(tags=["validate"])
+router = APIRouter(tags=["validate"], route_class=ThreadedBodyRoute)
 
 
 class ValidateBody(BaseModel):

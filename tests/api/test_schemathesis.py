@@ -1,5 +1,7 @@
-"""Schemathesis against the live server's /openapi.json (real solver): no 500s, and every
-response matches its documented status code, content type and schema."""
+"""Schemathesis against the live server's /openapi.json (real solver), every check on (the
+configuration of `gpuplan bench robustness`): no 500s, every response matches its
+documented status code, content type and schema, negative data is rejected, and Allow
+lists the documented methods."""
 
 from __future__ import annotations
 
@@ -10,27 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from api.robustness import SCHEMATHESIS_CONFIG
 from tests.api.conftest import TOKEN, Server
-
-# The k8s routes belong to another module whose undocumented status codes are checked there;
-# here they get the no-500 / schema / content-type checks only.
-CONFIG = """
-[checks]
-enabled = false
-not_a_server_error.enabled = true
-response_schema_conformance.enabled = true
-status_code_conformance.enabled = true
-content_type_conformance.enabled = true
-
-[[operations]]
-include-path-regex = "^/v1/k8s/"
-checks.status_code_conformance.enabled = false
-"""
 
 
 def run_schemathesis(server: Server, tmp_path: Path, phases: str, max_examples: int) -> None:
     config = tmp_path / "schemathesis.toml"
-    config.write_text(CONFIG)
+    config.write_text(SCHEMATHESIS_CONFIG)
     report = tmp_path / "report.json"
     cmd = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",
            f"{server.url}/openapi.json", "-H", f"Authorization: Bearer {TOKEN}",
@@ -44,7 +32,10 @@ def run_schemathesis(server: Server, tmp_path: Path, phases: str, max_examples: 
     result = json.loads(report.read_text())
     assert result["operations"]["tested"] >= 8, out
     assert result["test_cases"]["generated"] > 50, out
-    assert result["test_cases"]["without_checks"] == 0, out
+    # ignored_auth's extra requests without the token record no check of their own (up to
+    # two per operation); every other case must have been checked.
+    assert result["test_cases"]["without_checks"] <= 2 * result["operations"]["tested"], out
+    assert result["test_cases"]["errored"] == 0, out
     assert result["failures"] == [], out
 
 

@@ -271,12 +271,16 @@ def test_current_whole_placement_on_mig_gpu() -> None:
         {"gpus": 2, "current": [{"node": "n", "gpu": 0}]},  # wrong count
         {"gpus": 2, "current": [{"node": "n", "gpu": 0}, {"node": "n", "gpu": 0}]},  # twice
         {"gpu_share": 0.5, "current": [{"node": "n", "gpu": 0}]},  # no fraction
-        {"gpus": 1, "current": []},  # empty
     ],
 )
 def test_current_must_match_the_shape(job: dict[str, Any]) -> None:
     data = request(nodes=[node(gpus=[gpu(0), gpu(1)])], jobs=[{"name": "j", **job}])
     assert errors(data) == [(("jobs", 0), "value_error")]
+
+
+def test_current_when_given_is_not_empty() -> None:
+    data = request(nodes=[node(gpus=[gpu(0)])], jobs=[{"name": "j", "gpus": 1, "current": []}])
+    assert errors(data) == [(("jobs", 0, "current"), "too_short")]
 
 
 def test_unknown_gpu_model() -> None:

@@ -22,6 +22,7 @@ PROFILES = sorted({p.name for m in BUILTIN_CATALOG.values() for p in m.mig_profi
 CUSTOM = "Custom-GPU"
 
 finite = st.floats(min_value=0.0, max_value=1e6, allow_nan=False, allow_infinity=False)
+speed = st.floats(min_value=0.0, max_value=1e3, allow_nan=False, allow_infinity=False)
 positive = st.floats(min_value=1e-3, max_value=100.0, allow_nan=False, allow_infinity=False)
 share = st.floats(min_value=0.01, max_value=0.99, allow_nan=False, allow_infinity=False)
 text = st.text(alphabet="abcdefghij-_0123456789", min_size=1, max_size=8)
@@ -100,7 +101,7 @@ def job_of(draw: st.DrawFn, i: int, nodes: list[dict[str, Any]]) -> dict[str, An
     if draw(st.booleans()):
         job["gpu_memory_gib"] = draw(st.floats(0, 100, allow_nan=False))
     if draw(st.booleans()):
-        job["throughput"] = draw(st.dictionaries(st.sampled_from(MODELS), finite, max_size=3))
+        job["throughput"] = draw(st.dictionaries(st.sampled_from(MODELS), speed, max_size=3))
     if draw(st.booleans()):
         job["allowed_models"] = draw(st.lists(st.sampled_from(MODELS), max_size=3))
     for key in ("cpu_millicores", "host_memory_gib", "remaining_work", "submitted_at"):

@@ -8,6 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
+from models import Plan, PlanRequest
+from solver.validate import recompute_objective, validate_plan
+
 
 def _pod(pods: dict[str, Any], name: str) -> dict[str, Any]:
     return copy.deepcopy(next(p for p in pods["items"] if p["metadata"]["name"] == name))
@@ -97,13 +100,44 @@ def test_prioritize(client: httpx.Client, cached: dict[str, Any],
     # 2.5x faster on the H100 and the H100 is fuller after placement.
     assert scores["gpu-h100-1"] > scores["gpu-a100-mixed-1"] > 0
     # A plan that puts the pod on the A100 node wins prioritize.
-    plan = {"status": "heuristic", "solver": "test", "objective_value": 0.0,
-            "assignments": [{"job": "team-a/finetune-1", "placements": [
-                {"node": "gpu-a100-mixed-1", "gpu": 4}, {"node": "gpu-a100-mixed-1", "gpu": 5}]}]}
-    assert client.put("/v1/k8s/plan", json=plan).status_code == 200
+    plan = _plan_with(cached["request"], "team-a/finetune-1", [
+        {"node": "gpu-a100-mixed-1", "gpu": 4}, {"node": "gpu-a100-mixed-1", "gpu": 5}])
+    r = client.put("/v1/k8s/plan", json=plan)
+    assert r.status_code == 200, r.text
     scores = {h["Host"]: h["Score"]
               for h in client.post("/v1/k8s/extender/prioritize", json=args).json()}
     assert scores["gpu-a100-mixed-1"] == 10 and scores["gpu-h100-1"] < 10
+
+
+def _plan_with(request: dict[str, Any], job: str, placements: list[dict[str, Any]]
+               ) -> dict[str, Any]:
+    """A valid plan for `request`: running jobs kept, `job` placed as given, the rest
+    unplaced, with the objective the validator recomputes."""
+    req = PlanRequest.model_validate(request)
+    plan = Plan.model_validate({
+        "status": "heuristic", "solver": "test", "objective_value": 0.0,
+        "assignments": [{"job": j.name, "placements": [p.model_dump() for p in j.current]}
+                        for j in req.jobs if j.current] + [
+                        {"job": job, "placements": placements}],
+        "unplaced": [{"job": j.name, "reason": "insufficient_capacity"}
+                     for j in req.jobs if not j.current and j.name != job]})
+    plan.objective_value = recompute_objective(req, plan)
+    assert validate_plan(req, plan) == []
+    return plan.model_dump(mode="json", exclude_none=True)
+
+
+def test_put_plan_is_validated(client: httpx.Client, cached: dict[str, Any]) -> None:
+    """A plan that breaks the snapshot's rules is refused, naming each violation, and the
+    cached plan stays as it was."""
+    bad = _plan_with(cached["request"], "team-a/finetune-1", [
+        {"node": "gpu-a100-mixed-1", "gpu": 4}, {"node": "gpu-a100-mixed-1", "gpu": 5}])
+    bad["assignments"][-1]["placements"][1]["gpu"] = 4  # the same GPU twice
+    bad["unplaced"] = bad["unplaced"][1:]  # a job left unaccounted for
+    r = client.put("/v1/k8s/plan", json=bad)
+    assert r.status_code == 422, r.text
+    msgs = [e["msg"] for e in r.json()["detail"]]
+    assert any(m.startswith("accounting:") for m in msgs), msgs
+    assert all(e["loc"] == ["body"] for e in r.json()["detail"])
 
 
 def test_plan_and_export_routes(client: httpx.Client, cached: dict[str, Any],
