@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import NoReturn, TypeVar
@@ -12,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from api.cli.group import echo_error
 from models import Plan, PlanRequest
+from models.wire import WireJSONError, load_wire_json
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -41,18 +41,19 @@ def read_json(path: Path | str) -> object:
     except OSError as e:
         fail(f"cannot read {path}: {e.strerror or e}")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        fail(f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}")
-    except RecursionError:
-        fail(f"{path}: JSON nested too deeply to read")
+        return load_wire_json(text)
+    except WireJSONError as e:
+        first = e.problems[0]
+        # A parse error's location is a character offset, already in its message.
+        fail(f"{path}: invalid JSON: {first.msg if first.type == 'json_invalid' else e}")
 
 
 def load_model(path: Path | str, model: type[M]) -> M:
     """Read and validate a JSON file as `model`; exit 2 with the field path on failure."""
     data = read_json(path)
     try:
-        return model.model_validate(data)
+        # Strict, as the service validates: a string is no boolean or number here either.
+        return model.model_validate(data, strict=True)
     except ValidationError as e:
         fail(f"{path}: {format_validation_error(e)}")
     except RecursionError:

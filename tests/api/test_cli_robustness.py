@@ -135,3 +135,19 @@ def test_odd_json_never_shows_a_traceback(text: str, tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr, res.stderr[-2000:]
     if res.returncode != 0:
         assert len(res.stderr.splitlines()) == 1, res.stderr
+
+
+@pytest.mark.parametrize(("edit", "where"), [
+    (lambda r: r["jobs"][0].__setitem__("name", "\ud800"), "jobs.0.name"),
+    (lambda r: r["policy"].__setitem__("allow_preemption", "yes"), "policy.allow_preemption"),
+    (lambda r: r["policy"].__setitem__("seed", "2"), "policy.seed"),
+    (lambda r: r["jobs"][0].__setitem__("weight", float("nan")), "jobs.0.weight"),
+])
+def test_the_cli_reads_requests_as_strictly_as_the_service(
+        edit: object, where: str, tmp_path: Path) -> None:
+    request = json.loads(REQUEST.read_text())
+    request.setdefault("policy", {})
+    edit(request)  # type: ignore[operator]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(request, ensure_ascii=True))
+    assert_one_line(gpuplan("solve", str(path)), 2, where)
