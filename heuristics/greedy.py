@@ -40,7 +40,7 @@ from models.reasons import INSUFFICIENT, StaticReasons
 from models.rules import memory_fits, priority_key, profile_covers
 
 #: Without a deadline, both greedy variants run up to this many jobs.
-_BOTH_UP_TO = 5000
+BOTH_VARIANTS_UP_TO = 5000
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
 
@@ -386,7 +386,7 @@ def plan_greedy(
     start = time.monotonic()
     best = _greedy_once(request, order, seed, deadline, False)
     spent = time.monotonic() - start
-    room = (len(request.jobs) <= _BOTH_UP_TO if deadline is None
+    room = (len(request.jobs) <= BOTH_VARIANTS_UP_TO if deadline is None
             else time.monotonic() + 1.5 * spent < deadline)
     if room:
         other = _greedy_once(request, order, seed, deadline, True)
