@@ -2,7 +2,8 @@
 
     python -m benchmarks.sim.report OUT_DIR/summary.json OTHER/summary.json
 
-(policies run as separate processes, e.g. in parallel, are compared in one table).
+(policies run as separate processes, e.g. in parallel, are compared in one table). A
+figure a file lacks (written before that figure existed, e.g. the ideal JCT) shows as `-`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def merged_markdown(paths: Sequence[Path]) -> str:
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for p in paths:
         for name, s in json.loads(p.read_text())["summaries"].items():
-            cells = [fmt(s[k]) for k, _, fmt in COLUMNS]
+            cells = [fmt(s[k]) if k in s else "-" for k, _, fmt in COLUMNS]
             lines.append("| " + " | ".join([name, *cells]) + " |")
     return "\n".join(lines)
 
