@@ -64,7 +64,11 @@ def plot_curves(results: Sequence[RunResult], path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     xs = np.arange(MAX_PCT + 1)
     for name, curves in by_policy.items():
-        mean = np.nanmean(np.vstack(curves), axis=0)
+        stacked = np.vstack(curves)
+        seen = ~np.isnan(stacked)
+        # mean over the seeds that reached each percent (NaN where none did)
+        mean = np.where(seen.any(axis=0), np.where(seen, stacked, 0.0).sum(axis=0)
+                        / np.maximum(seen.sum(axis=0), 1), np.nan)
         ax.plot(xs, mean, label=f"{name} ({mean[-1]:.2f}% at 130%)")
     ax.plot(xs, np.minimum(xs, 100), color="grey", linestyle=":", label="ideal")
     ax.set_xlabel("arrived GPU request / capacity (%)")

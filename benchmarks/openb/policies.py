@@ -8,7 +8,9 @@ registry (`registry.POLICIES`) maps a name to a factory taking the workload's ty
 - `random`: a uniformly random feasible node (and GPU).
 - `bestfit`: the paper's BestFit, `100 (1 - sum_{CPU,GPU} 0.5 (free - request) / max spec)`
   with the max specs 128 CPUs and 8 GPUs of the trace, truncated to an integer as the
-  Kubernetes score is; within the node the fitting GPU with the least free milli.
+  Kubernetes score is. The node is chosen first (best integer score, then lowest tie
+  rank), and only then, inside that node, the fitting GPU with the least free milli
+  (lowest index on ties): the scheduler picks a node, its GPU-share plugin a GPU.
 - `fgd`: the paper's FGD, `int(100 sigmoid((F_before - F_after) / 1000))` on the node
   fragmentation F of `frag.py`; within a node the best GPU (lowest index on ties).
 - `gpuplan`: ours, see `GpuplanPolicy`.
@@ -102,7 +104,7 @@ class RandomPolicy:
 
 
 class BestFitPolicy:
-    """The paper's BestFit (integer Kubernetes score, random ties, tightest GPU)."""
+    """The paper's BestFit: the node by integer score then tie rank, then its tightest GPU."""
 
     def choose(self, state: ClusterState, pod: PodReq, rng: np.random.Generator) -> Choice | None:
         cand = candidates(state, pod)
@@ -111,11 +113,13 @@ class BestFitPolicy:
         gpu_left = np.maximum(state.gpu_free[cand.node], 0).sum(axis=1) - pod.gpu_request
         waste = 0.5 * cand.cpu_after / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU
         score = np.floor((1.0 - waste) * 100.0)
-        if pod.shared:
-            # node score first; within the node the GPU with the least free milli that fits
-            tight = (cand.gpu_after * cand.take).sum(axis=1)
-            score = score * 10 * MILLI - tight
-        return cand.choice(pick_max(score, cand, state))
+        best = pick_max(score, cand, state)
+        if not pod.shared:
+            return cand.choice(best)
+        # inside the chosen node: the fitting GPU left with the least free milli
+        on_node = np.flatnonzero(cand.node == cand.node[best])
+        tight = (cand.gpu_after[on_node] * cand.take[on_node]).sum(axis=1)
+        return cand.choice(int(on_node[np.argmin(tight)]))
 
 
 class FgdPolicy:

@@ -1,0 +1,52 @@
+"""BestFit ties on two hand-made nodes: node by score, then tie rank, then its tightest GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.openb.loader import OpenbNodes
+from benchmarks.openb.policies import BestFitPolicy
+from benchmarks.openb.state import ClusterState, PodReq
+
+ANY = np.ones(1, dtype=bool)
+
+
+def _pod(name: str, milli: int, cpu: int = 1000) -> PodReq:
+    return PodReq(name, cpu, 1, 1, milli, ANY)
+
+
+def _state(tie_rank: list[int]) -> ClusterState:
+    nodes = OpenbNodes(["n0", "n1"], np.array([32000, 32000]), np.array([10**6, 10**6]),
+                       np.array([2, 2]), ["T4", "T4"])
+    state = ClusterState(nodes, tie_rank=np.array(tie_rank))
+    # n0 free [900, 700], n1 free [1000, 600]: the same totals, CPU and so the same score
+    state.place(0, [0], _pod("f0", 100, cpu=500))
+    state.place(0, [1], _pod("f1", 300, cpu=500))
+    state.place(1, [1], _pod("f2", 400, cpu=1000))
+    return state
+
+
+def test_scores_tie_and_the_node_of_lower_rank_wins_before_the_tightest_gpu() -> None:
+    pod = _pod("p", 500)
+    # the tightest GPU of the cluster is n1's GPU 1 (600 -> 100); n0 ranks first, so the
+    # pod goes to n0, on n0's tightest GPU (700 -> 200), not on n1
+    assert BestFitPolicy().choose(_state([0, 1]), pod, np.random.default_rng(0)) == (0, [1])
+    # with the ranks swapped the same rule picks n1 and its tightest GPU
+    assert BestFitPolicy().choose(_state([1, 0]), pod, np.random.default_rng(0)) == (1, [1])
+
+
+def test_a_better_integer_score_beats_the_tie_rank() -> None:
+    state = _state([0, 1])
+    state.place(1, [0], _pod("g", 900, cpu=8000))  # n1: 1700 milli used, 9000 CPU milli
+    # n1 leaves far less free after the pod: a higher BestFit score despite rank 1
+    assert BestFitPolicy().choose(state, _pod("p", 100), np.random.default_rng(0)) == (1, [0])
+
+
+def test_equal_gpus_inside_the_node_go_to_the_lowest_index() -> None:
+    nodes = OpenbNodes(["n0"], np.array([32000]), np.array([10**6]), np.array([4]), ["T4"])
+    state = ClusterState(nodes)
+    state.place(0, [0], _pod("a", 200))
+    state.place(0, [2], _pod("b", 400))
+    state.place(0, [3], _pod("c", 400))
+    # free [800, 1000, 600, 600]: GPUs 2 and 3 are the tightest fit for 300; 2 wins
+    assert BestFitPolicy().choose(state, _pod("p", 300), np.random.default_rng(0)) == (0, [2])
