@@ -5,12 +5,14 @@ CPU-only and whole-GPU pods (whole GPUs go to the node's first fully free GPUs, 
 as the paper's `AllocateExclusiveGpuId`), and a (node, GPU) pair for a shared pod. The
 registry (`registry.POLICIES`) maps a name to a factory taking the workload's typical shapes.
 
-- `random`: a uniformly random feasible node (and GPU).
+- `random`: a uniformly random feasible node, then a uniformly random fitting GPU on it
+  (the paper's Random; before, every (node, GPU) pair was equally likely).
 - `bestfit`: the paper's BestFit, `100 (1 - sum_{CPU,GPU} 0.5 (free - request) / max spec)`
   with the max specs 128 CPUs and 8 GPUs of the trace, truncated to an integer as the
   Kubernetes score is. The node is chosen first (best integer score, then lowest tie
   rank), and only then, inside that node, the fitting GPU with the least free milli
   (lowest index on ties): the scheduler picks a node, its GPU-share plugin a GPU.
+- `gpupacking`: the paper's GpuPacking baseline (`GpuPackingPolicy`), same GPU choice.
 - `fgd`: the paper's FGD, `int(100 sigmoid((F_before - F_after) / 1000))` on the node
   fragmentation F of `frag.py`; within a node the best GPU (lowest index on ties).
 - `gpuplan`: ours, see `GpuplanPolicy`.
@@ -94,32 +96,78 @@ class Policy(Protocol):
 
 
 class RandomPolicy:
-    """A uniformly random feasible candidate (node, or node and GPU for a shared pod)."""
+    """The paper's Random: a uniformly random feasible node, then a random fitting GPU on it."""
 
     def choose(self, state: ClusterState, pod: PodReq, rng: np.random.Generator) -> Choice | None:
         cand = candidates(state, pod)
         if not len(cand):
             return None
-        return cand.choice(int(rng.integers(len(cand))))
+        nodes = np.unique(cand.node)
+        on_node = np.flatnonzero(cand.node == nodes[int(rng.integers(len(nodes)))])
+        return cand.choice(int(on_node[int(rng.integers(len(on_node)))]))
 
 
-class BestFitPolicy:
-    """The paper's BestFit: the node by integer score then tie rank, then its tightest GPU."""
+class NodeScorePolicy:
+    """A node score, the best node (then lowest tie rank), then the tightest GPU inside it.
+
+    The paper's simulator scores nodes, lets the scheduler pick one, and then its GPU-share
+    plugin picks the GPU (`best`: the fitting GPU with the least free milli, lowest index
+    on ties; whole GPUs: the first fully free ones). Subclasses give the node score.
+    """
+
+    def node_score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
+        """The score of each candidate's node (higher is better)."""
+        raise NotImplementedError
 
     def choose(self, state: ClusterState, pod: PodReq, rng: np.random.Generator) -> Choice | None:
         cand = candidates(state, pod)
         if not len(cand):
             return None
-        gpu_left = np.maximum(state.gpu_free[cand.node], 0).sum(axis=1) - pod.gpu_request
-        waste = 0.5 * cand.cpu_after / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU
-        score = np.floor((1.0 - waste) * 100.0)
-        best = pick_max(score, cand, state)
+        best = pick_max(self.node_score(state, pod, cand), cand, state)
         if not pod.shared:
             return cand.choice(best)
         # inside the chosen node: the fitting GPU left with the least free milli
         on_node = np.flatnonzero(cand.node == cand.node[best])
         tight = (cand.gpu_after[on_node] * cand.take[on_node]).sum(axis=1)
         return cand.choice(int(on_node[np.argmin(tight)]))
+
+
+class BestFitPolicy(NodeScorePolicy):
+    """The paper's BestFit: `int(100 (1 - sum 0.5 (free - request) / max spec))`."""
+
+    def node_score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
+        gpu_left = np.maximum(state.gpu_free[cand.node], 0).sum(axis=1) - pod.gpu_request
+        waste = 0.5 * cand.cpu_after / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU
+        return np.floor((1.0 - waste) * 100.0)
+
+
+class GpuPackingPolicy(NodeScorePolicy):
+    """The paper's GpuPacking baseline: shared GPUs first, then used nodes, then empty ones.
+
+    Per node (integer scores, higher first), with the pod's GPUs taken as the fitting
+    GPUs of least free milli: a node whose GPUs are all free scores
+    `max(33 - #GPUs, #GPUs)`; a used node where the pod needs c fully free GPUs scores
+    `max(50 - c, 33)`; else (only already shared GPUs) `max(100 - sum(free % of them) // 10,
+    50)`. A CPU-only pod scores 0 everywhere (the tie rank decides).
+    """
+
+    def node_score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
+        if pod.num_gpu == 0:
+            return np.zeros(len(cand))
+        free = state.gpu_free[cand.node]
+        num = state.num_gpus[cand.node]
+        fully = (free == MILLI).sum(axis=1)
+        if pod.shared:
+            fit = free >= pod.milli
+            tight = np.where(fit, free, MILLI + 1).min(axis=1)
+            used_full = (tight == MILLI).astype(np.int64)
+            shared = 100 - (tight * 100 // MILLI) // 10
+        else:  # whole GPUs only fit on fully free GPUs
+            used_full = np.full(len(cand), pod.num_gpu, dtype=np.int64)
+            shared = np.zeros(len(cand), dtype=np.int64)
+        score = np.where(used_full > 0, np.maximum(50 - used_full, 33), np.maximum(shared, 50))
+        empty = fully == num
+        return np.where(empty, np.maximum(33 - fully, fully), score).astype(np.float64)
 
 
 class FgdPolicy:

@@ -6,10 +6,18 @@ from collections.abc import Callable
 
 from benchmarks.openb.frag import TypicalShapes
 from benchmarks.openb.lookahead import LookaheadPolicy
-from benchmarks.openb.policies import BestFitPolicy, FgdPolicy, GpuplanPolicy, Policy, RandomPolicy
+from benchmarks.openb.policies import (
+    BestFitPolicy,
+    FgdPolicy,
+    GpuPackingPolicy,
+    GpuplanPolicy,
+    Policy,
+    RandomPolicy,
+)
 
 POLICIES: dict[str, Callable[[TypicalShapes], Policy]] = {
     "random": lambda shapes: RandomPolicy(),
+    "gpupacking": lambda shapes: GpuPackingPolicy(),
     "bestfit": lambda shapes: BestFitPolicy(),
     "fgd": FgdPolicy,
     "gpuplan": GpuplanPolicy,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks.openb.gorand import GoRand, NumpyRand
-from benchmarks.openb.inflation import peer_arrivals
+from benchmarks.openb.inflation import PEER_DRAWS_BEFORE_NODES, peer_arrivals
 from benchmarks.openb.loader import OpenbNodes, OpenbPods, load_nodes, load_pods
 
 
@@ -69,7 +69,8 @@ def test_originals_shuffled_then_copies_appended_in_draw_order() -> None:
     assert out.pods.names == ["p-d", "p-b", "p-a", "p-c",
                               "p-d-tuned-0", "p-a-tuned-1", "p-d-tuned-2"]
     assert list(out.pods.total_gpu_milli) == [0, 1000, 500, 2000, 0, 500, 0]
-    assert rand.asked == ["int", "shuffle 4", "intn 4", "intn 4", "intn 4", "intn 4", "perm 2"]
+    assert rand.asked == ["int", "shuffle 4", *["intn 4"] * 4,
+                          *["int"] * PEER_DRAWS_BEFORE_NODES, "perm 2"]
     # sorted node names n-1, n-2 get perm 1, 0: n-1 (index 1) ranks 1, n-2 (index 0) ranks 0
     assert out.tie_rank is not None and list(out.tie_rank) == [0, 1]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.openb.loader import OpenbNodes
-from benchmarks.openb.policies import BestFitPolicy
+from benchmarks.openb.policies import BestFitPolicy, GpuPackingPolicy
 from benchmarks.openb.state import ClusterState, PodReq
 
 ANY = np.ones(1, dtype=bool)
@@ -50,3 +50,21 @@ def test_equal_gpus_inside_the_node_go_to_the_lowest_index() -> None:
     state.place(0, [3], _pod("c", 400))
     # free [800, 1000, 600, 600]: GPUs 2 and 3 are the tightest fit for 300; 2 wins
     assert BestFitPolicy().choose(state, _pod("p", 300), np.random.default_rng(0)) == (0, [2])
+
+
+def test_gpupacking_prefers_shared_gpus_then_used_nodes_then_empty_ones() -> None:
+    nodes = OpenbNodes(["n0", "n1", "n2"], np.array([32000] * 3), np.array([10**6] * 3),
+                       np.array([2, 2, 2]), ["T4"] * 3)
+    state = ClusterState(nodes)
+    state.place(1, [0], _pod("a", 400))   # n1 free [600, 1000]
+    state.place(2, [1], _pod("b", 900))   # n2 free [1000, 100]
+    policy = GpuPackingPolicy()
+    rng = np.random.default_rng(0)
+    # shared 300: n1's GPU 0 (600 free) scores 100 - 60 // 10 = 94; n2 would need its
+    # fully free GPU (49) and n0 is empty (31)
+    assert policy.choose(state, _pod("s", 300), rng) == (1, [0])
+    # one whole GPU: used nodes n1 and n2 tie at 49 above empty n0 (31); n1 ranks first
+    whole = PodReq("w", 1000, 1, 1, 1000, ANY)
+    assert policy.choose(state, whole, rng) == (1, [1])
+    # a CPU-only pod scores 0 everywhere: the tie rank decides
+    assert policy.choose(state, PodReq("c", 1000, 1, 0, 0, ANY), rng) == (0, [])
