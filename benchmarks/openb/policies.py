@@ -12,7 +12,8 @@ registry (`registry.POLICIES`) maps a name to a factory taking the workload's ty
   Kubernetes score is. The node is chosen first (best integer score, then lowest tie
   rank), and only then, inside that node, the fitting GPU with the least free milli
   (lowest index on ties): the scheduler picks a node, its GPU-share plugin a GPU.
-- `gpupacking`: the paper's GpuPacking baseline (`GpuPackingPolicy`), same GPU choice.
+- `gpupacking`, `gpuclustering`: the paper's GpuPacking and GpuClustering baselines, with
+  BestFit's GPU choice inside the node (the simulator's default `best`).
 - `fgd`: the paper's FGD, `int(100 sigmoid((F_before - F_after) / 1000))` on the node
   fragmentation F of `frag.py`; within a node the best GPU (lowest index on ties).
 - `gpuplan`: ours, see `GpuplanPolicy`.
@@ -168,6 +169,47 @@ class GpuPackingPolicy(NodeScorePolicy):
         score = np.where(used_full > 0, np.maximum(50 - used_full, 33), np.maximum(shared, 50))
         empty = fully == num
         return np.where(empty, np.maximum(33 - fully, fully), score).astype(np.float64)
+
+
+class GpuClusteringPolicy(NodeScorePolicy):
+    """The paper's GpuClustering baseline: put GPU pods of one kind together.
+
+    A pod's kind is "shared" or "n whole GPUs"; a node's kinds are those of the GPU pods
+    it hosts (this policy records them as it places: a fresh instance per run). Integer
+    score `25 (8000 - free GPU milli of the node) // 8000` plus 75 if the node hosts only
+    the pod's kind, 50 if that kind among others, 25 if no GPU pod, 0 if only other
+    kinds; a CPU-only pod scores 0 everywhere.
+    """
+
+    def __init__(self) -> None:
+        self.kinds: dict[int, dict[int, int]] = {}  # node -> kind -> pods
+
+    @staticmethod
+    def kind(pod: PodReq) -> int:
+        """0 for a shared pod, else its number of whole GPUs."""
+        return 0 if pod.shared else pod.num_gpu
+
+    def node_score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
+        if pod.num_gpu == 0:
+            return np.zeros(len(cand))
+        left = np.maximum(state.gpu_free[cand.node], 0).sum(axis=1)
+        base = 25 * (MAX_SPEC_GPU - left) // MAX_SPEC_GPU
+        mine = self.kind(pod)
+        bonus = np.empty(len(cand), dtype=np.int64)
+        for c, n in enumerate(cand.node.tolist()):
+            kinds = self.kinds.get(n, {})
+            if mine in kinds:
+                bonus[c] = 75 if len(kinds) == 1 else 50
+            else:
+                bonus[c] = 25 if not kinds else 0
+        return (base + bonus).astype(np.float64)
+
+    def choose(self, state: ClusterState, pod: PodReq, rng: np.random.Generator) -> Choice | None:
+        choice = super().choose(state, pod, rng)
+        if choice is not None and pod.num_gpu > 0:
+            kinds = self.kinds.setdefault(choice[0], {})
+            kinds[self.kind(pod)] = kinds.get(self.kind(pod), 0) + 1
+        return choice
 
 
 class FgdPolicy:

@@ -9,6 +9,7 @@ from benchmarks.openb.lookahead import LookaheadPolicy
 from benchmarks.openb.policies import (
     BestFitPolicy,
     FgdPolicy,
+    GpuClusteringPolicy,
     GpuPackingPolicy,
     GpuplanPolicy,
     Policy,
@@ -17,6 +18,7 @@ from benchmarks.openb.policies import (
 
 POLICIES: dict[str, Callable[[TypicalShapes], Policy]] = {
     "random": lambda shapes: RandomPolicy(),
+    "gpuclustering": lambda shapes: GpuClusteringPolicy(),
     "gpupacking": lambda shapes: GpuPackingPolicy(),
     "bestfit": lambda shapes: BestFitPolicy(),
     "fgd": FgdPolicy,

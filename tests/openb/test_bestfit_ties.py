@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.openb.loader import OpenbNodes
-from benchmarks.openb.policies import BestFitPolicy, GpuPackingPolicy
+from benchmarks.openb.policies import BestFitPolicy, GpuClusteringPolicy, GpuPackingPolicy
 from benchmarks.openb.state import ClusterState, PodReq
 
 ANY = np.ones(1, dtype=bool)
@@ -68,3 +68,28 @@ def test_gpupacking_prefers_shared_gpus_then_used_nodes_then_empty_ones() -> Non
     assert policy.choose(state, whole, rng) == (1, [1])
     # a CPU-only pod scores 0 everywhere: the tie rank decides
     assert policy.choose(state, PodReq("c", 1000, 1, 0, 0, ANY), rng) == (0, [])
+
+
+def test_gpuclustering_puts_pods_of_one_kind_together() -> None:
+    nodes = OpenbNodes(["n0", "n1", "n2"], np.array([32000] * 3), np.array([10**6] * 3),
+                       np.array([4, 4, 4]), ["T4"] * 3)
+    state = ClusterState(nodes, tie_rank=np.array([2, 1, 0]))  # n2 first on ties
+    policy = GpuClusteringPolicy()
+    rng = np.random.default_rng(0)
+
+    def place(pod: PodReq) -> tuple[int, list[int]]:
+        choice = policy.choose(state, pod, rng)
+        assert choice is not None
+        state.place(*choice, pod)
+        return choice
+
+    # score: 25 (8000 - free milli) // 8000 + 75 / 50 / 25 / 0 (see the policy)
+    # empty cluster: every node scores 25 + 12; the tie rank picks n2
+    assert place(_pod("s1", 500)) == (2, [0])
+    # a whole-GPU pod: n2 hosts only shared pods (0 + 14), the empty nodes score 37;
+    # n1 ranks before n0
+    assert place(PodReq("w1", 1000, 1, 1, 1000, ANY)) == (1, [0])
+    # another shared pod joins n2 (75 + 14 = 89), on its tightest GPU
+    assert place(_pod("s2", 300)) == (2, [0])
+    # a 2-GPU pod: n1 hosts a 1-GPU pod (another kind: 0 + 15), n0 is empty (37)
+    assert place(PodReq("w2", 1000, 1, 2, 1000, ANY)) == (0, [0, 1])
