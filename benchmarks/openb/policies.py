@@ -12,7 +12,7 @@ registry (`registry.POLICIES`) maps a name to a factory taking the workload's ty
   Kubernetes score is. The node is chosen first (best integer score, then lowest tie
   rank), and only then, inside that node, the fitting GPU with the least free milli
   (lowest index on ties): the scheduler picks a node, its GPU-share plugin a GPU.
-- `gpupacking`, `gpuclustering`: the paper's GpuPacking and GpuClustering baselines, with
+- `dotprod`, `gpupacking`, `gpuclustering`: the paper's other baselines, with
   BestFit's GPU choice inside the node (the simulator's default `best`).
 - `fgd`: the paper's FGD, `int(100 sigmoid((F_before - F_after) / 1000))` on the node
   fragmentation F of `frag.py`; within a node the best GPU (lowest index on ties).
@@ -140,6 +140,23 @@ class BestFitPolicy(NodeScorePolicy):
         gpu_left = np.maximum(state.gpu_free[cand.node], 0).sum(axis=1) - pod.gpu_request
         waste = 0.5 * cand.cpu_after / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU
         return np.floor((1.0 - waste) * 100.0)
+
+
+class DotProdPolicy(NodeScorePolicy):
+    """The paper's DotProd baseline (Tetris' alignment), as its runs configure it.
+
+    With the node's free (CPU, GPU milli) and the pod's request (CPU, GPU milli), each
+    divided by the max specs (128 CPUs, 8 GPUs), the score is
+    `int(100 (1 - (free . request) / 2))`: the node whose free vector aligns least with
+    the request wins; BestFit's GPU choice inside it (the runs' `best`, `merge`, `max`).
+    """
+
+    def node_score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
+        cpu_left = state.cpu_free[cand.node].astype(np.float64)
+        gpu_left = np.maximum(state.gpu_free[cand.node], 0).sum(axis=1).astype(np.float64)
+        dot = ((cpu_left / MAX_SPEC_CPU) * (pod.cpu / MAX_SPEC_CPU)
+               + (gpu_left / MAX_SPEC_GPU) * (pod.gpu_request / MAX_SPEC_GPU))
+        return np.floor(100.0 * (1.0 - dot / 2.0))
 
 
 class GpuPackingPolicy(NodeScorePolicy):

@@ -8,6 +8,7 @@ from benchmarks.openb.frag import TypicalShapes
 from benchmarks.openb.lookahead import LookaheadPolicy
 from benchmarks.openb.policies import (
     BestFitPolicy,
+    DotProdPolicy,
     FgdPolicy,
     GpuClusteringPolicy,
     GpuPackingPolicy,
@@ -18,6 +19,7 @@ from benchmarks.openb.policies import (
 
 POLICIES: dict[str, Callable[[TypicalShapes], Policy]] = {
     "random": lambda shapes: RandomPolicy(),
+    "dotprod": lambda shapes: DotProdPolicy(),
     "gpuclustering": lambda shapes: GpuClusteringPolicy(),
     "gpupacking": lambda shapes: GpuPackingPolicy(),
     "bestfit": lambda shapes: BestFitPolicy(),

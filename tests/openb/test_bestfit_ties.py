@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.openb.loader import OpenbNodes
-from benchmarks.openb.policies import BestFitPolicy, GpuClusteringPolicy, GpuPackingPolicy
+from benchmarks.openb.policies import (
+    BestFitPolicy,
+    DotProdPolicy,
+    GpuClusteringPolicy,
+    GpuPackingPolicy,
+)
 from benchmarks.openb.state import ClusterState, PodReq
 
 ANY = np.ones(1, dtype=bool)
@@ -93,3 +98,14 @@ def test_gpuclustering_puts_pods_of_one_kind_together() -> None:
     assert place(_pod("s2", 300)) == (2, [0])
     # a 2-GPU pod: n1 hosts a 1-GPU pod (another kind: 0 + 15), n0 is empty (37)
     assert place(PodReq("w2", 1000, 1, 2, 1000, ANY)) == (0, [0, 1])
+
+
+def test_dotprod_prefers_the_node_least_aligned_with_the_request() -> None:
+    nodes = OpenbNodes(["n0", "n1"], np.array([64000, 64000]), np.array([10**6] * 2),
+                       np.array([2, 2]), ["T4"] * 2)
+    state = ClusterState(nodes)
+    state.place(1, [], PodReq("cpu", 48000, 1, 0, 0, ANY))  # n1: 16 CPUs free
+    pod = PodReq("w", 8000, 1, 1, 1000, ANY)
+    # n0: (64/128)(8/128) + (2/8)(1/8) = 0.0625 -> int(100 (1 - 0.03125)) = 96
+    # n1: (16/128)(8/128) + (2/8)(1/8) = 0.0390625 -> int(98.05) = 98: n1 despite rank
+    assert DotProdPolicy().choose(state, pod, np.random.default_rng(0)) == (1, [0])
