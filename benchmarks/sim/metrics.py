@@ -31,36 +31,43 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.sim.engine import JobRun, SimResult
-from models import Cluster, speed
+from benchmarks.sim.engine import JobRun, SimResult, job_units
+from benchmarks.sim.workloads.trace import TraceJob
+from models import Cluster, Job, speed
 from models.rules import model_eligible
 
 
-def eligible_speeds(r: JobRun, cluster: Cluster) -> list[float]:
+def eligible_speeds(job: Job, cluster: Cluster) -> list[float]:
     """The job's speed on every eligible GPU of the cluster (MIG jobs: MIG GPUs only)."""
     catalog = cluster.catalog()
-    mig = r.job.shape == "mig"
-    speeds = [speed(r.job, g.model, catalog) for n in cluster.nodes for g in n.gpus
-              if g.mig_enabled == mig and model_eligible(r.job, g.model, catalog[g.model])]
+    mig = job.shape == "mig"
+    speeds = [speed(job, g.model, catalog) for n in cluster.nodes for g in n.gpus
+              if g.mig_enabled == mig and model_eligible(job, g.model, catalog[g.model])]
     return [s for s in speeds if s > 0]
 
 
 def isolated_time(r: JobRun, cluster: Cluster) -> float:
     """T_iso: work / mean speed over the eligible GPUs of the cluster (see module doc)."""
-    speeds = eligible_speeds(r, cluster)
+    speeds = eligible_speeds(r.job, cluster)
     mean = sum(speeds) / len(speeds) if speeds else 1.0
     return r.trace.work / mean
 
 
-def ideal_time(r: JobRun, cluster: Cluster) -> float:
+def ideal_time(tj: TraceJob, cluster: Cluster) -> float:
     """The job's JCT alone on its fastest eligible GPUs: work / max eligible speed."""
-    speeds = eligible_speeds(r, cluster)
-    return r.trace.work / (max(speeds) if speeds else 1.0)
+    speeds = eligible_speeds(tj.job, cluster)
+    return tj.work / (max(speeds) if speeds else 1.0)
 
 
-def ideal_avg_jct(jobs: Sequence[JobRun], cluster: Cluster) -> float:
-    """The mean ideal JCT over `jobs` (a lower bound on any policy's average JCT)."""
-    return float(np.mean([ideal_time(r, cluster) for r in jobs])) if jobs else 0.0
+def ideal_avg_jct(trace: Sequence[TraceJob], cluster: Cluster) -> float:
+    """The mean ideal JCT over `trace` (a lower bound on any policy's average JCT)."""
+    return float(np.mean([ideal_time(tj, cluster) for tj in trace])) if trace else 0.0
+
+
+def work_gpu_seconds(trace: Sequence[TraceJob], cluster: Cluster) -> float:
+    """The trace's work in reference GPU-seconds: sum of work_j x size_j."""
+    catalog = cluster.catalog()
+    return float(sum(tj.work * job_units(tj.job, catalog) for tj in trace))
 
 
 def _integral(times: np.ndarray, values: np.ndarray, end: float,
@@ -89,8 +96,8 @@ def summarize(res: SimResult, cluster: Cluster) -> dict[str, Any]:
     used, span = _integral(times, alloc, end)
     used_busy, span_busy = _integral(times, alloc, end, mask=(queued > 0).astype(float))
     rho = jct / np.array([isolated_time(r, cluster) for r in jobs])
-    ideal = ideal_avg_jct(jobs, cluster)
-    work = sum(r.trace.work * r.size for r in jobs)
+    ideal = ideal_avg_jct([r.trace for r in jobs], cluster)
+    work = work_gpu_seconds([r.trace for r in jobs], cluster)
     rt = np.array(res.round_times) if res.round_times else np.zeros(1)
     return {
         "policy": res.policy,

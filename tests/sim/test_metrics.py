@@ -1,12 +1,18 @@
-"""The ideal JCT, work per allocated GPU-hour and util busy on a tiny trace computed by hand."""
+"""The ideal JCT, work per allocated GPU-hour and util busy: by hand, and filled by the report."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from benchmarks.sim.cluster import largest_pool, load_cluster
 from benchmarks.sim.engine import Simulator
-from benchmarks.sim.metrics import ideal_avg_jct, summarize
+from benchmarks.sim.metrics import ideal_avg_jct, summarize, work_gpu_seconds
 from benchmarks.sim.policies import FifoFirstFit
+from benchmarks.sim.report import fill_figures, merged_markdown
+from benchmarks.sim.workloads import load_trace
 from benchmarks.sim.workloads.trace import TraceJob
 from models import Cluster, Gpu, Job, Node
 
@@ -27,7 +33,7 @@ TRACE = [
 def test_ideal_jct_and_ratio_by_hand() -> None:
     res = Simulator(CLUSTER, TRACE, FifoFirstFit()).run()
     # ideal: x 1000 / 2 = 500, y 600 / 3 = 200, z 400 / 1 = 400: mean 1100 / 3
-    assert ideal_avg_jct(res.jobs, CLUSTER) == pytest.approx(1100 / 3)
+    assert ideal_avg_jct(TRACE, CLUSTER) == pytest.approx(1100 / 3)
     # FIFO first fit, by submission then name: at t=0 x takes a-v100 (the first node);
     # z may only use a V100, so z waits; x holds the V100 until 1000, z runs 1000..1400.
     # y arrives at 100 and takes the idle H100: 200 s. JCTs: x 1000, z 1400, y 200.
@@ -41,3 +47,23 @@ def test_ideal_jct_and_ratio_by_hand() -> None:
     # util busy: z waits during [0, 1000); allocated 1 GPU on [0, 100) and [300, 1000),
     # 2 on [100, 300): (100 + 400 + 700) / (2 x 1000)
     assert s["util_busy"] == pytest.approx(1200 / 2000)
+
+
+def test_report_fills_the_ideal_figures_of_an_older_summary(tmp_path: Path) -> None:
+    meta = {"trace": "synthetic", "cluster": "hetero-160-nomig", "jobs": 30, "seed": 3}
+    cluster = load_cluster("hetero-160-nomig")
+    trace = load_trace("synthetic", limit=30, seed=3, max_gang=largest_pool(cluster),
+                       gpus_per_node=max(len(n.gpus) for n in cluster.nodes))
+    ideal = ideal_avg_jct(trace, cluster)
+    doc = {"meta": meta, "summaries": {"p": {"avg_jct_s": 2.5 * ideal, "gpu_hours": 10.0}}}
+    filled = fill_figures(doc)["p"]
+    assert filled["ideal_avg_jct_s"] == pytest.approx(ideal)
+    assert filled["jct_over_ideal"] == pytest.approx(2.5)
+    assert filled["work_per_gpu_hour"] == pytest.approx(
+        work_gpu_seconds(trace, cluster) / 36_000.0)
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(doc))
+    row = merged_markdown([path], fill=True).splitlines()[-1]
+    assert "| 2.50 |" in row
+    # without --fill the figures the file lacks show as "-"
+    assert "| 2.50 |" not in merged_markdown([path]).splitlines()[-1]
