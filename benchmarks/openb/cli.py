@@ -34,7 +34,8 @@ from benchmarks.openb.registry import POLICIES
 log = logging.getLogger(__name__)
 
 #: the paper's means over seeds 42-51 (Weng et al., ATC'23), allocation % at 130% / 100%,
-#: on the `default` workload (the only one whose figures we quote; other workloads print -).
+#: on the `default` workload, for the summary's paper column (other workloads print -; the
+#: per-seed comparison of both workloads reads `published.py`'s file).
 PUBLISHED_130 = {"random": 87.47, "dotprod": 90.85, "gpuclustering": 91.88,
                  "gpupacking": 92.00, "bestfit": 93.08, "fgd": 95.39}
 PUBLISHED_100 = {"bestfit": 92.86, "fgd": 95.23}
