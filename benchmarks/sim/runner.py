@@ -82,7 +82,7 @@ COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 def table(cmp: Comparison, title: str = "") -> Table:
     """A rich table of the summaries, one row per policy."""
     t = Table(title=title or None)
-    t.add_column("policy")
+    t.add_column("policy", no_wrap=True)
     for _, head, _ in COLUMNS:
         t.add_column(head, justify="right")
     for name, s in cmp.summaries.items():
