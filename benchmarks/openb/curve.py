@@ -1,8 +1,9 @@
 """Allocation curves: per-run rows binned by whole percent of arrived GPU request, averaged.
 
-As in the paper's analysis (`merge_alloc_discrete`): x is rounded to a whole percent, the y
-of all rows with the same x are averaged; a percent with no row takes the rows within one
-point of it. The value "at 130%" is the curve at x = 130.
+As in the paper's analysis (`merge_alloc_discrete`): x is rounded to a whole percent and
+each row's y to two decimals of a percent (Python's `round`, as pandas applies it there),
+the y of all rows with the same x are averaged; a percent with no row takes the rows within
+one point of it. The value "at 130%" is the curve at x = 130.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ MAX_PCT = 130
 def binned(result: RunResult, max_pct: int = MAX_PCT) -> FloatArray:
     """Allocation (percent) at each whole percent 0..max_pct of arrived request; NaN = none."""
     xr = np.round(result.x * 100.0)
-    y = result.y * 100.0
+    y = np.array([round(v, 2) for v in (result.y * 100.0).tolist()])
     out = np.full(max_pct + 1, np.nan)
     for v in range(max_pct + 1):
         rows = y[xr == v]
@@ -64,7 +65,11 @@ def plot_curves(results: Sequence[RunResult], path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     xs = np.arange(MAX_PCT + 1)
     for name, curves in by_policy.items():
-        mean = np.nanmean(np.vstack(curves), axis=0)
+        stacked = np.vstack(curves)
+        seen = ~np.isnan(stacked)
+        # mean over the seeds that reached each percent (NaN where none did)
+        mean = np.where(seen.any(axis=0), np.where(seen, stacked, 0.0).sum(axis=0)
+                        / np.maximum(seen.sum(axis=0), 1), np.nan)
         ax.plot(xs, mean, label=f"{name} ({mean[-1]:.2f}% at 130%)")
     ax.plot(xs, np.minimum(xs, 100), color="grey", linestyle=":", label="ideal")
     ax.set_xlabel("arrived GPU request / capacity (%)")

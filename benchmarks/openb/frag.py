@@ -3,9 +3,12 @@
 Definitions (Weng et al., "Beware of Fragmentation", ATC'23, section 3, as implemented in
 hkust-adsl/kubernetes-scheduler-simulator `pkg/utils/frag.go`):
 
-- typical pods: the distinct shapes (CPU milli, GPU milli per GPU, #GPUs, GPU type spec) of
-  the ORIGINAL pods, CPU-only pods included, sorted by frequency and taken until they cover
-  95% of the pods; their frequencies renormalised to sum to 1 (weights w_t);
+- typical pods: the distinct shapes (CPU milli, GPU milli per GPU, #GPUs, GPU type spec as
+  the trace writes it) of the ORIGINAL pods, CPU-only pods included, sorted by frequency
+  (equal frequencies: the larger shape first, comparing CPU, GPU milli, #GPUs, then the
+  spec text, as the simulator's reversed sort does) and taken until they cover 95% of the
+  pods; their frequencies renormalised to sum to 1 (weights w_t). The spec is keyed on
+  its text: `V100M16|V100M32|V100M32` and `V100M16|V100M32` are two shapes there;
 - the fragment of node n for shape t, F_t(n) = all free GPU milli of n when t cannot run
   on n (type not allowed, too little free CPU, fewer than #GPUs GPUs with >= its milli free,
   or t asks no GPU at all), else the free milli of the GPUs that have less free than t
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from benchmarks.openb.loader import OpenbPods
+from benchmarks.openb.loader import OpenbPods, parse_spec
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -87,14 +90,14 @@ class TypicalShapes:
 def typical_shapes(pods: OpenbPods, models: list[str], coverage: float = COVERAGE) -> TypicalShapes:
     """The typical shapes of `pods` (the original workload) against `models`."""
     keys = [
-        (int(pods.cpu_milli[i]), int(pods.gpu_milli[i]), int(pods.num_gpu[i]), pods.gpu_spec[i])
+        (int(pods.cpu_milli[i]), int(pods.gpu_milli[i]), int(pods.num_gpu[i]), pods.spec_label(i))
         for i in range(len(pods))
     ]
     counts = Counter(keys)
-    # most frequent first; ties in a fixed order (the paper breaks them by the shape itself)
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1], kv[0][2],
-                                                    "|".join(kv[0][3])))
-    chosen: list[tuple[tuple[int, int, int, tuple[str, ...]], int]] = []
+    # most frequent first; equal counts: the larger shape first (the simulator sorts its
+    # list with `sort.Reverse` of "fewer pods, then smaller shape")
+    ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+    chosen: list[tuple[tuple[int, int, int, str], int]] = []
     covered = 0
     for key, c in ranked:
         if covered >= coverage * len(pods):
@@ -105,7 +108,8 @@ def typical_shapes(pods: OpenbPods, models: list[str], coverage: float = COVERAG
     cpu = np.array([k[0] for k, _ in chosen], dtype=np.int64)
     milli = np.array([k[1] for k, _ in chosen], dtype=np.int64)
     num = np.array([k[2] for k, _ in chosen], dtype=np.int64)
-    allowed = np.array([[not k[3] or m in k[3] for m in models] for k, _ in chosen], dtype=bool)
+    allowed = np.array([[not k[3] or m in parse_spec(k[3]) for m in models] for k, _ in chosen],
+                       dtype=bool)
     gpu_levels = sorted({int(m) for m, n in zip(milli, num, strict=True) if n > 0}) or [1]
     levels = np.array(gpu_levels, dtype=np.int64)
     level_of = np.array([gpu_levels.index(int(m)) if n > 0 else 0

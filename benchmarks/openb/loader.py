@@ -84,9 +84,16 @@ class OpenbPods:
     num_gpu: IntArray
     gpu_milli: IntArray
     gpu_spec: list[tuple[str, ...]]
+    #: the trace's `gpu_spec` text as written (duplicates and order kept); None: from gpu_spec
+    spec_text: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def spec_label(self, i: int) -> str:
+        """Pod `i`'s GPU type spec as the trace writes it (the paper's simulator keys its
+        typical pods on this text: `V100M16|V100M32|V100M32` is not `V100M16|V100M32`)."""
+        return self.spec_text[i] if self.spec_text is not None else "|".join(self.gpu_spec[i])
 
     @property
     def total_gpu_milli(self) -> IntArray:
@@ -103,12 +110,13 @@ class OpenbPods:
             num_gpu=self.num_gpu[idx],
             gpu_milli=self.gpu_milli[idx],
             gpu_spec=[self.gpu_spec[i] for i in idx],
+            spec_text=None if self.spec_text is None else [self.spec_text[i] for i in idx],
         )
 
     def renamed(self, names: list[str]) -> OpenbPods:
         """The same pods under new names."""
         return OpenbPods(names, self.cpu_milli, self.memory_mib, self.num_gpu,
-                         self.gpu_milli, self.gpu_spec)
+                         self.gpu_milli, self.gpu_spec, self.spec_text)
 
 
 def parse_spec(text: str) -> tuple[str, ...]:
@@ -147,6 +155,7 @@ def load_pods(path: Path | None = None, workload: str = "default") -> OpenbPods:
         num_gpu=np.array([int(r["num_gpu"]) for r in rows], dtype=np.int64),
         gpu_milli=np.array([int(r["gpu_milli"] or 0) for r in rows], dtype=np.int64),
         gpu_spec=[parse_spec(r.get("gpu_spec") or "") for r in rows],
+        spec_text=[(r.get("gpu_spec") or "").strip() for r in rows],
     )
     for i, (n, m) in enumerate(zip(pods.num_gpu, pods.gpu_milli, strict=True)):
         ok = (n == 0 and m == 0) or (n == 1 and 0 < m < MILLI) or (n >= 1 and m == MILLI)

@@ -22,6 +22,7 @@ from benchmarks.openb.policies import Choice, Policy
 from benchmarks.openb.state import ClusterState, PodReq, pod_reqs
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 
 @runtime_checkable
@@ -63,14 +64,18 @@ def run_online(
     arrivals: OpenbPods,
     seed: int,
     keep_placements: bool = False,
+    tie_rank: IntArray | None = None,
 ) -> tuple[RunResult, ClusterState]:
     """Place `arrivals` in order with `policy`.
 
-    A generator seeded with `seed` draws the node tie ranks (a random permutation, as the
-    paper's simulator prefixes node names) and any randomness the policy uses.
+    `tie_rank` is the node preference among equal scores (per node, lower first); without
+    it a generator seeded with `seed` draws one (a random permutation, as the paper's
+    simulator prefixes node names). That generator also serves any randomness the policy
+    uses.
     """
     rng = np.random.default_rng([seed, 0x0B])
-    state = ClusterState(nodes, tie_rank=rng.permutation(len(nodes)))
+    drawn = rng.permutation(len(nodes))
+    state = ClusterState(nodes, tie_rank=drawn if tie_rank is None else tie_rank)
     reqs = pod_reqs(arrivals, state.models)
     return _run(policy_name, policy, state, reqs, seed, rng, keep_placements), state
 

@@ -5,10 +5,15 @@ CPU-only and whole-GPU pods (whole GPUs go to the node's first fully free GPUs, 
 as the paper's `AllocateExclusiveGpuId`), and a (node, GPU) pair for a shared pod. The
 registry (`registry.POLICIES`) maps a name to a factory taking the workload's typical shapes.
 
-- `random`: a uniformly random feasible node (and GPU).
+- `random`: a uniformly random feasible node, then a uniformly random fitting GPU on it
+  (the paper's Random; before, every (node, GPU) pair was equally likely).
 - `bestfit`: the paper's BestFit, `100 (1 - sum_{CPU,GPU} 0.5 (free - request) / max spec)`
   with the max specs 128 CPUs and 8 GPUs of the trace, truncated to an integer as the
-  Kubernetes score is; within the node the fitting GPU with the least free milli.
+  Kubernetes score is. The node is chosen first (best integer score, then lowest tie
+  rank), and only then, inside that node, the fitting GPU with the least free milli
+  (lowest index on ties): the scheduler picks a node, its GPU-share plugin a GPU.
+- `dotprod`, `gpupacking`, `gpuclustering`: the paper's other baselines, with
+  BestFit's GPU choice inside the node (the simulator's default `best`).
 - `fgd`: the paper's FGD, `int(100 sigmoid((F_before - F_after) / 1000))` on the node
   fragmentation F of `frag.py`; within a node the best GPU (lowest index on ties).
 - `gpuplan`: ours, see `GpuplanPolicy`.
@@ -92,30 +97,136 @@ class Policy(Protocol):
 
 
 class RandomPolicy:
-    """A uniformly random feasible candidate (node, or node and GPU for a shared pod)."""
+    """The paper's Random: a uniformly random feasible node, then a random fitting GPU on it."""
 
     def choose(self, state: ClusterState, pod: PodReq, rng: np.random.Generator) -> Choice | None:
         cand = candidates(state, pod)
         if not len(cand):
             return None
-        return cand.choice(int(rng.integers(len(cand))))
+        nodes = np.unique(cand.node)
+        on_node = np.flatnonzero(cand.node == nodes[int(rng.integers(len(nodes)))])
+        return cand.choice(int(on_node[int(rng.integers(len(on_node)))]))
 
 
-class BestFitPolicy:
-    """The paper's BestFit (integer Kubernetes score, random ties, tightest GPU)."""
+class NodeScorePolicy:
+    """A node score, the best node (then lowest tie rank), then the tightest GPU inside it.
+
+    The paper's simulator scores nodes, lets the scheduler pick one, and then its GPU-share
+    plugin picks the GPU (`best`: the fitting GPU with the least free milli, lowest index
+    on ties; whole GPUs: the first fully free ones). Subclasses give the node score.
+    """
+
+    def node_score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
+        """The score of each candidate's node (higher is better)."""
+        raise NotImplementedError
 
     def choose(self, state: ClusterState, pod: PodReq, rng: np.random.Generator) -> Choice | None:
         cand = candidates(state, pod)
         if not len(cand):
             return None
+        best = pick_max(self.node_score(state, pod, cand), cand, state)
+        if not pod.shared:
+            return cand.choice(best)
+        # inside the chosen node: the fitting GPU left with the least free milli
+        on_node = np.flatnonzero(cand.node == cand.node[best])
+        tight = (cand.gpu_after[on_node] * cand.take[on_node]).sum(axis=1)
+        return cand.choice(int(on_node[np.argmin(tight)]))
+
+
+class BestFitPolicy(NodeScorePolicy):
+    """The paper's BestFit: `int(100 (1 - sum 0.5 (free - request) / max spec))`."""
+
+    def node_score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
         gpu_left = np.maximum(state.gpu_free[cand.node], 0).sum(axis=1) - pod.gpu_request
         waste = 0.5 * cand.cpu_after / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU
-        score = np.floor((1.0 - waste) * 100.0)
+        return np.floor((1.0 - waste) * 100.0)
+
+
+class DotProdPolicy(NodeScorePolicy):
+    """The paper's DotProd baseline (Tetris' alignment), as its runs configure it.
+
+    With the node's free (CPU, GPU milli) and the pod's request (CPU, GPU milli), each
+    divided by the max specs (128 CPUs, 8 GPUs), the score is
+    `int(100 (1 - (free . request) / 2))`: the node whose free vector aligns least with
+    the request wins; BestFit's GPU choice inside it (the runs' `best`, `merge`, `max`).
+    """
+
+    def node_score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
+        cpu_left = state.cpu_free[cand.node].astype(np.float64)
+        gpu_left = np.maximum(state.gpu_free[cand.node], 0).sum(axis=1).astype(np.float64)
+        dot = ((cpu_left / MAX_SPEC_CPU) * (pod.cpu / MAX_SPEC_CPU)
+               + (gpu_left / MAX_SPEC_GPU) * (pod.gpu_request / MAX_SPEC_GPU))
+        return np.floor(100.0 * (1.0 - dot / 2.0))
+
+
+class GpuPackingPolicy(NodeScorePolicy):
+    """The paper's GpuPacking baseline: shared GPUs first, then used nodes, then empty ones.
+
+    Per node (integer scores, higher first), with the pod's GPUs taken as the fitting
+    GPUs of least free milli: a node whose GPUs are all free scores
+    `max(33 - #GPUs, #GPUs)`; a used node where the pod needs c fully free GPUs scores
+    `max(50 - c, 33)`; else (only already shared GPUs) `max(100 - sum(free % of them) // 10,
+    50)`. A CPU-only pod scores 0 everywhere (the tie rank decides).
+    """
+
+    def node_score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
+        if pod.num_gpu == 0:
+            return np.zeros(len(cand))
+        free = state.gpu_free[cand.node]
+        num = state.num_gpus[cand.node]
+        fully = (free == MILLI).sum(axis=1)
         if pod.shared:
-            # node score first; within the node the GPU with the least free milli that fits
-            tight = (cand.gpu_after * cand.take).sum(axis=1)
-            score = score * 10 * MILLI - tight
-        return cand.choice(pick_max(score, cand, state))
+            fit = free >= pod.milli
+            tight = np.where(fit, free, MILLI + 1).min(axis=1)
+            used_full = (tight == MILLI).astype(np.int64)
+            shared = 100 - (tight * 100 // MILLI) // 10
+        else:  # whole GPUs only fit on fully free GPUs
+            used_full = np.full(len(cand), pod.num_gpu, dtype=np.int64)
+            shared = np.zeros(len(cand), dtype=np.int64)
+        score = np.where(used_full > 0, np.maximum(50 - used_full, 33), np.maximum(shared, 50))
+        empty = fully == num
+        return np.where(empty, np.maximum(33 - fully, fully), score).astype(np.float64)
+
+
+class GpuClusteringPolicy(NodeScorePolicy):
+    """The paper's GpuClustering baseline: put GPU pods of one kind together.
+
+    A pod's kind is "shared" or "n whole GPUs"; a node's kinds are those of the GPU pods
+    it hosts (this policy records them as it places: a fresh instance per run). Integer
+    score `25 (8000 - free GPU milli of the node) // 8000` plus 75 if the node hosts only
+    the pod's kind, 50 if that kind among others, 25 if no GPU pod, 0 if only other
+    kinds; a CPU-only pod scores 0 everywhere.
+    """
+
+    def __init__(self) -> None:
+        self.kinds: dict[int, dict[int, int]] = {}  # node -> kind -> pods
+
+    @staticmethod
+    def kind(pod: PodReq) -> int:
+        """0 for a shared pod, else its number of whole GPUs."""
+        return 0 if pod.shared else pod.num_gpu
+
+    def node_score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
+        if pod.num_gpu == 0:
+            return np.zeros(len(cand))
+        left = np.maximum(state.gpu_free[cand.node], 0).sum(axis=1)
+        base = 25 * (MAX_SPEC_GPU - left) // MAX_SPEC_GPU
+        mine = self.kind(pod)
+        bonus = np.empty(len(cand), dtype=np.int64)
+        for c, n in enumerate(cand.node.tolist()):
+            kinds = self.kinds.get(n, {})
+            if mine in kinds:
+                bonus[c] = 75 if len(kinds) == 1 else 50
+            else:
+                bonus[c] = 25 if not kinds else 0
+        return (base + bonus).astype(np.float64)
+
+    def choose(self, state: ClusterState, pod: PodReq, rng: np.random.Generator) -> Choice | None:
+        choice = super().choose(state, pod, rng)
+        if choice is not None and pod.num_gpu > 0:
+            kinds = self.kinds.setdefault(choice[0], {})
+            kinds[self.kind(pod)] = kinds.get(self.kind(pod), 0) + 1
+        return choice
 
 
 class FgdPolicy:

@@ -9,6 +9,14 @@
   uses the cluster when there is work for it: a faster placement finishes sooner and
   so lowers the first figure); `gpu_hours` is the allocated GPU-time itself
   (utilization x GPUs x makespan): the same trace needs fewer GPU-hours on faster GPUs.
+- `work_per_gpu_hour`: the work done (sum of work_j x size_j, in reference-GPU-hours:
+  one hour of a job's own demand at relative speed 1.0) per allocated GPU-hour. Allocated
+  GPU-time over capacity alone rewards running jobs on slow GPUs; this figure says how
+  much of the allocation turned into progress (higher = faster GPUs, fewer stalls).
+- ideal JCT: every job alone on its fastest eligible GPUs from its arrival, never
+  queued, never restarted: `work_j / max speed over the cluster's eligible GPUs`. No
+  policy can beat it on any job, so `avg_jct_s / ideal_avg_jct_s` (`jct_over_ideal`,
+  >= 1) says how far a policy is from the physical limit of the cluster and trace.
 - finish-time fairness (Themis, NSDI'20): rho_j = JCT_j / T_iso_j, where T_iso_j is the
   job's run time alone on an exclusive, average slice of the hardware it may use:
   `work_j / mean speed over the cluster's eligible GPUs`. rho < 1 means the job did better
@@ -18,25 +26,48 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from benchmarks.sim.engine import JobRun, SimResult
-from models import Cluster, speed
+from benchmarks.sim.engine import JobRun, SimResult, job_units
+from benchmarks.sim.workloads.trace import TraceJob
+from models import Cluster, Job, speed
 from models.rules import model_eligible
+
+
+def eligible_speeds(job: Job, cluster: Cluster) -> list[float]:
+    """The job's speed on every eligible GPU of the cluster (MIG jobs: MIG GPUs only)."""
+    catalog = cluster.catalog()
+    mig = job.shape == "mig"
+    speeds = [speed(job, g.model, catalog) for n in cluster.nodes for g in n.gpus
+              if g.mig_enabled == mig and model_eligible(job, g.model, catalog[g.model])]
+    return [s for s in speeds if s > 0]
 
 
 def isolated_time(r: JobRun, cluster: Cluster) -> float:
     """T_iso: work / mean speed over the eligible GPUs of the cluster (see module doc)."""
-    catalog = cluster.catalog()
-    mig = r.job.shape == "mig"
-    speeds = [speed(r.job, g.model, catalog) for n in cluster.nodes for g in n.gpus
-              if g.mig_enabled == mig and model_eligible(r.job, g.model, catalog[g.model])]
-    speeds = [s for s in speeds if s > 0]
+    speeds = eligible_speeds(r.job, cluster)
     mean = sum(speeds) / len(speeds) if speeds else 1.0
     return r.trace.work / mean
+
+
+def ideal_time(tj: TraceJob, cluster: Cluster) -> float:
+    """The job's JCT alone on its fastest eligible GPUs: work / max eligible speed."""
+    speeds = eligible_speeds(tj.job, cluster)
+    return tj.work / (max(speeds) if speeds else 1.0)
+
+
+def ideal_avg_jct(trace: Sequence[TraceJob], cluster: Cluster) -> float:
+    """The mean ideal JCT over `trace` (a lower bound on any policy's average JCT)."""
+    return float(np.mean([ideal_time(tj, cluster) for tj in trace])) if trace else 0.0
+
+
+def work_gpu_seconds(trace: Sequence[TraceJob], cluster: Cluster) -> float:
+    """The trace's work in reference GPU-seconds: sum of work_j x size_j."""
+    catalog = cluster.catalog()
+    return float(sum(tj.work * job_units(tj.job, catalog) for tj in trace))
 
 
 def _integral(times: np.ndarray, values: np.ndarray, end: float,
@@ -65,6 +96,8 @@ def summarize(res: SimResult, cluster: Cluster) -> dict[str, Any]:
     used, span = _integral(times, alloc, end)
     used_busy, span_busy = _integral(times, alloc, end, mask=(queued > 0).astype(float))
     rho = jct / np.array([isolated_time(r, cluster) for r in jobs])
+    ideal = ideal_avg_jct([r.trace for r in jobs], cluster)
+    work = work_gpu_seconds([r.trace for r in jobs], cluster)
     rt = np.array(res.round_times) if res.round_times else np.zeros(1)
     return {
         "policy": res.policy,
@@ -77,6 +110,9 @@ def summarize(res: SimResult, cluster: Cluster) -> dict[str, Any]:
         "utilization": used / (res.gpus_total * span) if span > 0 else 0.0,
         "gpu_hours": used / 3600.0,
         "util_busy": used_busy / (res.gpus_total * span_busy) if span_busy > 0 else 0.0,
+        "work_per_gpu_hour": work / used if used > 0 else 0.0,
+        "ideal_avg_jct_s": ideal,
+        "jct_over_ideal": float(jct.mean()) / ideal if ideal > 0 else float("nan"),
         "ftf_rho_mean": float(rho.mean()),
         "ftf_rho_max": float(rho.max()),
         "preemptions": sum(r.preemptions for r in jobs),

@@ -66,6 +66,9 @@ COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("makespan_s", "makespan h", lambda v: f"{v / 3600:.1f}"),
     ("utilization", "util", lambda v: f"{v:.3f}"),
     ("util_busy", "util busy", lambda v: f"{v:.3f}"),
+    ("work_per_gpu_hour", "work/GPU-h", lambda v: f"{v:.3f}"),
+    ("ideal_avg_jct_s", "ideal JCT h", lambda v: f"{v / 3600:.2f}"),
+    ("jct_over_ideal", "JCT/ideal", lambda v: f"{v:.2f}"),
     ("ftf_rho_mean", "FTF ρ avg", lambda v: f"{v:.2f}"),
     ("ftf_rho_max", "FTF ρ max", lambda v: f"{v:.1f}"),
     ("preemptions", "preempt", str),
@@ -79,7 +82,7 @@ COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 def table(cmp: Comparison, title: str = "") -> Table:
     """A rich table of the summaries, one row per policy."""
     t = Table(title=title or None)
-    t.add_column("policy")
+    t.add_column("policy", no_wrap=True)
     for _, head, _ in COLUMNS:
         t.add_column(head, justify="right")
     for name, s in cmp.summaries.items():

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.openb.batch import placed_milli, run_batch
 from benchmarks.openb.frag import typical_shapes
-from benchmarks.openb.loader import OpenbNodes, OpenbPods, load_nodes, load_pods
+from benchmarks.openb.loader import OpenbNodes, OpenbPods, load_nodes, load_pods, parse_spec
 from solver.validate import validate_plan
 
 DATA = Path(__file__).parent / "data"
@@ -83,3 +83,23 @@ def test_gpuplan_keeps_cpu_away_from_a_cpu_poor_node_fgd_cannot_tell_apart() -> 
         # on "poor", the 500-milli shape still fits afterwards (FGD sees no change), but the
         # 2 CPUs left can only feed 500 of its 2,000 free GPU milli
         assert policy.choose(state, cpu_pod, rng) == (expected, [])
+
+
+def test_typical_shapes_key_the_spec_text_and_put_larger_shapes_first_on_ties() -> None:
+    # three shapes of 4 pods each and one of 1 pod
+    names = [f"p{i}" for i in range(13)]
+    cpu = [1000] * 4 + [2000] * 4 + [2000] * 4 + [500]
+    spec_text = ["T4"] * 4 + ["V100M16|V100M32"] * 4 + ["V100M16|V100M32|V100M32"] * 4 + [""]
+    pods = OpenbPods(names, np.array(cpu), np.array([1] * 13), np.array([1] * 13),
+                     np.array([500] * 13), [parse_spec(t) for t in spec_text], spec_text)
+    models = ["T4", "V100M16", "V100M32"]
+    shapes = typical_shapes(pods, models)  # 95% of 13: all four shapes
+    # the two V100 spellings stay two shapes, both allowing the same models
+    assert len(shapes) == 4
+    assert shapes.allowed[:2].tolist() == [[False, True, True], [False, True, True]]
+    # equal counts: larger CPU first, then the larger spec text (the simulator's order)
+    assert shapes.cpu.tolist() == [2000, 2000, 1000, 500]
+    # 60% of 13 pods takes two of the three tied shapes: the larger two, not T4's
+    two = typical_shapes(pods, models, coverage=0.6)
+    assert two.cpu.tolist() == [2000, 2000]
+    assert two.weight.tolist() == [0.5, 0.5]
