@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import NoReturn, TypeVar
@@ -52,8 +53,9 @@ def load_model(path: Path | str, model: type[M]) -> M:
     """Read and validate a JSON file as `model`; exit 2 with the field path on failure."""
     data = read_json(path)
     try:
-        # Strict, as the service validates: a string is no boolean or number here either.
-        return model.model_validate(data, strict=True)
+        # Strict JSON validation, as the service's: a string is no boolean or number here
+        # either (strict Python validation would also refuse JSON arrays for tuples).
+        return model.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as e:
         fail(f"{path}: {format_validation_error(e)}")
     except RecursionError:
