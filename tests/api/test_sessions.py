@@ -14,31 +14,12 @@ import pytest
 from models import Plan, PlanRequest
 from solver.validate import validate_plan
 from tests.api.conftest import Server, wait_for
+from tests.solver.test_session import snapshot as solver_snapshot
 
 
 def snapshot() -> dict[str, Any]:
-    """Two A100 nodes (one MIG GPU with 3g.40gb@0), a running gang and a MIG job, a
-    pending job."""
-    return {
-        "cluster": {"nodes": [
-            {"name": "n1", "gpus": [{"index": i, "model": "A100-SXM4-80GB"}
-                                    for i in range(4)]},
-            {"name": "n2", "gpus": [
-                {"index": 0, "model": "A100-SXM4-80GB"},
-                {"index": 1, "model": "A100-SXM4-80GB", "mig_enabled": True,
-                 "mig_instances": [{"profile": "3g.40gb", "start": 0}]}]},
-        ]},
-        "jobs": [
-            {"name": "run", "gpus": 2, "current": [{"node": "n1", "gpu": 0},
-                                                   {"node": "n1", "gpu": 1}]},
-            {"name": "small", "mig_profile": "3g.40gb",
-             "current": [{"node": "n2", "gpu": 1,
-                          "mig": {"profile": "3g.40gb", "start": 0}}]},
-            {"name": "wait", "gpus": 1},
-        ],
-        "policy": {"solver": "cp_sat", "time_limit_s": 2, "threads": 1, "seed": 1,
-                   "mip_gap": 0.0},
-    }
+    """The solver tests' session snapshot as wire JSON, with a short CP-SAT limit."""
+    return solver_snapshot(time_limit_s=2).model_dump(mode="json", exclude_none=True)
 
 
 #: One event of every kind, applying cleanly to `snapshot()` in this order.
