@@ -1,8 +1,9 @@
 """A brute-force reference planner for tiny requests (<= 4 GPUs, <= 5 jobs).
 
 It enumerates every placement of every job (whole-GPU gangs as GPU subsets, of every
-allowed size for an elastic gang (contract 5.1), shared jobs per GPU, MIG jobs per instance position, running jobs also at their current placement) and
-every combination of them, keeps the combinations that satisfy the contract, and returns
+allowed size for an elastic gang (contract 5.1), shared jobs per GPU, MIG jobs per
+instance position, running jobs also at their current placement) and every combination
+of them, keeps the combinations that satisfy the contract, and returns
 the best by the policy's objective, lexicographic where the objective is. It shares no code
 with the solver's formulation: only the domain models and the objective definition.
 """
