@@ -25,6 +25,15 @@ The mix:
   state is built first by placing the jobs with the greedy heuristic in a random order on
   the empty cluster and letting about 15% of those finish (MIG layouts then include the
   instances the running jobs use).
+
+With `elastic` (a fraction, default 0: the instances above, unchanged), that fraction of
+the whole-GPU jobs become elastic gangs (contract 5.1), drawn from a random stream of their
+own: the range [max(1, g / 4), min(2 g, cap)] around the nominal g (cap: 8 GPUs, one node,
+for single-node gangs; 64 otherwise), the powers of two in it (and g) as allowed sizes,
+and an Amdahl-style curve speedup(n) = n / (1 + c (n - 1)) with the communication share c
+uniform in [0.02, 0.2] (concave, as the Pollux measurements in /work/shared/data/pollux
+are: 2x the GPUs rarely gives 2x the throughput). A running elastic job's nominal size is
+the size it runs at.
 """
 
 from __future__ import annotations
@@ -183,9 +192,21 @@ def _job(rng: random.Random, j: int, tenants: list[str]) -> dict[str, Any]:
     return job
 
 
-def generate_custom(gpus: int, jobs: int, seed: int = 0) -> PlanRequest:
+def _make_elastic(rng: random.Random, job: dict[str, Any]) -> None:
+    """Turn whole-GPU job `job` into an elastic gang (module doc), in place."""
+    g = job["gpus"]
+    cap = 64 if not job.get("single_node", True) else _GPUS_PER_NODE
+    lo, hi = max(1, g // 4), max(g, min(2 * g, cap))
+    sizes = sorted({g, *(1 << i for i in range(7) if lo <= 1 << i <= hi)})
+    c = rng.uniform(0.02, 0.2)
+    job["elastic"] = {"min_gpus": lo, "max_gpus": hi,
+                      "speedup": {str(n): round(n / (1 + c * (n - 1)), 4) for n in sizes}}
+
+
+def generate_custom(gpus: int, jobs: int, seed: int = 0, elastic: float = 0.0) -> PlanRequest:
     """A request with about `gpus` GPUs (nodes of 8) and `jobs` jobs, deterministic in
-    `seed`; about half the jobs run already, in a feasible current state."""
+    `seed`; about half the jobs run already, in a feasible current state; `elastic`: the
+    fraction of whole-GPU jobs that are elastic gangs (module doc)."""
     rng = random.Random(f"gpuplan-{gpus}-{jobs}-{seed}")
     nodes = _nodes(rng, gpus)
     tenants = [f"team-{k}" for k in range(8)]
@@ -193,6 +214,11 @@ def generate_custom(gpus: int, jobs: int, seed: int = 0) -> PlanRequest:
     tenant_pool = [t for t, w in zip(tenants, weights, strict=True)
                    for _ in range(round(w * 12))]
     job_dicts = [_job(rng, j, tenant_pool) for j in range(jobs)]
+    if elastic > 0:
+        erng = random.Random(f"gpuplan-elastic-{gpus}-{jobs}-{seed}")
+        for job in job_dicts:
+            if "gpus" in job and erng.random() < elastic:
+                _make_elastic(erng, job)
     request = PlanRequest.model_validate({
         "cluster": {"nodes": nodes},
         "jobs": job_dicts,
@@ -219,6 +245,8 @@ def _make_running(request: PlanRequest, rng: random.Random) -> None:
         if not pl:
             continue
         job.current = [p.model_copy() for p in pl]
+        if job.elastic is not None:
+            job.gpus = len(pl)  # a running elastic gang's nominal size is its size now
         job.preemptible = rng.random() >= 0.1
         for p in pl:
             if p.mig is not None:
@@ -239,10 +267,11 @@ def _make_running(request: PlanRequest, rng: random.Random) -> None:
                 gpu.healthy = False
 
 
-def generate(size: str, seed: int = 0) -> PlanRequest:
-    """The benchmark instance of `size` (S, M, L or XL) for `seed`."""
+def generate(size: str, seed: int = 0, elastic: float = 0.0) -> PlanRequest:
+    """The benchmark instance of `size` (S, M, L or XL) for `seed` (`elastic`: the
+    fraction of whole-GPU jobs that are elastic gangs)."""
     try:
         gpus, jobs = SIZES[size.upper()]
     except KeyError:
         raise ValueError(f"unknown size {size!r}; expected one of {', '.join(SIZES)}") from None
-    return generate_custom(gpus, jobs, seed)
+    return generate_custom(gpus, jobs, seed, elastic)

@@ -13,6 +13,9 @@ written to a file.
 `--contend N` runs every measurement beside N busy processes pinned round robin to the
 cores (benchmarks/contend.py), started before the first run and stopped after the last,
 so that a degraded CPU is measured; the number is a column of the results.
+
+`--elastic F` makes the fraction F of the whole-GPU jobs elastic gangs (contract 5.1;
+benchmarks/generator.py); the instance name says so.
 """
 
 from __future__ import annotations
@@ -62,15 +65,16 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _run_one(size: str, backend: str, time_limit: float, seed: int) -> Row:
+def _run_one(size: str, backend: str, time_limit: float, seed: int,
+             elastic: float = 0.0) -> Row:
     """Generate the instance and run one backend on it (in the calling process)."""
     from benchmarks.generator import generate
     from models.objective import evaluate
 
-    request = generate(size, seed)
+    request = generate(size, seed, elastic)
     policy = request.policy.model_copy(update={"time_limit_s": time_limit, "seed": seed})
     instance = f"{size} ({sum(len(n.gpus) for n in request.cluster.nodes)} GPUs / "\
-        f"{len(request.jobs)} jobs)"
+        f"{len(request.jobs)} jobs)" + (f", {elastic:.0%} elastic" if elastic else "")
     if backend == "naive":
         from benchmarks.naive_cpsat import solve_naive
 
@@ -115,18 +119,19 @@ def _run_pipeline(instance: str, request: PlanRequest, time_limit: float) -> Row
                out.gap, wall, _peak_rss_mib(), note)
 
 
-def _child(size: str, backend: str, time_limit: float, seed: int, conn: object) -> None:
-    row = _run_one(size, backend, time_limit, seed)
+def _child(size: str, backend: str, time_limit: float, seed: int, conn: object,
+           elastic: float = 0.0) -> None:
+    row = _run_one(size, backend, time_limit, seed, elastic)
     conn.send(asdict(row))  # type: ignore[attr-defined]
     conn.close()  # type: ignore[attr-defined]
 
 
 def run_isolated(size: str, backend: str, time_limit: float, seed: int,
-                 timeout: float) -> Row:
+                 timeout: float, elastic: float = 0.0) -> Row:
     """`_run_one` in a fresh process (so peak RSS is that run's own)."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(size, backend, time_limit, seed, child))
+    proc = ctx.Process(target=_child, args=(size, backend, time_limit, seed, child, elastic))
     t0 = time.monotonic()
     proc.start()
     child.close()
@@ -192,6 +197,9 @@ def run_command(
     contend: Annotated[int, typer.Option(
         min=0, max=256,
         help="Busy processes pinned round robin to the cores during every run.")] = 0,
+    elastic: Annotated[float, typer.Option(
+        min=0.0, max=1.0,
+        help="Fraction of the whole-GPU jobs made elastic gangs (contract 5.1).")] = 0.0,
 ) -> None:
     """Generate instances and run backends on them; print a table of the results."""
     size_list = [s.strip().upper() for s in sizes.split(",") if s.strip()]
@@ -212,7 +220,7 @@ def run_command(
                     continue
                 # the naive model takes minutes to build on M
                 timeout = time_limit * 3 + (900 if backend == "naive" else 120)
-                row = run_isolated(size, backend, time_limit, seed, timeout)
+                row = run_isolated(size, backend, time_limit, seed, timeout, elastic)
                 row.contend = contend
                 rows.append(row)
                 typer.echo(format_table([row]).splitlines()[-1], err=True)
@@ -220,7 +228,8 @@ def run_command(
     ratios = naive_ratios(rows)
     command = (f"gpuplan bench run --sizes {','.join(size_list)} --backends "
                f"{','.join(backend_list)} --time-limit {time_limit:g} --seed {seed}"
-               + (f" --contend {contend}" if contend else ""))
+               + (f" --contend {contend}" if contend else "")
+               + (f" --elastic {elastic:g}" if elastic else ""))
     text = "\n".join([f"Command: `{command}`", "", table, "", *ratios])
     typer.echo(text)
     if out is not None:

@@ -25,11 +25,13 @@ checked per node, pro rata for gangs. A job left unplaced gets its static reason
 Elastic gangs (contract 5.1) take, on each model, the allowed size with the best value per
 GPU that fits (ties: the larger size), so that capacity goes first to where it earns the
 most per GPU and to as many jobs as possible (in the policy's order, priority_fifo
-included: a size that fits is always tried before the job is left out). Once every job
-had its turn, `grow_elastic` hands the GPUs still free to the placed elastic gangs, the
-largest marginal value per extra GPU first (AFS's rule), each re-placed at a larger
-allowed size when that pays more than it loses (a running job's migration cost
-included); a non-preemptible running job keeps its size.
+included: a size that fits is always tried before the job is left out). Growing a placed
+elastic gang to a larger allowed size is an item of its own, worth its marginal value per
+extra GPU (AFS's rule; a running job's migration cost counted): in the value-density
+order, a growth whose rate beats the density of the next job is made before that job is
+placed (`Greedy.place_sequence`), and once every job had its turn `grow_elastic` hands
+the GPUs still free to the gangs, best rate first. A non-preemptible running job keeps
+its size; with priority_fifo growth waits until every job had its turn.
 """
 
 from __future__ import annotations
@@ -381,11 +383,37 @@ class Greedy:
         self.state.place(info, list(pl))
         return False
 
-    def grow_elastic(self, deadline: float | None = None) -> int:
-        """Hand free GPUs to the placed elastic gangs, the largest net gain per extra GPU
-        first (module doc): a heap of gangs by their `grow_gain` rate; a gang that grew
-        goes back with its next rate, one that could not grow leaves. Returns how many
-        growths were made."""
+    def place_sequence(self, seq: Sequence[JobInfo], *, interleave: bool = True,
+                       stop: Callable[[int], bool] | None = None) -> list[JobInfo]:
+        """Place the jobs of `seq` in order (`place`); with `interleave` and elastic gangs
+        in the request, first make every growth of a placed elastic gang whose rate per
+        extra GPU beats the next job's value density (module doc). `stop(n)` (before the
+        n-th job) ends the sequence early. Returns the jobs of `seq` placed."""
+        heap: list[tuple[float, str]] = []
+        grows = interleave and any(i.elastic for i in self.infos)
+        if grows:
+            heap = self._growth_heap()
+        placed: list[JobInfo] = []
+        for n, info in enumerate(seq):
+            if stop is not None and stop(n):
+                break
+            if grows:
+                bonus = self.bonus.get(info.name, 0.0)
+                density = info.density + bonus / info.size
+                while heap and -heap[0][0] > density + 1e-12:
+                    self._grow_top(heap)
+            if self.place(info):
+                placed.append(info)
+                if grows and info.elastic:
+                    gain = self.grow_gain(info)
+                    if gain is not None:
+                        heapq.heappush(heap, (-gain[0], info.name))
+            else:
+                self.reasons[info.name] = self.why_unplaced(info)
+        return placed
+
+    def _growth_heap(self) -> list[tuple[float, str]]:
+        """(-rate, name) of every placed elastic gang that may grow, as a heap."""
         heap: list[tuple[float, str]] = []
         for info in self.infos:
             if info.elastic and info.name in self.state.placed:
@@ -393,17 +421,31 @@ class Greedy:
                 if gain is not None:
                     heap.append((-gain[0], info.name))
         heapq.heapify(heap)
+        return heap
+
+    def _grow_top(self, heap: list[tuple[float, str]]) -> bool:
+        """Grow the gang at the top of `heap`; it goes back with its next rate when it
+        grew (and may grow again). True when it grew."""
+        _, name = heapq.heappop(heap)
+        info = self.by_name[name]
+        if not self.grow(info):
+            return False
+        gain = self.grow_gain(info)
+        if gain is not None:
+            heapq.heappush(heap, (-gain[0], name))
+        return True
+
+    def grow_elastic(self, deadline: float | None = None) -> int:
+        """Hand free GPUs to the placed elastic gangs, the largest net gain per extra GPU
+        first (module doc): a heap of gangs by their `grow_gain` rate; a gang that grew
+        goes back with its next rate, one that could not grow leaves. Returns how many
+        growths were made."""
+        heap = self._growth_heap()
         grown = 0
         while heap:
             if deadline is not None and grown % 16 == 0 and time.monotonic() > deadline:
                 break
-            _, name = heapq.heappop(heap)
-            info = self.by_name[name]
-            if self.grow(info):
-                grown += 1
-                gain = self.grow_gain(info)
-                if gain is not None:
-                    heapq.heappush(heap, (-gain[0], name))
+            grown += self._grow_top(heap)
         return grown
 
     # ------------------------------------------------------------ orders
@@ -430,15 +472,18 @@ def fifo_key(info: JobInfo) -> tuple[float, float, str]:
     return priority_key(info.job)
 
 
-def _run_sequence(g: Greedy, seq: Iterable[JobInfo], deadline: float | None) -> None:
-    for n, info in enumerate(seq):
+def _run_sequence(g: Greedy, seq: Sequence[JobInfo], deadline: float | None,
+                  interleave: bool = True) -> None:
+    """Place `seq` in order (growing elastic gangs in between when `interleave`); past
+    `deadline` the jobs left get the reason `time_limit`."""
+    def stop(n: int) -> bool:
         if deadline is not None and n % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
-            for rest in seq if isinstance(seq, list) else []:
+            for rest in seq:
                 if rest.name not in g.state.placed and rest.name not in g.reasons:
                     g.reasons[rest.name] = ("time_limit", "the heuristic ran out of time")
-            return
-        if not g.place(info):
-            g.reasons[info.name] = g.why_unplaced(info)
+            return True
+        return False
+    g.place_sequence(seq, interleave=interleave, stop=stop)
 
 
 def _run_fairness(g: Greedy, pending: list[JobInfo], deadline: float | None) -> None:
@@ -532,7 +577,8 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
         # Running jobs that could not stay move first when preemption is forbidden.
         if not policy.allow_preemption:
             pending.sort(key=lambda i: 0 if i.current else 1)
-        _run_sequence(g, pending, deadline)
+        _run_sequence(g, pending, deadline, interleave=not fifo)
+        g.grow_elastic(deadline)
         return g.result()
     if seed is not None:
         rng = random.Random(seed)
@@ -548,9 +594,10 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
         pending.sort(key=lambda i: 0 if i.name in moved else 1)
     if policy.objective == "fairness" and seed is None:
         movers = [i for i in pending if i.current]
-        _run_sequence(g, movers, deadline)
+        _run_sequence(g, movers, deadline, interleave=False)
         _run_fairness(g, [i for i in pending if not i.current], deadline)
     else:
-        _run_sequence(g, pending, deadline)
+        _run_sequence(g, pending, deadline,
+                      interleave=not fifo and policy.objective != "fairness")
     g.grow_elastic(deadline)
     return g.result()
