@@ -41,6 +41,12 @@ def mig_puzzle_plan() -> dict[str, Any]:
     return copy.deepcopy(_load("mig-puzzle.plan.json"))
 
 
+def elastic_gangs_request() -> dict[str, Any]:
+    """Elastic gangs (contract 5.1): a pretraining gang of 4-16 GPUs, a running 1-8 GPU
+    job, a linear 1-2 GPU sweep, beside a fixed gang and a shared inference service."""
+    return copy.deepcopy(_load("elastic-gangs.request.json"))
+
+
 def gangs_and_slices_request() -> dict[str, Any]:
     """Two racks: training gangs (one spanning nodes) and inference MIG slices / shares."""
     def node(name: str, model: str, domain: str, mig: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -91,6 +97,13 @@ def plan_request_examples() -> dict[str, Example]:
             description="A 16-GPU gang across one NVLink domain, smaller gangs, and MIG / "
                         "shared inference services.",
             value=gangs_and_slices_request(),
+        ),
+        "elastic-gangs": Example(
+            summary="Elastic gangs (v1.1)",
+            description="The planner picks each elastic gang's size among its allowed "
+                        "sizes, valued by its speedup curve; resizing a running one is a "
+                        "migration.",
+            value=elastic_gangs_request(),
         ),
         "mig-puzzle": Example(
             summary="MIG layout puzzle",

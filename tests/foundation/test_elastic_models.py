@@ -112,3 +112,20 @@ def test_evaluate_uses_the_placed_size() -> None:
     ev = evaluate(one(data), {"e": pls})
     assert ev.migrated == ("e",)
     assert ev.objective_value == pytest.approx(3.0 * speed_a100 - 0.5)
+
+
+def test_elastic_example_ships_with_the_service_and_resizes() -> None:
+    from api.examples import EXAMPLES_DIR, plan_request_examples
+    from solver import plan as solve
+    from tests.foundation.helpers import EXAMPLES
+
+    mine = (EXAMPLES / "elastic-gangs.request.json").read_text()
+    assert (EXAMPLES_DIR / "elastic-gangs.request.json").read_text() == mine
+    example = plan_request_examples()["elastic-gangs"]["value"]
+    assert isinstance(example, dict)
+    req = PlanRequest.model_validate({**example, "policy": {**example["policy"],
+                                                            "solver": "cp_sat"}})
+    result = solve(req)
+    sizes = {a.job: len(a.placements) for a in result.assignments}
+    # the pretraining gang runs at an allowed size other than its nominal 8
+    assert sizes["llm-pretrain"] in (4, 12, 16)

@@ -14,6 +14,7 @@ from heuristics.greedy import plan_greedy
 from heuristics.local_search import improve
 from models import PlanRequest
 from models.objective import evaluate
+from models.request import SolverName
 from solver import plan
 from solver.bound import upper_bound
 from solver.validate import validate_plan
@@ -91,8 +92,9 @@ def test_bound_dominates_exact_and_heuristics_with_elastic_gangs(seed: int) -> N
     assert bound is not None
     assert exact.status == "optimal"
     assert bound >= exact.objective_value - 1e-6 * max(1.0, abs(exact.objective_value))
-    for solver in ("heuristic", "auto"):
-        req.policy.solver = solver  # type: ignore[assignment]
+    solvers: tuple[SolverName, ...] = ("heuristic", "auto")
+    for solver in solvers:
+        req.policy.solver = solver
         other = plan(req)
         assert validate_plan(req, other) == []
         assert other.objective_value <= bound
