@@ -67,6 +67,8 @@ CG_SHARE = 0.5
 MAX_COLUMNS = 100_000
 #: Patterns priced into the LP per class and round (the best by reduced cost).
 PRICED_PER_CLASS = 100
+#: Pattern columns beyond which the MIP runs without HiGHS's presolve (see `_solve`).
+PRESOLVE_MAX_COLS = 20_000
 #: Capacity tolerance, the validator's.
 _TOL = 1e-9
 _NONE = -1.0  # an unconstrained host resource in a class key
@@ -436,6 +438,11 @@ def _solve(cols: list[Column], classes: dict[_Class, list[int]], groups: list[_G
     h = _master(cols, classes, groups, {cls: r for r, cls in enumerate(classes)}).to_highs()
     h.setOptionValue("time_limit", left)
     h.setOptionValue("mip_rel_gap", 1e-6)
+    if len(cols) > PRESOLVE_MAX_COLS:
+        # HiGHS 1.16's MIP presolve can overrun the time limit by minutes on such models
+        # (a few classes, tens of thousands of binary columns: seen on M with elastic
+        # gangs); without it the limit holds
+        h.setOptionValue("presolve", "off")
     set_integral(h, list(range(len(cols))))
     if start is not None:
         sol = highspy.HighsSolution()

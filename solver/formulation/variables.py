@@ -148,14 +148,19 @@ def new_gang_vars(b: Builder, j: int) -> Gang:
     """A gang that may span nodes, or an elastic gang: new[j] in {0, 1}, u[j, m] in {0, 1}
     per eligible model, d[j, D] in {0, 1} per domain (same_domain; per node for a
     single-node elastic gang), y[j, p] in [0, min(g, |U_p|)] GPUs per pool (g: the largest
-    allowed size). The model variables earn the gang's value; an elastic gang's size
-    variables (`new_elastic_size_vars`) earn it instead."""
+    allowed size; with pruning, an elastic gang's pools are limited like a group's). The
+    model variables earn the gang's value; an elastic gang's size variables
+    (`new_elastic_size_vars`) earn it instead."""
     job = b.req.jobs[j]
     g = max(allowed_sizes(job)) if job.elastic is not None else job.gpus or 1
     gang = Gang(b.m.new_var(f"new[{job.name}]"))
     b.c.gangs[j] = gang
     pools = [(key, p) for key, p in b.pools.items()
              if p.usable and b.eligible(job, p.model)]
+    if job.elastic is not None:
+        # elastic gangs are pruned like the groups (fixed gangs keep every pool, as in v1)
+        pools = b.limit(job, pools, lambda x: x[1].model, lambda x: x[1].node,
+                        2 * math.ceil(g / 8))
     models = sorted({p.model for _, p in pools})
     gang.models = {m: b.m.new_var(f"u[{job.name},{m}]") for m in models}
     if job.elastic is not None and job.single_node:
