@@ -109,8 +109,13 @@ class Gang:
     parts: list[GangPart] = field(default_factory=list)
     #: u[j, m] per eligible model: the gang runs on model m
     models: dict[str, int] = field(default_factory=dict)
-    #: d[j, D] per topology domain (same_domain gangs only): the gang runs in domain D
-    domains: dict[str, int] = field(default_factory=dict)
+    #: d[j, L, D] per required topology level L (v1's same_domain: L = "domain") and
+    #: domain D of it: the gang runs in domain D of level L
+    required: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the preferred level where the gang pays topology costs (None: it pays none)
+    span_level: str | None = None
+    #: s[j, D] per domain D of `span_level`: the gang uses domain D
+    spans: dict[str, int] = field(default_factory=dict)
 
 
 class GroupOnBin(NamedTuple):

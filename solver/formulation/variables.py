@@ -12,7 +12,7 @@ import math
 from collections import defaultdict
 
 from models import mig_profiles_for
-from models.capacity import domain_of
+from models.rules import costed_level, required_levels
 from solver.formulation.builder import Builder
 from solver.formulation.tables import (
     Bin,
@@ -145,8 +145,8 @@ def new_whole_group_vars(b: Builder, gi: int, grp: Group) -> None:
 
 def new_gang_vars(b: Builder, j: int) -> Gang:
     """A gang that may span nodes: new[j] in {0, 1}, u[j, m] in {0, 1} per eligible model,
-    d[j, D] in {0, 1} per domain (same_domain), y[j, p] in [0, min(g, |U_p|)] GPUs per
-    pool. The model variables earn the gang's value."""
+    its topology variables (`new_gang_topology_vars`), y[j, p] in [0, min(g, |U_p|)] GPUs
+    per pool. The model variables earn the gang's value."""
     job = b.req.jobs[j]
     g = job.gpus or 1
     gang = Gang(b.m.new_var(f"new[{job.name}]"))
@@ -155,9 +155,7 @@ def new_gang_vars(b: Builder, j: int) -> Gang:
              if p.usable and b.eligible(job, p.model)]
     models = sorted({p.model for _, p in pools})
     gang.models = {m: b.m.new_var(f"u[{job.name},{m}]") for m in models}
-    if job.same_domain:
-        doms = sorted({domain_of(p.node, b.nodes[p.node].topology_domain) for _, p in pools})
-        gang.domains = {dm: b.m.new_var(f"d[{job.name},{dm}]") for dm in doms}
+    new_gang_topology_vars(b, j, gang, sorted({p.node for _, p in pools}))
     for key, p in pools:
         y = b.m.new_var(f"y[{job.name},{key}]", 0, min(g, len(p.usable)))
         b.charge(b.pool_use, key, y, 1.0)
@@ -166,6 +164,35 @@ def new_gang_vars(b: Builder, j: int) -> Gang:
     for m, v in gang.models.items():
         b.earn(v, j, m)
     return gang
+
+
+def level_tag(level: str) -> str:
+    """The level's part of a variable or row name: none for v1's level "domain" (its
+    names stay v1's), `level:` otherwise."""
+    return "" if level == "domain" else f"{level}:"
+
+
+def new_gang_topology_vars(b: Builder, j: int, gang: Gang, nodes: list[str]) -> None:
+    """d[j, L, D] in {0, 1} per required topology level L of gang j and domain D of L
+    holding one of its `nodes` (v1's same_domain is L = "domain", named d[j, D]): the gang
+    runs in D. s[j, D] in {0, 1} per domain D of its costed preferred level
+    (`models.rules.costed_level`): the gang uses D; sum_D s[j, D] - new[j] domains beyond
+    the first are charged to `topology_use`."""
+    job = b.req.jobs[j]
+    topo = b.topology()
+    for level in required_levels(job):
+        doms = sorted(topo.domains(nodes, level))
+        gang.required[level] = {dm: b.m.new_var(f"d[{job.name},{level_tag(level)}{dm}]")
+                                for dm in doms}
+    costed = costed_level(job, topo, b.req.policy.topology_cost)
+    if costed is None:
+        return
+    gang.span_level = costed
+    gang.spans = {dm: b.m.new_var(f"s[{job.name},{costed}:{dm}]")
+                  for dm in sorted(topo.domains(nodes, costed))}
+    for v in gang.spans.values():
+        b.topology_use[v] = 1.0
+    b.topology_use[gang.new] = b.topology_use.get(gang.new, 0.0) - 1.0
 
 
 def new_share_group_vars(b: Builder, gi: int, grp: Group) -> None:
