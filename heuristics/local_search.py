@@ -85,6 +85,8 @@ class _Score:
         cost = 0.0
         if info.current and not same_placement(pl, info.current):
             cost = -self.mig_cost
+        if info.job.topology is not None:
+            cost -= self.g.topology_cost(info, pl)
         thr = info.values.get(model)
         if thr is None:
             thr = job_value(info.job, model, self.g.state.catalog)
