@@ -13,10 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import time
 from pathlib import Path
 from typing import Any
-
-import time
 
 from heuristics.greedy import plan_greedy
 from heuristics.local_search import improve
