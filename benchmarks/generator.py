@@ -25,6 +25,13 @@ The mix:
   state is built first by placing the jobs with the greedy heuristic in a random order on
   the empty cluster and letting about 15% of those finish (MIG layouts then include the
   instances the running jobs use).
+
+With `topology` (level names, widest first, e.g. `("zone", "block", "rack")`), the cluster
+gets those topology levels (contract 5.5): the narrowest groups the nodes of one rack (16
+nodes, the v1 domain), each wider level groups 4 domains of the next narrower one; about
+60% of the gangs spanning nodes then require one domain of the second-narrowest level
+(`required`), 60% prefer one of the narrowest (`preferred`), independently (from their
+own random stream: the rest of the instance is the same as without `topology`).
 """
 
 from __future__ import annotations
@@ -183,9 +190,33 @@ def _job(rng: random.Random, j: int, tenants: list[str]) -> dict[str, Any]:
     return job
 
 
-def generate_custom(gpus: int, jobs: int, seed: int = 0) -> PlanRequest:
+def _add_topology(rng: random.Random, levels: tuple[str, ...], cluster: dict[str, Any],
+                  jobs: list[dict[str, Any]]) -> None:
+    """Topology levels on the cluster and the gangs spanning nodes (module doc)."""
+    cluster["topology_levels"] = list(levels)
+    for n, node in enumerate(cluster["nodes"]):
+        group = n // _RACK
+        topo: dict[str, str] = {}
+        for depth, level in enumerate(reversed(levels)):
+            topo[level] = f"{level}{group // 4 ** depth:04d}"
+        node["topology"] = {lv: topo[lv] for lv in levels}
+    for job in jobs:
+        if job.get("single_node", True):
+            continue
+        want: dict[str, str] = {}
+        if len(levels) >= 2 and rng.random() < 0.6:
+            want["required"] = levels[-2]
+        if rng.random() < 0.6:
+            want["preferred"] = levels[-1]
+        if want:
+            job["topology"] = want
+
+
+def generate_custom(gpus: int, jobs: int, seed: int = 0,
+                    topology: tuple[str, ...] = ()) -> PlanRequest:
     """A request with about `gpus` GPUs (nodes of 8) and `jobs` jobs, deterministic in
-    `seed`; about half the jobs run already, in a feasible current state."""
+    `seed`; about half the jobs run already, in a feasible current state. With
+    `topology`, topology levels of those names (module doc)."""
     rng = random.Random(f"gpuplan-{gpus}-{jobs}-{seed}")
     nodes = _nodes(rng, gpus)
     tenants = [f"team-{k}" for k in range(8)]
@@ -193,8 +224,12 @@ def generate_custom(gpus: int, jobs: int, seed: int = 0) -> PlanRequest:
     tenant_pool = [t for t, w in zip(tenants, weights, strict=True)
                    for _ in range(round(w * 12))]
     job_dicts = [_job(rng, j, tenant_pool) for j in range(jobs)]
+    cluster: dict[str, Any] = {"nodes": nodes}
+    if topology:
+        _add_topology(random.Random(f"gpuplan-topology-{gpus}-{jobs}-{seed}"), topology,
+                      cluster, job_dicts)
     request = PlanRequest.model_validate({
-        "cluster": {"nodes": nodes},
+        "cluster": cluster,
         "jobs": job_dicts,
         "policy": {"seed": seed},
     })
@@ -239,10 +274,11 @@ def _make_running(request: PlanRequest, rng: random.Random) -> None:
                 gpu.healthy = False
 
 
-def generate(size: str, seed: int = 0) -> PlanRequest:
-    """The benchmark instance of `size` (S, M, L or XL) for `seed`."""
+def generate(size: str, seed: int = 0, topology: tuple[str, ...] = ()) -> PlanRequest:
+    """The benchmark instance of `size` (S, M, L or XL) for `seed` (with `topology`
+    levels: module doc)."""
     try:
         gpus, jobs = SIZES[size.upper()]
     except KeyError:
         raise ValueError(f"unknown size {size!r}; expected one of {', '.join(SIZES)}") from None
-    return generate_custom(gpus, jobs, seed)
+    return generate_custom(gpus, jobs, seed, topology)
