@@ -31,7 +31,8 @@ gets those topology levels (contract 5.5): the narrowest groups the nodes of one
 nodes, the v1 domain), each wider level groups 4 domains of the next narrower one; about
 60% of the gangs spanning nodes then require one domain of the second-narrowest level
 (`required`), 60% prefer one of the narrowest (`preferred`), independently (from their
-own random stream: the rest of the instance is the same as without `topology`).
+own random stream: the nodes and the job demands are those of the same instance without
+`topology`; its running state is built under the topology rules).
 """
 
 from __future__ import annotations
