@@ -194,6 +194,15 @@ def test_milp_matches_brute_force_with_topology(seed: int) -> None:
     _check(seed, "milp")
 
 
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_auto_matches_brute_force_with_topology(seed: int) -> None:
+    # auto may stop early when its starting plan reaches the LP bound: with topology
+    # levels too, that claim of optimality must hold
+    _check(seed, "auto")
+
+
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=10**9))
