@@ -16,8 +16,6 @@ cost stays linear in jobs + nodes on large requests.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from models.capacity import CapacitySummary, Pool
 from models.request import Job, PlanRequest
 from models.rules import host_fits, mig_profiles_for, model_eligible, required_levels
@@ -34,7 +32,7 @@ def _signature(job: Job) -> tuple[object, ...]:
             None if job.mig is None else (job.mig.compute_slices, job.mig.memory_gib),
             job.gpu_memory_gib, tuple(sorted(job.throughput or {})),
             None if job.allowed_models is None else tuple(sorted(job.allowed_models)),
-            job.cpu_millicores, job.host_memory_gib)
+            job.cpu_millicores, job.host_memory_gib, required_levels(job))
 
 
 def accepted_models(job: Job) -> str:
@@ -64,14 +62,6 @@ def _pools_text(pools: set[Pool]) -> str:
     return ", ".join(names) if names else "no GPU"
 
 
-class _Scan(NamedTuple):
-    """What `StaticReasons._scan` finds for one job shape."""
-
-    ok: dict[str, set[str]]
-    per_node: dict[tuple[str, str], int]
-    host_ok: set[str]
-
-
 class StaticReasons:
     """The static reason of any job of one request (memoised by job shape)."""
 
@@ -82,19 +72,13 @@ class StaticReasons:
         self.present = self.capacity.pools_present()
         self.models = sorted({m for m, _ in self.present})
         self._memo: dict[tuple[object, ...], Reason | None] = {}
-        self._scans: dict[tuple[object, ...], _Scan] = {}
 
     def reason(self, job: Job) -> Reason | None:
-        """(reason, detail) when no plan can place `job`, else None (memoised by shape and
-        required topology levels; the scan of the nodes by shape alone)."""
+        """(reason, detail) when no plan can place `job`, else None."""
         sig = _signature(job)
-        key = (sig, required_levels(job))
-        if key not in self._memo:
-            scan = self._scans.get(sig)
-            if scan is None:
-                scan = self._scans[sig] = self._scan(job)
-            self._memo[key] = self._reason(job, scan)
-        return self._memo[key]
+        if sig not in self._memo:
+            self._memo[sig] = self._reason(job)
+        return self._memo[sig]
 
     def _eligible(self, job: Job) -> dict[str, set[str]]:
         """Eligible models present -> the profile names covering a MIG job (empty else)."""
@@ -106,9 +90,7 @@ class StaticReasons:
                           if job.shape == "mig" else set())
         return out
 
-    def _scan(self, job: Job) -> _Scan:
-        """The eligible models present, the eligible GPUs per (node, model) and the nodes
-        whose host capacity takes the job (or one GPU's part of a gang spanning nodes)."""
+    def _reason(self, job: Job) -> Reason | None:
         mig = job.shape == "mig"
         ok = self._eligible(job)
         g = job.gpus or 1
@@ -129,12 +111,6 @@ class StaticReasons:
                 per_node[(s.name, m)] = n
                 if host_fits(cpu, mem, s.cpu, s.mem):
                     host_ok.add(s.name)
-        return _Scan(ok, per_node, host_ok)
-
-    def _reason(self, job: Job, scan: _Scan) -> Reason | None:
-        ok, per_node, host_ok = scan
-        g = job.gpus or 1
-        whole_multi = job.shape == "whole" and not job.single_node and g > 1
         if not per_node:
             return ("no_eligible_gpu", self._no_gpu_detail(job, ok))
         if job.shape == "whole":
