@@ -83,6 +83,30 @@ def gangs_and_slices_request() -> dict[str, Any]:
     }
 
 
+def topology_levels_request() -> dict[str, Any]:
+    """A zone / block / rack hierarchy (contract 5.5): a gang that must stay in one block
+    and prefers one rack, one that must stay in one rack, one that prefers one rack."""
+    nodes = [{"name": f"h100-{k}", "topology": {"zone": "z1", "block": block, "rack": rack},
+              "gpus": [{"index": i, "model": "H100-SXM5-80GB"} for i in range(4)]}
+             for k, (block, rack) in enumerate((("b1", "r1"), ("b1", "r1"), ("b1", "r2"),
+                                                ("b2", "r1"), ("b2", "r1"), ("b2", "r2")))]
+    return {
+        "cluster": {"topology_levels": ["zone", "block", "rack"], "nodes": nodes},
+        "jobs": [
+            {"name": "llm-pretrain", "tenant": "llm", "weight": 2.0, "gpus": 12,
+             "single_node": False, "topology": {"required": "block", "preferred": "rack"}},
+            {"name": "moe-finetune", "tenant": "llm", "gpus": 8, "single_node": False,
+             "topology": {"required": "rack"}},
+            {"name": "vit-train", "tenant": "vision", "gpus": 6, "single_node": False,
+             "topology": {"preferred": "rack"}},
+            {"name": "embed-serving", "kind": "inference", "tenant": "search",
+             "gpu_share": 0.5, "gpu_memory_gib": 16},
+        ],
+        "policy": {"objective": "throughput", "solver": "auto", "time_limit_s": 2,
+                   "topology_cost": 0.25},
+    }
+
+
 def plan_request_examples() -> dict[str, Example]:
     """Examples of a PlanRequest body, the default first."""
     return {
@@ -109,6 +133,12 @@ def plan_request_examples() -> dict[str, Example]:
             summary="MIG layout puzzle",
             description="Four slices that fit one A100-40GB only in one layout.",
             value=mig_puzzle_request(),
+        ),
+        "topology-levels": Example(
+            summary="Topology levels (zone / block / rack)",
+            description="Gangs that must stay in one block or rack, or prefer one rack "
+                        "(policy.topology_cost per extra rack).",
+            value=topology_levels_request(),
         ),
     }
 

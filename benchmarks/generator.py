@@ -34,6 +34,13 @@ and an Amdahl-style curve speedup(n) = n / (1 + c (n - 1)) with the communicatio
 uniform in [0.02, 0.2] (concave, as the Pollux measurements in /work/shared/data/pollux
 are: 2x the GPUs rarely gives 2x the throughput). A running elastic job's nominal size is
 the size it runs at.
+With `topology` (level names, widest first, e.g. `("zone", "block", "rack")`), the cluster
+gets those topology levels (contract 5.5): the narrowest groups the nodes of one rack (16
+nodes, the v1 domain), each wider level groups 4 domains of the next narrower one; about
+60% of the gangs spanning nodes then require one domain of the second-narrowest level
+(`required`), 60% prefer one of the narrowest (`preferred`), independently (from their
+own random stream: the nodes and the job demands are those of the same instance without
+`topology`; its running state is built under the topology rules).
 """
 
 from __future__ import annotations
@@ -203,10 +210,34 @@ def _make_elastic(rng: random.Random, job: dict[str, Any]) -> None:
                       "speedup": {str(n): round(n / (1 + c * (n - 1)), 4) for n in sizes}}
 
 
-def generate_custom(gpus: int, jobs: int, seed: int = 0, elastic: float = 0.0) -> PlanRequest:
+def _add_topology(rng: random.Random, levels: tuple[str, ...], cluster: dict[str, Any],
+                  jobs: list[dict[str, Any]]) -> None:
+    """Topology levels on the cluster and the gangs spanning nodes (module doc)."""
+    cluster["topology_levels"] = list(levels)
+    for n, node in enumerate(cluster["nodes"]):
+        group = n // _RACK
+        topo: dict[str, str] = {}
+        for depth, level in enumerate(reversed(levels)):
+            topo[level] = f"{level}{group // 4 ** depth:04d}"
+        node["topology"] = {lv: topo[lv] for lv in levels}
+    for job in jobs:
+        if job.get("single_node", True):
+            continue
+        want: dict[str, str] = {}
+        if len(levels) >= 2 and rng.random() < 0.6:
+            want["required"] = levels[-2]
+        if rng.random() < 0.6:
+            want["preferred"] = levels[-1]
+        if want:
+            job["topology"] = want
+
+
+def generate_custom(gpus: int, jobs: int, seed: int = 0, elastic: float = 0.0,
+                    topology: tuple[str, ...] = ()) -> PlanRequest:
     """A request with about `gpus` GPUs (nodes of 8) and `jobs` jobs, deterministic in
     `seed`; about half the jobs run already, in a feasible current state; `elastic`: the
-    fraction of whole-GPU jobs that are elastic gangs (module doc)."""
+    fraction of whole-GPU jobs that are elastic gangs; with `topology`, topology levels of
+    those names (module doc)."""
     rng = random.Random(f"gpuplan-{gpus}-{jobs}-{seed}")
     nodes = _nodes(rng, gpus)
     tenants = [f"team-{k}" for k in range(8)]
@@ -219,8 +250,12 @@ def generate_custom(gpus: int, jobs: int, seed: int = 0, elastic: float = 0.0) -
         for job in job_dicts:
             if "gpus" in job and erng.random() < elastic:
                 _make_elastic(erng, job)
+    cluster: dict[str, Any] = {"nodes": nodes}
+    if topology:
+        _add_topology(random.Random(f"gpuplan-topology-{gpus}-{jobs}-{seed}"), topology,
+                      cluster, job_dicts)
     request = PlanRequest.model_validate({
-        "cluster": {"nodes": nodes},
+        "cluster": cluster,
         "jobs": job_dicts,
         "policy": {"seed": seed},
     })
@@ -267,11 +302,12 @@ def _make_running(request: PlanRequest, rng: random.Random) -> None:
                 gpu.healthy = False
 
 
-def generate(size: str, seed: int = 0, elastic: float = 0.0) -> PlanRequest:
+def generate(size: str, seed: int = 0, elastic: float = 0.0,
+             topology: tuple[str, ...] = ()) -> PlanRequest:
     """The benchmark instance of `size` (S, M, L or XL) for `seed` (`elastic`: the
-    fraction of whole-GPU jobs that are elastic gangs)."""
+    fraction of whole-GPU jobs that are elastic gangs; `topology` levels: module doc)."""
     try:
         gpus, jobs = SIZES[size.upper()]
     except KeyError:
         raise ValueError(f"unknown size {size!r}; expected one of {', '.join(SIZES)}") from None
-    return generate_custom(gpus, jobs, seed, elastic)
+    return generate_custom(gpus, jobs, seed, elastic=elastic, topology=topology)

@@ -66,12 +66,13 @@ def _peak_rss_mib() -> float:
 
 
 def _run_one(size: str, backend: str, time_limit: float, seed: int,
-             elastic: float = 0.0) -> Row:
-    """Generate the instance and run one backend on it (in the calling process)."""
+             elastic: float = 0.0, topology: tuple[str, ...] = ()) -> Row:
+    """Generate the instance (with `elastic` gangs and `topology` levels, if any) and run
+    one backend on it (in the calling process)."""
     from benchmarks.generator import generate
     from models.objective import evaluate
 
-    request = generate(size, seed, elastic)
+    request = generate(size, seed, elastic=elastic, topology=topology)
     policy = request.policy.model_copy(update={"time_limit_s": time_limit, "seed": seed})
     instance = f"{size} ({sum(len(n.gpus) for n in request.cluster.nodes)} GPUs / "\
         f"{len(request.jobs)} jobs)" + (f", {elastic:.0%} elastic" if elastic else "")
@@ -97,8 +98,14 @@ def _run_one(size: str, backend: str, time_limit: float, seed: int,
     t0 = time.monotonic()
     out = plan(req)
     wall = time.monotonic() - t0
+    note = out.solver
+    if topology:
+        from solver.validate import validate_plan
+
+        bad = validate_plan(req, out)
+        note += f"; {len(bad)} violations" if bad else "; valid"
     return Row(instance, backend, out.status, out.objective_value, out.best_bound, out.gap,
-               wall, _peak_rss_mib(), out.solver)
+               wall, _peak_rss_mib(), note)
 
 
 def _run_pipeline(instance: str, request: PlanRequest, time_limit: float) -> Row:
@@ -120,18 +127,20 @@ def _run_pipeline(instance: str, request: PlanRequest, time_limit: float) -> Row
 
 
 def _child(size: str, backend: str, time_limit: float, seed: int, conn: object,
-           elastic: float = 0.0) -> None:
-    row = _run_one(size, backend, time_limit, seed, elastic)
+           elastic: float = 0.0, topology: tuple[str, ...] = ()) -> None:
+    row = _run_one(size, backend, time_limit, seed, elastic, topology)
     conn.send(asdict(row))  # type: ignore[attr-defined]
     conn.close()  # type: ignore[attr-defined]
 
 
 def run_isolated(size: str, backend: str, time_limit: float, seed: int,
-                 timeout: float, elastic: float = 0.0) -> Row:
+                 timeout: float, elastic: float = 0.0,
+                 topology: tuple[str, ...] = ()) -> Row:
     """`_run_one` in a fresh process (so peak RSS is that run's own)."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(size, backend, time_limit, seed, child, elastic))
+    proc = ctx.Process(target=_child, args=(size, backend, time_limit, seed, child,
+                                            elastic, topology))
     t0 = time.monotonic()
     proc.start()
     child.close()
@@ -200,6 +209,10 @@ def run_command(
     elastic: Annotated[float, typer.Option(
         min=0.0, max=1.0,
         help="Fraction of the whole-GPU jobs made elastic gangs (contract 5.1).")] = 0.0,
+    topology: Annotated[str, typer.Option(
+        help="Topology level names, widest first (e.g. zone,block,rack): the instances "
+             "get that hierarchy and gangs spanning nodes required / preferred levels; "
+             "each plan is validated.")] = "",
 ) -> None:
     """Generate instances and run backends on them; print a table of the results."""
     size_list = [s.strip().upper() for s in sizes.split(",") if s.strip()]
@@ -212,6 +225,7 @@ def run_command(
         raise typer.BadParameter(f"unknown size or backend: {', '.join(bad)}",
                                  param_hint="--sizes/--backends")
     naive_ok = {s.strip().upper() for s in naive_sizes.split(",")}
+    levels = tuple(lv.strip() for lv in topology.split(",") if lv.strip())
     rows: list[Row] = []
     with contended(contend):
         for size in size_list:
@@ -220,7 +234,7 @@ def run_command(
                     continue
                 # the naive model takes minutes to build on M
                 timeout = time_limit * 3 + (900 if backend == "naive" else 120)
-                row = run_isolated(size, backend, time_limit, seed, timeout, elastic)
+                row = run_isolated(size, backend, time_limit, seed, timeout, elastic, levels)
                 row.contend = contend
                 rows.append(row)
                 typer.echo(format_table([row]).splitlines()[-1], err=True)
@@ -229,7 +243,8 @@ def run_command(
     command = (f"gpuplan bench run --sizes {','.join(size_list)} --backends "
                f"{','.join(backend_list)} --time-limit {time_limit:g} --seed {seed}"
                + (f" --contend {contend}" if contend else "")
-               + (f" --elastic {elastic:g}" if elastic else ""))
+               + (f" --elastic {elastic:g}" if elastic else "")
+               + (f" --topology {','.join(levels)}" if levels else ""))
     text = "\n".join([f"Command: `{command}`", "", table, "", *ratios])
     typer.echo(text)
     if out is not None:

@@ -14,8 +14,11 @@ jobs one at a time in the order of the policy objective:
 Each job goes to the eligible model where its value is highest (ties: where it is
 relatively fastest against the other jobs, i.e. the largest speed over the model's median
 speed), then to the tightest place: the node with the fewest free GPUs of that model that
-still holds a single-node gang; few nodes for multi-node gangs (one domain when
-`same_domain`); the fullest shared GPU with room for a share (a free GPU on the tightest
+still holds a single-node gang; few nodes for multi-node gangs, inside one domain of each
+required topology level (v1's `same_domain` is the level "domain"; the tightest domain
+that holds the gang first) and over few domains of the preferred level (one that holds it
+alone first, else the largest first; a placement whose topology cost eats its whole value
+is not made); the fullest shared GPU with room for a share (a free GPU on the tightest
 node otherwise); for MIG the instance position that keeps the largest instance creatable
 beside it (existing free instances first, none created when `allow_mig_reconfiguration` is
 false). Unhealthy GPUs and cordoned nodes take no new placement. Host CPU/memory is
@@ -45,10 +48,19 @@ from typing import ClassVar
 
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
+from models.capacity import DOMAIN, HOST, Topology
 from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
 from models.objective import evaluate, objective_value_of, same_placement, tenant_demands
 from models.reasons import INSUFFICIENT, StaticReasons
-from models.rules import memory_fits, priority_key, profile_covers
+from models.rules import (
+    costed_level,
+    memory_fits,
+    preferred_level,
+    priority_key,
+    profile_covers,
+    required_levels,
+    topology_cost,
+)
 
 #: Without a deadline, both greedy variants run up to this many jobs.
 BOTH_VARIANTS_UP_TO = 5000
@@ -75,6 +87,23 @@ class Greedy:
         self._domain_nodes: dict[str | None, list[int]] = {}
         for n in self.state.nodes:
             self._domain_nodes.setdefault(n.domain, []).append(n.idx)
+        self._topology: Topology | None = None
+        self._groups: dict[tuple[str, ...], list[tuple[tuple[str, ...], list[int]]]] = {}
+
+    # ------------------------------------------------------------ topology
+    @property
+    def topology(self) -> Topology:
+        """The domains of the cluster's nodes at every topology level (built once)."""
+        if self._topology is None:
+            self._topology = Topology(self.request.cluster)
+        return self._topology
+
+    def topology_cost(self, info: JobInfo, placements: Iterable[Placement]) -> float:
+        """What `placements` of `info` pay at its preferred level (`models.rules`)."""
+        if preferred_level(info.job) is None:
+            return 0.0
+        return topology_cost(info.job, {p.node for p in placements}, self.topology,
+                             self.request.policy.topology_cost)
 
     # ------------------------------------------------------------ reasons
     def why_unplaced(self, info: JobInfo) -> tuple[str, str]:
@@ -206,13 +235,16 @@ class Greedy:
         if info.current and self.current_ok(info) and self.state.conflicts(
                 info, info.current) is None:
             # Keep it unless moving elsewhere is worth more than the migration cost.
-            stay = self.value_at(info, info.current)
-            move = (self.value_at(info, found)
-                    - self.request.policy.migration_cost) if found else float("-inf")
+            stay = self.value_at(info, info.current) - self.topology_cost(info, info.current)
+            move = (self.value_at(info, found) - self.request.policy.migration_cost
+                    - self.topology_cost(info, found)) if found else float("-inf")
             if not info.preemptible or stay >= move - 1e-9:
                 return self.try_keep(info)
         if found is None:
             return False
+        cost = 0.0 if info.current else self.topology_cost(info, found)
+        if cost > 0 and self.value_on(info, self.state.model_of(found)) - cost <= 1e-9:
+            return False  # its topology cost eats its whole value
         self.state.place(info, found)
         self.reasons.pop(info.name, None)
         return True
@@ -228,7 +260,9 @@ class Greedy:
 
     def find_gang(self, info: JobInfo, model: str, k: int) -> list[Placement] | None:
         """The best fit of gang `info` on k GPUs of `model` (k: `gpus`, or an allowed size
-        of an elastic gang); host requests pro rata, k / gpus of the job's."""
+        of an elastic gang); host requests pro rata, k / gpus of the job's. A gang that may
+        span nodes stays in one domain of each required topology level and, with a costed
+        preferred level, spans as few of its domains as it can."""
         st = self.state
         if st.model_free.get(model, 0) < k:
             return None
@@ -238,25 +272,87 @@ class Greedy:
                 return self._take(ni, model, k)
         if info.job.single_node or k == 1:
             return None
-        if info.job.same_domain:
-            domains = sorted(
-                (c, d) for (d, m), c in st.domain_free.items()
-                if m == model and c >= k and d is not None)
-            for _, d in domains:
-                found = self._spread(info, model, self._domain_nodes.get(d, []), k)
+        levels = required_levels(info.job)
+        pref = costed_level(info.job, self.topology, self.request.policy.topology_cost) \
+            if info.job.topology is not None else None
+        if levels or pref is not None:
+            for nodes in self.required_groups(model, k, levels):
+                found = self._spread_few(info, model, nodes, pref, k)
                 if found is not None:
                     return found
             return None
+        return self._spread(info, model, self._all_nodes(model), k)
+
+    def _all_nodes(self, model: str) -> list[int]:
+        """The nodes with free GPUs of `model`, most free first."""
         nodes: list[int] = []
-        buckets = st.buckets.get(model, [])
+        buckets = self.state.buckets.get(model, [])
         for c in range(len(buckets) - 1, 0, -1):
             nodes.extend(buckets[c])
-        return self._spread(info, model, nodes, k)
+        return nodes
+
+    def required_groups(self, model: str, k: int, levels: tuple[str, ...]) -> list[list[int]]:
+        """The node sets a multi-node gang of `k` GPUs of `model` may use under required
+        topology `levels`: one per domain (of all the levels at once) with >= k free GPUs,
+        the tightest first (all nodes when none is required; none at "host", since one
+        node was tried first)."""
+        st = self.state
+        if not levels:
+            return [self._all_nodes(model)]
+        if HOST in levels:
+            return []
+        if levels == (DOMAIN,):
+            domains = sorted((c, d) for (d, m), c in st.domain_free.items()
+                             if m == model and c >= k and d is not None)
+            return [self._domain_nodes.get(d, []) for _, d in domains]
+        scored = []
+        for key, nodes in self._level_groups(levels):
+            free = sum(st.free_count(ni, model) for ni in nodes)
+            if free >= k:
+                scored.append((free, key, nodes))
+        scored.sort(key=lambda x: (x[0], x[1]))
+        return [nodes for _, _, nodes in scored]
+
+    def _level_groups(self, levels: tuple[str, ...]) -> list[tuple[tuple[str, ...], list[int]]]:
+        """The nodes grouped by their domains at every level of `levels` (cached); a node
+        without a v1 topology domain holds a same_domain gang only alone, so it is left out
+        when "domain" is required."""
+        hit = self._groups.get(levels)
+        if hit is None:
+            groups: dict[tuple[str, ...], list[int]] = {}
+            for n in self.state.nodes:
+                if DOMAIN in levels and n.domain is None:
+                    continue
+                key = tuple(self.topology.domain(n.name, lv) for lv in levels)
+                groups.setdefault(key, []).append(n.idx)
+            hit = self._groups[levels] = list(groups.items())
+        return hit
+
+    def _spread_few(self, info: JobInfo, model: str, nodes: list[int],
+                    pref: str | None, k: int) -> list[Placement] | None:
+        """A multi-node gang of k GPUs over `nodes`, in as few domains of level `pref` as it can:
+        in one that holds it alone (the tightest first), else over the largest first."""
+        if pref is None:
+            return self._spread(info, model, nodes, k)
+        st = self.state
+        by_dom: dict[str, list[int]] = {}
+        for ni in nodes:
+            if st.free_count(ni, model) > 0:
+                by_dom.setdefault(self.topology.domain(st.nodes[ni].name, pref), []).append(ni)
+        free = {d: sum(st.free_count(ni, model) for ni in ns) for d, ns in by_dom.items()}
+        for d in sorted((d for d in by_dom if free[d] >= k),
+                        key=lambda d: (free[d], d)):
+            found = self._spread(info, model, by_dom[d], k)
+            if found is not None:
+                return found
+        order = sorted(by_dom, key=lambda d: (-free[d], d))
+        rank = {ni: r for r, d in enumerate(order) for ni in by_dom[d]}
+        return self._spread(info, model, list(rank), k, rank)
 
     def _spread(self, info: JobInfo, model: str, nodes: Iterable[int],
-                k: int) -> list[Placement] | None:
-        """A multi-node gang of k GPUs over few nodes: largest free first, best fit for
-        the rest."""
+                k: int, rank: dict[int, int] | None = None) -> list[Placement] | None:
+        """A multi-node gang of k GPUs over few nodes: largest free first, best fit for the rest
+        (with `rank`, nodes of a lower rank first, best fit within the current rank)."""
         st = self.state
         cands: list[tuple[int, int]] = []
         g = info.gpus
@@ -270,14 +366,18 @@ class Greedy:
                 cands.append((use, ni))
         if sum(u for u, _ in cands) < k:
             return None
-        cands.sort(key=lambda x: (-x[0], x[1]))
+        if rank is None:
+            cands.sort(key=lambda x: (-x[0], x[1]))
+        else:
+            cands.sort(key=lambda x: (rank[x[1]], -x[0], x[1]))
         out: list[Placement] = []
         remaining = k
         i = 0
         while remaining > 0:
             fits = [c for c in cands[i:] if c[0] >= remaining]
             if fits:
-                use, ni = min(fits, key=lambda x: (x[0], x[1]))
+                use, ni = min(fits, key=lambda x: (x[0], x[1]) if rank is None
+                              else (rank[x[1]], x[0], x[1]))
                 out.extend(self._take(ni, model, remaining))
                 remaining = 0
             else:
@@ -338,9 +438,10 @@ class Greedy:
     # ------------------------------------------------------------ elastic gangs
     def net_value(self, info: JobInfo, placements: Sequence[Placement]) -> float:
         """The value of `info` placed as `placements`, minus the migration cost when it
-        runs elsewhere now (any change of its GPU set, size included)."""
+        runs elsewhere now (any change of its GPU set, size included) and the topology cost
+        it pays at its preferred level."""
         moved = bool(info.current) and not same_placement(placements, info.current or [])
-        return self.value_at(info, placements) - (
+        return self.value_at(info, placements) - self.topology_cost(info, placements) - (
             self.request.policy.migration_cost if moved else 0.0)
 
     def grow_gain(self, info: JobInfo) -> tuple[float, int] | None:

@@ -92,6 +92,8 @@ class _Score:
         cost = 0.0
         if info.current and not same_placement(pl, info.current):
             cost = -self.mig_cost
+        if info.job.topology is not None:
+            cost -= self.g.topology_cost(info, pl)
         n = len(pl) if info.elastic else None
         thr = info.values.get(model) if n is None else info.size_values.get(n, {}).get(model)
         if thr is None:

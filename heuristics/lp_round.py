@@ -40,6 +40,7 @@ from heuristics.greedy import Greedy
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import JobInfo
+from models.rules import costed_level, required_levels
 
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
@@ -195,7 +196,9 @@ def _place_gang(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> boo
 
 
 def _place_spread(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> bool:
-    """Place multi-node gang `info` on `model` (one domain when `same_domain`) over the
+    """Place multi-node gang `info` on `model` (one domain of each required topology level,
+    v1's `same_domain` being the level "domain"; fewest domains of its preferred level
+    first) over the
     nodes with the fewest free GPUs first, GPUs not `reserved` first, so that whole free
     nodes stay for single-node gangs and kept running jobs stay put; False if it does
     not fit. Host CPU/memory is taken pro rata per GPU, as the greedy does."""
@@ -203,14 +206,17 @@ def _place_spread(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> b
     k = info.gpus
     if st.model_free.get(model, 0) < k:
         return False
-    if info.job.same_domain:
-        domains = sorted((c, d) for (d, m), c in st.domain_free.items()
-                         if m == model and c >= k and d is not None)
-        options = [[ni for ni in g._domain_nodes.get(d, []) if st.free_count(ni, model)]
-                   for _, d in domains[:_SPREAD_DOMAINS]]
+    levels = required_levels(info.job)
+    if levels:
+        options = [[ni for ni in nodes if st.free_count(ni, model)]
+                   for nodes in g.required_groups(model, k, levels)[:_SPREAD_DOMAINS]]
     else:
         options = [[ni for bucket in st.buckets.get(model, [])[1:] for ni in sorted(bucket)]]
-    best: tuple[int, int] | None = None
+    pref = costed_level(info.job, g.topology, g.request.policy.topology_cost) \
+        if info.job.topology is not None else None
+    if pref is not None:
+        options = _preferred_options(g, model, k, pref, options)
+    best: tuple[int, int, int] | None = None
     best_take: list[tuple[int, list[int]]] = []
     for nodes in options:
         take = _spread_take(g, info, model, sorted(nodes, key=lambda ni: (
@@ -218,12 +224,31 @@ def _place_spread(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> b
         if take is None:
             continue
         displaced = sum(1 for _, gids in take for gid in gids if gid in reserved)
-        key = (displaced, len(take))
+        spans = 0 if pref is None else len(
+            g.topology.domains((st.nodes[ni].name for ni, _ in take), pref))
+        key = (spans, displaced, len(take))
         if best is None or key < best:
             best, best_take = key, take
     if best is None:
         return False
     return _commit(g, info, best_take)
+
+
+def _preferred_options(g: Greedy, model: str, k: int, pref: str,
+                       options: list[list[int]]) -> list[list[int]]:
+    """Before each node set of `options`, its domains of preferred level `pref` that hold
+    `k` free GPUs of `model` alone (the tightest few first)."""
+    st = g.state
+    out: list[list[int]] = []
+    for nodes in options:
+        by_dom: dict[str, list[int]] = {}
+        for ni in nodes:
+            by_dom.setdefault(g.topology.domain(st.nodes[ni].name, pref), []).append(ni)
+        free = {d: sum(st.free_count(ni, model) for ni in ns) for d, ns in by_dom.items()}
+        fit = sorted((d for d in by_dom if free[d] >= k), key=lambda d: (free[d], d))
+        out += [by_dom[d] for d in fit[:_SPREAD_DOMAINS]]
+        out.append(nodes)
+    return out
 
 
 def _commit(g: Greedy, info: JobInfo, take: list[tuple[int, list[int]]]) -> bool:

@@ -10,7 +10,8 @@
   fraction, a MIG job the compute share of its smallest profile on m (at least what any
   instance it gets takes). Options that can never be used are left out: ineligible models
   (a running job's current model stays, it is grandfathered), gangs larger than any node
-  (`single_node`), any domain (`same_domain`) or the pool;
+  (`single_node`), any domain of one of its required topology levels (v1's `same_domain`
+  is the level "domain") or the pool;
 - an elastic gang (contract 5.1) has one option per model and allowed size n (columns
   per allowed size: n GPUs of the pool, earning its value on n GPUs), so that every size
   a plan may choose is a point of the LP, priced exactly, whatever the curve's shape (a
@@ -22,7 +23,9 @@
   sum of the group's option variables <= n, == n for non-preemptible running jobs;
 - objective: each option earns the job's per-job objective value; a running job also
   earns back `preemption_cost` when placed (its constant `-preemption_cost` is added),
-  migration costs are dropped (>= 0, so the bound stays valid). For `fairness` the LP
+  migration costs are dropped (>= 0, so the bound stays valid), and so are topology costs
+  (contract 5.5: >= 0 as well); required topology levels enter only through that size
+  test (a gang fits some domain of each), the LP does not see domains. For `fairness` the LP
   maximises t subject to (placed value of tenant k) >= D_k * t.
 
 Node structure enters in three places: single-node gangs pack into node patterns (per
@@ -55,7 +58,7 @@ from models import Gpu, Node, PlanRequest
 from models.capacity import CapacitySummary, usable
 from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import objective_value_of, tenant_demands
-from models.rules import job_value, mig_profiles_for, model_eligible
+from models.rules import job_value, mig_profiles_for, model_eligible, required_levels
 from solver.highs import INF, INFEASIBLE, OPTIMAL, SOLUTION_FEASIBLE, HighsLp, set_integral
 
 log = logging.getLogger(__name__)
@@ -121,6 +124,8 @@ class _Capacity:
     #: model with non-preemptible shares -> non-MIG GPUs left for whole jobs (a GPU
     #: holding such a share stays shared, so only shares may use the rest of it)
     whole_cap: dict[str, int]
+    #: the counted GPUs per node, domain and topology level (`models.capacity`)
+    summary: CapacitySummary
 
 
 def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
@@ -157,7 +162,7 @@ def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
                 node_free.setdefault(m, []).append(c)
     shared_models = {state.gpus[state.gid_of[key]].model for key in pinned_shares}
     whole_cap = {m: unpinned.total((m, False)) for m in shared_models}
-    return _Capacity(cap, per_node, dom_count, node_free, whole_cap)
+    return _Capacity(cap, per_node, dom_count, node_free, whole_cap, every)
 
 
 def _round_up(x: float) -> float:
@@ -328,11 +333,11 @@ def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
     if grandfathered and info.shape == "share" and job.current:
         amount = min(amount, job.current[0].fraction or amount)
     if info.shape == "whole" and not grandfathered:
+        levels = required_levels(job)
         if job.single_node:
             limit = caps.per_node.get(m, 0)
-        elif job.same_domain:
-            limit = max((c for (d, mm), c in caps.dom_count.items()
-                         if mm == m and d is not None), default=0)
+        elif levels:
+            limit = min(caps.summary.most_in_one(lv, (m, False)) for lv in levels)
         else:
             limit = caps.cap.get(pool, 0)
         if gpus > limit:

@@ -13,7 +13,9 @@ created (per unit of the variable), so each capacity row is `sum(ledger) <= capa
 - pool_use[p]: GPUs of non-MIG pool p taken by new whole placements;
 - host_cpu[n], host_mem[n]: host CPU millicores and memory GiB requested on node n;
 - bin_share[b], bin_mem[b]: GPU fraction and GPU memory GiB of the jobs sharing bin b;
-- mig_use[g, pi]: jobs on instances of profile pi of MIG GPU g.
+- mig_use[g, pi]: jobs on instances of profile pi of MIG GPU g;
+- topology_use: domains beyond the first that gangs span at their preferred topology
+  level (contract 5.5), each unit costing `policy.topology_cost` in the objective.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from models import (
     instance_positions,
     model_eligible,
 )
-from models.capacity import domain_of
+from models.capacity import Topology
 from models.capacity import usable as gpu_usable
 from models.objective import objective_value_of
-from models.rules import host_fits, job_value, priority_key
+from models.rules import host_fits, job_value, preferred_level, priority_key, required_levels
 from solver.formulation.tables import (
     Bin,
     Compiled,
@@ -47,14 +49,6 @@ from solver.formulation.tables import (
 from solver.linear import LinearModel, Terms
 
 T = TypeVar("T")
-
-
-def node_domain(request: PlanRequest, node: str) -> str:
-    """The topology domain key of the node named `node` (`models.capacity.domain_of`)."""
-    for n in request.cluster.nodes:
-        if n.name == node:
-            return domain_of(n.name, n.topology_domain)
-    return domain_of(node, None)
 
 
 def profile_of(spec: GpuModel, name: str) -> MigProfileSpec:
@@ -102,6 +96,8 @@ class Builder:
         self.bin_share: dict[int, Terms] = defaultdict(dict)
         self.bin_mem: dict[int, Terms] = defaultdict(dict)
         self.mig_use: dict[tuple[int, str], Terms] = defaultdict(dict)
+        self.topology_use: Terms = {}
+        self._topology: Topology | None = None
         #: what each variable earns, in the order the objective lists its terms
         self.earnings: dict[int, Earning] = {}
         #: elastic size variables z[j, m, n] -> n (they earn the value on n GPUs)
@@ -170,7 +166,14 @@ class Builder:
         # entry is None for every other job, so their groups are those of v1.
         return (job.shape, job.gpus, job.single_node, job.same_domain, mig, job.mig_profile,
                 job.gpu_share, job.gpu_memory_gib, job.cpu_millicores, job.host_memory_gib,
-                job.tenant, vals, job.name if job.elastic is not None else None)
+                job.tenant, vals, job.name if job.elastic is not None else None,
+                required_levels(job), preferred_level(job))
+
+    def topology(self) -> Topology:
+        """The domains of the cluster's nodes at every topology level (built once)."""
+        if self._topology is None:
+            self._topology = Topology(self.req.cluster)
+        return self._topology
 
     def model_of(self, node: str, gpu: int) -> str:
         """The model of GPU `gpu` of `node`."""

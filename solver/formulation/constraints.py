@@ -12,9 +12,9 @@ import itertools
 from collections import defaultdict
 
 from models import Instance, allowed_sizes
-from models.capacity import domain_of
 from solver.formulation.builder import Builder, profile_of
 from solver.formulation.tables import MigGpu, Pool, PoolKey
+from solver.formulation.variables import level_tag
 from solver.linear import Terms, add_terms
 
 # ------------------------------------------------------------------- MIG layouts
@@ -145,13 +145,14 @@ def add_group_size(b: Builder, gi: int) -> None:
 
 
 def add_gang(b: Builder, j: int) -> None:
-    """The rows of gang j that may span nodes, in order: one model, one domain, then per
-    pool its model and domain links, then all or nothing."""
+    """The rows of gang j that may span nodes, in order: one model, one domain per required
+    level, then per pool its model, domain and span links, then all or nothing."""
     add_gang_one_model(b, j)
     add_gang_one_domain(b, j)
     for y, key in b.c.gangs[j].parts:
         add_gang_model_link(b, j, y, key)
         add_gang_domain_link(b, j, y, key)
+        add_gang_span_link(b, j, y, key)
     add_gang_all_or_nothing(b, j)
     if b.c.gangs[j].sizes:
         for m in b.c.gangs[j].models:
@@ -175,13 +176,14 @@ def add_gang_one_model(b: Builder, j: int) -> None:
 
 
 def add_gang_one_domain(b: Builder, j: int) -> None:
-    """gang_domain[j]: one topology domain (same_domain gangs; one node for a single-node
-    elastic gang): sum_D d[j, D] = new[j]."""
+    """gang_domain[j, L]: one domain of each required topology level L (v1's same_domain
+    is L = "domain", row gang_domain[j]): sum_D d[j, L, D] = new[j]."""
     job = b.req.jobs[j]
     gang = b.c.gangs[j]
-    if job.same_domain or gang.node_domains:
-        b.m.add({**dict.fromkeys(gang.domains.values(), 1.0), gang.new: -1.0}, lo=0, hi=0,
-                name=f"gang_domain[{job.name}]")
+    for level, doms in gang.required.items():
+        tag = "" if level == "domain" else f",{level}"
+        b.m.add({**dict.fromkeys(doms.values(), 1.0), gang.new: -1.0}, lo=0, hi=0,
+                name=f"gang_domain[{job.name}{tag}]")
 
 
 def _part_cap(b: Builder, j: int, key: PoolKey) -> float:
@@ -201,17 +203,26 @@ def add_gang_model_link(b: Builder, j: int, y: int, key: PoolKey) -> None:
 
 
 def add_gang_domain_link(b: Builder, j: int, y: int, key: PoolKey) -> None:
-    """gang_use_domain[j, p]: GPUs only in the chosen domain (same_domain gangs; the
-    chosen node for a single-node elastic gang): y[j, p] <= min(g, |U_p|) * d[j, D(p)]."""
+    """gang_use_domain[j, L, p]: GPUs only in the chosen domain of each required level L
+    (v1's same_domain: L = "domain", row gang_use_domain[j, p]):
+    y[j, p] <= min(g, |U_p|) * d[j, L, domain_L(p)]."""
     job = b.req.jobs[j]
-    gang = b.c.gangs[j]
-    if not job.same_domain and not gang.node_domains:
-        return
     node = b.pools[key].node
-    d = gang.domains[node if gang.node_domains
-                     else domain_of(node, b.nodes[node].topology_domain)]
-    b.m.add({y: 1.0, d: -_part_cap(b, j, key)}, hi=0,
-            name=f"gang_use_domain[{job.name},{key}]")
+    for level, doms in b.c.gangs[j].required.items():
+        d = doms[b.topology().domain(node, level)]
+        b.m.add({y: 1.0, d: -_part_cap(b, j, key)}, hi=0,
+                name=f"gang_use_domain[{job.name},{level_tag(level)}{key}]")
+
+
+def add_gang_span_link(b: Builder, j: int, y: int, key: PoolKey) -> None:
+    """gang_span[j, p]: GPUs only in domains the gang is charged for at its costed
+    preferred level L: y[j, p] <= min(g, |U_p|) * s[j, domain_L(p)]."""
+    gang = b.c.gangs[j]
+    if gang.span_level is None:
+        return
+    s = gang.spans[b.topology().domain(b.pools[key].node, gang.span_level)]
+    b.m.add({y: 1.0, s: -_part_cap(b, j, key)}, hi=0,
+            name=f"gang_span[{b.req.jobs[j].name},{key}]")
 
 
 def add_gang_all_or_nothing(b: Builder, j: int) -> None:
@@ -382,7 +393,8 @@ def symmetric_nodes(b: Builder) -> list[list[str]]:
             continue
         ckey = (tuple((g.model, g.mig_enabled) for g in sorted(node.gpus,
                                                                key=lambda g: g.index)),
-                node.cpu_millicores, node.memory_gib, node.topology_domain)
+                node.cpu_millicores, node.memory_gib, node.topology_domain,
+                tuple(sorted(node.topology.items())))
         classes[ckey].append(node.name)
     return list(classes.values())
 

@@ -12,8 +12,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from models import Instance, Placement
+from models.capacity import Topology
 from models.objective import same_placement
-from solver.formulation.builder import Builder, node_domain
+from solver.formulation.builder import Builder
 from solver.formulation.tables import Compiled, PoolKey
 
 
@@ -71,6 +72,7 @@ class _Encoder:
         self.model_of = {(n.name, g.index): g.model for n in req.cluster.nodes for g in n.gpus}
         self.bin_of = _share_bins(c, placements, self.model_of)
         self.used_instances: dict[int, set[Instance]] = defaultdict(set)
+        self.topology = Topology(req.cluster)
 
     def bump(self, var: int | None) -> None:
         """One more on `var` (up to its upper bound); None: not in the model."""
@@ -88,9 +90,14 @@ class _Encoder:
         if z is not None:
             self.hints[z] = 1
         nodes = {q.node for q in pls}
-        doms = nodes if gang.node_domains else {node_domain(self.c.request, n) for n in nodes}
-        for dm, v in gang.domains.items():
-            self.hints[v] = int(doms == {dm})
+        for level, doms in gang.required.items():
+            used = self.topology.domains(nodes, level)
+            for dm, v in doms.items():
+                self.hints[v] = int(used == {dm})
+        if gang.span_level is not None:
+            used = self.topology.domains(nodes, gang.span_level)
+            for dm, v in gang.spans.items():
+                self.hints[v] = int(dm in used)
         for y, key in gang.parts:
             self.hints[y] = sum(1 for q in pls if q.node == key[0]
                                 and self.model_of[(q.node, q.gpu)] == key[1])

@@ -3,14 +3,19 @@
     maximise   sum_x value(job(x), model(x)) * x                       (placements)
              + preemption_cost * (sum_r keep[r] + sum_r moved[r] - |R|)  (stops cost)
              - migration_cost * sum_r moved[r]                           (moves cost)
+             - topology_cost * (sum_j (sum_D s[j, D] - new[j])          (topology costs)
+                                + sum_r spans(r) keep[r])
 
 over every variable x that places a job on a model (keep[r] on r's current model, the
 count and move variables on their target's, a fixed gang's u[j, m] on m, an elastic
 gang's z[j, m, n] on n GPUs of m, valued weight * speedup[n] * speed(m)), where moved[r] sums
 running job r's new placements: a running job stopped costs `preemption_cost`, one
-moved costs `migration_cost`. value is the policy's per-job objective value (jct and
-makespan), or the throughput value for throughput, fairness and priority_fifo (the
-driver runs those two on top of this model with their own rows).
+moved costs `migration_cost`, a gang pays `topology_cost` per domain beyond the first
+that it uses at its preferred level (s[j, D], contract 5.5), a kept running job for the
+domains beyond the first that its current placement spans there (spans(r)). value is
+the policy's per-job objective value (jct and makespan), or the throughput value for
+throughput, fairness and priority_fifo (the driver runs those two on top of this model
+with their own rows).
 
 The same sum with throughput values is kept as `Compiled.throughput_terms`, and per
 tenant as `Compiled.tenant_terms` (the fairness objective's shares).
@@ -18,6 +23,7 @@ tenant as `Compiled.tenant_terms` (the fairness objective's shares).
 
 from __future__ import annotations
 
+from models.rules import preferred_level, topology_cost
 from solver.formulation.builder import Builder
 
 #: Resolution of the fairness objective's minimum share.
@@ -50,3 +56,20 @@ def add_objective(b: Builder) -> None:
     for _ in b.running:
         b.m.objective_const -= pol.preemption_cost
         b.c.throughput_const -= pol.preemption_cost
+    add_topology_costs(b)
+
+
+def add_topology_costs(b: Builder) -> None:
+    """The topology costs (module doc) in the objective and the throughput terms: the
+    `topology_use` ledger, and each kept running job's current spans."""
+    cost = b.req.policy.topology_cost
+    use = dict(b.topology_use)
+    for r, k in b.c.keep.items():
+        job = b.req.jobs[r]
+        if preferred_level(job) is not None and job.current:
+            spans = topology_cost(job, {p.node for p in job.current}, b.topology(), 1.0)
+            if spans:
+                use[k] = use.get(k, 0.0) + spans
+    for var, units in use.items():
+        b.m.objective[var] = b.m.objective.get(var, 0.0) - cost * units
+        b.c.throughput_terms[var] = b.c.throughput_terms.get(var, 0.0) - cost * units

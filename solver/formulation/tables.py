@@ -109,13 +109,16 @@ class Gang:
     parts: list[GangPart] = field(default_factory=list)
     #: u[j, m] per eligible model: the gang runs on model m
     models: dict[str, int] = field(default_factory=dict)
-    #: d[j, D] per topology domain (same_domain gangs only): the gang runs in domain D
-    domains: dict[str, int] = field(default_factory=dict)
     #: elastic gangs: z[j, m, n] per eligible model m and allowed size n (the gang runs on
     #: n GPUs of m), keyed (m, n); empty for a fixed gang
     sizes: dict[tuple[str, int], int] = field(default_factory=dict)
-    #: whether `domains` are the nodes (a single-node elastic gang), not topology domains
-    node_domains: bool = False
+    #: d[j, L, D] per required topology level L (v1's same_domain: L = "domain"; "host"
+    #: for a single-node elastic gang) and domain D of it: the gang runs in domain D of L
+    required: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the preferred level where the gang pays topology costs (None: it pays none)
+    span_level: str | None = None
+    #: s[j, D] per domain D of `span_level`: the gang uses domain D
+    spans: dict[str, int] = field(default_factory=dict)
 
 
 class GroupOnBin(NamedTuple):

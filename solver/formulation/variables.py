@@ -12,7 +12,8 @@ import math
 from collections import defaultdict
 
 from models import allowed_sizes, mig_profiles_for
-from models.capacity import domain_of
+from models.capacity import HOST
+from models.rules import costed_level, required_levels
 from solver.formulation.builder import Builder
 from solver.formulation.tables import (
     Bin,
@@ -146,11 +147,11 @@ def new_whole_group_vars(b: Builder, gi: int, grp: Group) -> None:
 
 def new_gang_vars(b: Builder, j: int) -> Gang:
     """A gang that may span nodes, or an elastic gang: new[j] in {0, 1}, u[j, m] in {0, 1}
-    per eligible model, d[j, D] in {0, 1} per domain (same_domain; per node for a
-    single-node elastic gang), y[j, p] in [0, min(g, |U_p|)] GPUs per pool (g: the largest
-    allowed size; with pruning, an elastic gang's pools are limited like a group's). The
-    model variables earn the gang's value; an elastic gang's size variables
-    (`new_elastic_size_vars`) earn it instead."""
+    per eligible model, its topology variables (`new_gang_topology_vars`; a single-node
+    elastic gang's node is its required "host" domain), y[j, p] in [0, min(g, |U_p|)] GPUs
+    per pool (g: the largest allowed size; with pruning, an elastic gang's pools are
+    limited like a group's). The model variables earn the gang's value; an elastic gang's
+    size variables (`new_elastic_size_vars`) earn it instead."""
     job = b.req.jobs[j]
     g = max(allowed_sizes(job)) if job.elastic is not None else job.gpus or 1
     gang = Gang(b.m.new_var(f"new[{job.name}]"))
@@ -163,13 +164,7 @@ def new_gang_vars(b: Builder, j: int) -> Gang:
                         2 * math.ceil(g / 8))
     models = sorted({p.model for _, p in pools})
     gang.models = {m: b.m.new_var(f"u[{job.name},{m}]") for m in models}
-    if job.elastic is not None and job.single_node:
-        gang.node_domains = True
-        doms = sorted({p.node for _, p in pools})
-        gang.domains = {dm: b.m.new_var(f"d[{job.name},{dm}]") for dm in doms}
-    elif job.same_domain:
-        doms = sorted({domain_of(p.node, b.nodes[p.node].topology_domain) for _, p in pools})
-        gang.domains = {dm: b.m.new_var(f"d[{job.name},{dm}]") for dm in doms}
+    new_gang_topology_vars(b, j, gang, sorted({p.node for _, p in pools}))
     for key, p in pools:
         y = b.m.new_var(f"y[{job.name},{key}]", 0, min(g, len(p.usable)))
         b.charge(b.pool_use, key, y, 1.0)
@@ -201,6 +196,34 @@ def new_elastic_size_vars(b: Builder, j: int, gang: Gang) -> None:
             z = b.m.new_var(f"z[{job.name},{m},{n}]")
             gang.sizes[(m, n)] = z
             b.earn_size(z, j, m, n)
+def level_tag(level: str) -> str:
+    """The level's part of a variable or row name: none for v1's level "domain" (its
+    names stay v1's), `level:` otherwise."""
+    return "" if level == "domain" else f"{level}:"
+
+
+def new_gang_topology_vars(b: Builder, j: int, gang: Gang, nodes: list[str]) -> None:
+    """d[j, L, D] in {0, 1} per required topology level L of gang j and domain D of L
+    holding one of its `nodes` (v1's same_domain is L = "domain", named d[j, D]): the gang
+    runs in D. s[j, D] in {0, 1} per domain D of its costed preferred level
+    (`models.rules.costed_level`): the gang uses D; sum_D s[j, D] - new[j] domains beyond
+    the first are charged to `topology_use`."""
+    job = b.req.jobs[j]
+    topo = b.topology()
+    levels = (HOST,) if job.elastic is not None and job.single_node else required_levels(job)
+    for level in levels:
+        doms = sorted(topo.domains(nodes, level))
+        gang.required[level] = {dm: b.m.new_var(f"d[{job.name},{level_tag(level)}{dm}]")
+                                for dm in doms}
+    costed = costed_level(job, topo, b.req.policy.topology_cost)
+    if costed is None:
+        return
+    gang.span_level = costed
+    gang.spans = {dm: b.m.new_var(f"s[{job.name},{costed}:{dm}]")
+                  for dm in sorted(topo.domains(nodes, costed))}
+    for v in gang.spans.values():
+        b.topology_use[v] = 1.0
+    b.topology_use[gang.new] = b.topology_use.get(gang.new, 0.0) - 1.0
 
 
 def new_share_group_vars(b: Builder, gi: int, grp: Group) -> None:

@@ -6,6 +6,11 @@ instance position, running jobs also at their current placement) and every combi
 of them, keeps the combinations that satisfy the contract, and returns
 the best by the policy's objective, lexicographic where the objective is. It shares no code
 with the solver's formulation: only the domain models and the objective definition.
+
+Topology levels (contract 5.5) are read from the contract here: a gang's GPUs lie in one
+domain of its required level ("host": one node; "domain": v1's `topology_domain`, a node
+without one a domain of its own; a listed level: the node's domains from the widest level
+down to it), and `evaluate` charges the preferred level's costs.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from models import (
     Instance,
     Job,
     MigInstance,
+    Node,
     Placement,
     PlanRequest,
     is_valid_layout,
@@ -35,6 +41,14 @@ def _sizes(job: Job) -> list[int]:
         return [job.gpus or 1]
     return [n for n in range(el.min_gpus, el.max_gpus + 1)
             if not el.speedup or str(n) in el.speedup]
+def _domain(req: PlanRequest, node: Node, level: str) -> object:
+    """The domain of `node` at topology level `level` (module doc)."""
+    if level == "host":
+        return node.name
+    if level == "domain":
+        return node.topology_domain if node.topology_domain is not None else ("", node.name)
+    levels = req.cluster.topology_levels
+    return tuple(node.topology[lv] for lv in levels[:levels.index(level) + 1])
 
 
 def _options(req: PlanRequest, job: Job) -> list[list[Placement]]:
@@ -58,6 +72,10 @@ def _options(req: PlanRequest, job: Job) -> list[list[Placement]]:
                 continue
             if job.same_domain and len({n.topology_domain or f"\0{n.name}"
                                         for n, _ in combo}) > 1:
+                continue
+            required = job.topology.required if job.topology is not None else None
+            if required is not None and len({_domain(req, n, required)
+                                             for n, _ in combo}) > 1:
                 continue
             opts.append([Placement(node=n.name, gpu=g.index) for n, g in combo])
     elif job.shape == "share":

@@ -22,9 +22,11 @@ OBJECTIVES = ["throughput", "throughput", "fairness", "priority_fifo", "jct", "m
 
 def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
                    max_nodes: int = 2, objective: str | None = None,
-                   solver: str = "cp_sat", elastic: float = 0.0) -> PlanRequest:
+                   solver: str = "cp_sat", elastic: float = 0.0,
+                   topology: bool = False) -> PlanRequest:
     """A random consistent request (`elastic`: the chance that a whole-GPU job is an
-    elastic gang)."""
+    elastic gang; with `topology`, topology levels as well: draws for the v1 fields stay
+    the same, so a seed gives the same v1 request with or without)."""
     n_gpus = rng.randint(1, max_gpus)
     n_nodes = rng.randint(1, min(max_nodes, n_gpus))
     sizes = [1] * n_nodes
@@ -107,8 +109,57 @@ def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
         "allow_preemption": rng.random() > 0.2,
         "allow_mig_reconfiguration": rng.random() > 0.2,
     }
-    return PlanRequest.model_validate({"cluster": {"nodes": nodes}, "jobs": jobs,
-                                       "policy": policy})
+    cluster: dict[str, Any] = {"nodes": nodes}
+    if topology:
+        _add_topology(random.Random(rng.random()), cluster, jobs, policy)
+    return PlanRequest.model_validate({"cluster": cluster, "jobs": jobs, "policy": policy})
+
+
+#: Hierarchies of topology levels (widest first) and the domain names drawn at each level.
+LEVELS = (["block", "rack"], ["zone", "block", "rack"], ["spine", "leaf"])
+
+
+def _add_topology(rng: random.Random, cluster: dict[str, Any], jobs: list[dict[str, Any]],
+                  policy: dict[str, Any]) -> None:
+    """Topology levels (2-3 of them) on the cluster, a domain per level on each node (few
+    names, so that nodes share domains and the same name recurs under two parents), most
+    often one model for every non-MIG GPU (so that gangs may span nodes), and required /
+    preferred levels on the jobs (any level, "host" and "domain" included), more of them
+gangs; a few more small nodes; MIG GPUs no job holds mostly become whole ones."""
+    levels = list(rng.choice(LEVELS))
+    cluster["topology_levels"] = levels
+    same = rng.choice(WHOLE_MODELS) if rng.random() < 0.7 else None
+    held = {(p["node"], p["gpu"]) for j in jobs for p in j.get("current", [])}
+    nodes = cluster["nodes"]
+    for k in range(rng.randint(0, 2) if len(nodes) < 4 else 0):
+        nodes.append({"name": f"t{k}", "gpus": [
+            {"index": i, "model": same or rng.choice(WHOLE_MODELS)}
+            for i in range(rng.randint(1, 2))]})
+    for node in cluster["nodes"]:
+        node["topology"] = {lv: rng.choice(["x", "y"]) for lv in levels}
+        for g in node["gpus"]:
+            if (g.get("mig_enabled") and (node["name"], g["index"]) not in held
+                    and rng.random() < 0.6):
+                del g["mig_enabled"], g["mig_instances"]
+                g["model"] = same or rng.choice(WHOLE_MODELS)
+            if same is not None and not g.get("mig_enabled"):
+                g["model"] = same  # gangs spanning nodes need one model
+    names = [*levels, "host", "domain"]
+    for job in jobs:
+        if "gpus" in job and "current" not in job and rng.random() < 0.5:
+            job["gpus"] = rng.choice([2, 2, 3, 4])  # more gangs that may span nodes
+        if "gpus" in job and same is not None and job.get("throughput"):
+            job["throughput"].setdefault(same, round(rng.uniform(0.5, 2.0), 2))
+        if rng.random() < (0.9 if job.get("gpus", 1) > 1 else 0.4):
+            topo: dict[str, str] = {}
+            if rng.random() < 0.6:
+                topo["required"] = rng.choice(names)
+            if rng.random() < 0.6:
+                topo["preferred"] = rng.choice(names)
+            job["topology"] = topo
+            if "gpus" in job and job["gpus"] > 1 and rng.random() < 0.7:
+                job["single_node"] = False
+    policy["topology_cost"] = rng.choice([0.0, 0.1, 0.5, 3.0])
 
 
 def elastic_spec(rng: random.Random, gpus: int, max_gpus: int) -> dict[str, Any]:
