@@ -302,6 +302,7 @@ class Greedy:
         if HOST in levels:
             return []
         if levels == (DOMAIN,):
+            # the occupancy keeps free counts per v1 domain: the same groups, unscanned
             domains = sorted((c, d) for (d, m), c in st.domain_free.items()
                              if m == model and c >= k and d is not None)
             return [self._domain_nodes.get(d, []) for _, d in domains]
