@@ -24,6 +24,9 @@ greedy plus CP-SAT stay several percent below it (benchmarks/RESULTS.md).
    (a running job displaced in steps 2-4 migrates here);
 7. every job still unplaced, in value-density order on any model (this also places the
    jobs of fractional LP counts and any target that did not fit).
+Elastic gangs (contract 5.1) skip steps 2-4 and go in step 6 at the size the LP gives
+them (`sizes`, the LP's allowed-size column) when it fits there, by the greedy's size rule
+otherwise; after step 7 the greedy's growth pass hands them what is still free.
 The "keep_first" variant skips steps 2-4: every running job the LP keeps on its model
 stays first, then step 6 places the rest, largest first. The first variant is better on
 most generated instances (benchmarks/RESULTS.md), not on all, so the driver tries both.
@@ -70,8 +73,10 @@ class _Clock:
 
 def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
                   deadline: float | None = None,
-                  variant: str = "gangs_first") -> HeuristicResult:
-    """The plan of the LP's `targets` (job name -> model), completed by best fit;
+                  variant: str = "gangs_first",
+                  sizes: Mapping[str, float] | None = None) -> HeuristicResult:
+    """The plan of the LP's `targets` (job name -> model; `sizes`: the LP's size of an
+    elastic gang), completed by best fit;
     `variant` "keep_first" skips steps 2-4 (every LP-kept running job stays first).
     Past `deadline` (a `time.monotonic()` instant) no more jobs are placed; the jobs left
     get the reason `time_limit`."""
@@ -96,13 +101,30 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
     for info in order:
         if clock.late():
             break
-        if info.name not in st.placed and targets[info.name] in info.values:
-            g.place(info, [targets[info.name]])
+        model = targets[info.name]
+        if info.name not in st.placed and model in info.values and not (
+                info.elastic and _place_sized(g, info, model, sizes)):
+            g.place(info, [model])
     _complete(g, clock)
     # Elastic gangs were placed at their nominal size (on the LP's model) or by the
     # greedy's size rule; free GPUs then go to them by marginal gain (greedy.py).
     g.grow_elastic(deadline)
     return g.result()
+
+
+def _place_sized(g: Greedy, info: JobInfo, model: str,
+                 sizes: Mapping[str, float] | None) -> bool:
+    """Place new elastic gang `info` on `model` at the size the LP gives it, if it fits
+    there now; False otherwise (a running one goes through `Greedy.place`)."""
+    n = round((sizes or {}).get(info.name, 0))
+    if info.current or n not in info.sizes:
+        return False
+    found = g.find_gang(info, model, n)
+    if found is None:
+        return False
+    g.state.place(info, found)
+    g.reasons.pop(info.name, None)
+    return True
 
 
 def _keep_required(g: Greedy) -> None:
@@ -134,7 +156,7 @@ def _gangs_first(g: Greedy, chosen: list[JobInfo], staying: list[JobInfo],
                     for p in i.current or []}
     # the LP's other gangs, largest first, then by value on their target
     movers = sorted((i for i in chosen if i.name not in stay and i.shape == "whole"
-                     and i.gpus >= 2 and targets[i.name] in i.values
+                     and i.gpus >= 2 and targets[i.name] in i.values and not i.elastic
                      and (i.preemptible or not i.current)),
                     key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]), i.name))
     for info in (i for i in movers if not i.job.single_node):

@@ -182,6 +182,9 @@ class Relaxation:
     #: integer part of the group's LP count on that model (empty when the LP was not
     #: solved to optimality and the capacity-free bound was used)
     targets: dict[str, str] = field(default_factory=dict)
+    #: job name -> the GPUs (or amount) of the option the LP gives it, beside `targets`
+    #: (an elastic gang's size)
+    amounts: dict[str, float] = field(default_factory=dict)
 
 
 def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | None:
@@ -212,8 +215,9 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0) -> Relaxation | No
         return None
     bound, cols = solved
     value = bound if fair else bound + const
+    amounts: dict[str, float] = {}
     return Relaxation(value + _REL_MARGIN * abs(value) + _ABS_MARGIN,
-                      _targets(groups, members, cols))
+                      _targets(groups, members, cols, amounts), amounts)
 
 
 def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
@@ -346,9 +350,11 @@ def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
 
 
 def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[str]],
-             cols: list[float] | None) -> dict[str, str]:
+             cols: list[float] | None, amounts: dict[str, float] | None = None
+             ) -> dict[str, str]:
     """Per group, hand the integer part of each option's LP count to the group's jobs
-    (options of higher objective coefficient first, jobs in request order)."""
+    (options of higher objective coefficient first, jobs in request order); `amounts`
+    gets each such job's option amount (an elastic gang's size)."""
     if cols is None:
         return {}
     out: dict[str, str] = {}
@@ -356,15 +362,17 @@ def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[st
     for key in groups:
         opts = []
         for opt in key.options:
-            opts.append((opt.coef, opt.pool[1], cols[col]))
+            opts.append((opt.coef, opt.pool[1], cols[col], opt.amount))
             col += 1
         names = iter(members[key])
-        for _coef, model, x in sorted(opts, key=lambda o: (-o[0], o[1])):
+        for _coef, model, x, amount in sorted(opts, key=lambda o: (-o[0], o[1])):
             for _ in range(math.floor(x + 1e-6)):
                 name = next(names, None)
                 if name is None:
                     break
                 out[name] = model
+                if amounts is not None:
+                    amounts[name] = amount
     return out
 
 

@@ -216,6 +216,7 @@ class Portfolio:
             t0 = time.monotonic()
             rounded.append(self._run(partial(
                 plan_lp_round, self.request, targets, variant=variant,
+                sizes=self._relax.amounts if self._relax is not None else None,
                 deadline=self._heuristic_deadline())))
             spent = max(spent, time.monotonic() - t0)
         order = [(p, True) for p in rounded[:1]] + [(greedy, False)] + [

@@ -129,6 +129,15 @@ def test_milp_matches_brute_force_with_elastic_gangs(seed: int) -> None:
     _check(seed, "milp")
 
 
+@settings(max_examples=50, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_auto_matches_brute_force_with_elastic_gangs(seed: int) -> None:
+    # auto stops early when its starting plan reaches the LP bound: with elastic gangs
+    # (columns per allowed size) that claim of optimality must hold too
+    _check(seed, "auto")
+
+
 @pytest.mark.parametrize("seed", range(50))
 def test_cp_sat_and_milp_agree_with_elastic_gangs(seed: int) -> None:
     values = {}
