@@ -15,7 +15,8 @@ checks on purpose; nothing else does):
   `memory_fits`, `share_fits` for a GPU share, `host_fits` / `host_room` for a node's host
   CPU and memory), the strict priority order (`priority_key`), the objectives' horizon
   (`HORIZON_S`) and co-location interference (contract 5.2: `interference_table`,
-  `colocation_factor`, `colocation_factors`, `shared_value`, `colocation_factor_cap`);
+  `colocation_factor`, `colocation_factors`, `shared_value`, `class_census`,
+  `colocation_factor_cap`);
 - `models.catalog`: MIG geometry (profiles, valid layouts, `MIG_COMPUTE_SLICES`);
 - `models.capacity`: the per-node / per-domain / per-model GPU capacity summary;
 - `models.reasons`: the static reasons a job cannot be placed whatever the plan;
@@ -198,27 +199,37 @@ def colocation_factors(jobs: Sequence[Job], placements: Mapping[str, Sequence[Pl
     return out
 
 
-def colocation_factor_cap(job: Job, jobs: Sequence[Job], table: InterferenceTable) -> float:
-    """An upper bound of shared job `job`'s factor in any plan: every co-resident whose
-    class speeds it up (factor s > 1) multiplies by at most the largest such s, and at most
-    k of them fit beside it, k the fewest of (those jobs' count, how many of the smallest of
-    their shares fit in 1 - its own share). Factors <= 1 only lower it, so they are taken
-    as 1. Returns 1.0 when nothing can speed it up."""
+def class_census(jobs: Iterable[Job]) -> dict[str, tuple[int, float]]:
+    """Per co-location class, (its shared jobs, their smallest gpu_share)."""
+    out: dict[str, tuple[int, float]] = {}
+    for job in jobs:
+        if job.gpu_share is not None and job.colocation_class is not None:
+            n, share = out.get(job.colocation_class, (0, 1.0))
+            out[job.colocation_class] = (n + 1, min(share, job.gpu_share))
+    return out
+
+
+def colocation_factor_cap(job: Job, census: Mapping[str, tuple[int, float]],
+                          table: InterferenceTable) -> float:
+    """An upper bound of shared job `job`'s factor in any plan (`census`: `class_census`
+    of the request's jobs). Only co-residents whose class speeds it up (s > 1) can raise
+    it, each by at most the largest such s, and at most k of them fit beside it: k the
+    fewest of (those jobs' count, itself excluded) and (how many of the smallest of their
+    shares fit in 1 - its own share). Factors <= 1 only lower it and are taken as 1.
+    Returns 1.0 when nothing can speed it up."""
     cls = job.colocation_class
     if cls is None or not table:
         return 1.0
     best = 1.0
     count = 0
     smallest = 1.0
-    for other in jobs:
-        if other is job or other.gpu_share is None or other.colocation_class is None:
-            continue
-        s = table.get((cls, other.colocation_class), 1.0)
+    for other, (n, share) in census.items():
+        s = table.get((cls, other), 1.0)
         if s > 1.0:
             best = max(best, s)
-            count += 1
-            smallest = min(smallest, other.gpu_share)
-    if count == 0:
+            count += n - 1 if other == cls else n
+            smallest = min(smallest, share)
+    if count <= 0:
         return 1.0
     room = 1.0 - (job.gpu_share or 0.0)
     k = min(count, math.floor((room + HOST_TOL) / smallest))

@@ -14,6 +14,10 @@ created (per unit of the variable), so each capacity row is `sum(ledger) <= capa
 - host_cpu[n], host_mem[n]: host CPU millicores and memory GiB requested on node n;
 - bin_share[b], bin_mem[b]: GPU fraction and GPU memory GiB of the jobs sharing bin b;
 - mig_use[g, pi]: jobs on instances of profile pi of MIG GPU g.
+
+Earnings: a variable earns its job's value on a model (`earn`); the co-location
+corrections of contract 5.2 earn `scale` times some jobs' values (`earn_scaled`: one
+variable may carry the correction of several classes' jobs).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from models import (
 from models.capacity import domain_of
 from models.capacity import usable as gpu_usable
 from models.objective import objective_value_of
-from models.rules import host_fits, job_value, priority_key
+from models.rules import host_fits, interference_table, job_value, priority_key
 from solver.formulation.tables import (
     Bin,
     Compiled,
@@ -104,6 +108,10 @@ class Builder:
         self.mig_use: dict[tuple[int, str], Terms] = defaultdict(dict)
         #: what each variable earns, in the order the objective lists its terms
         self.earnings: dict[int, Earning] = {}
+        #: co-location corrections: var -> [(job, model, scale)], earning scale * value
+        self.scaled: dict[int, list[tuple[int, str, float]]] = {}
+        #: the request's interference pairs, (a, b) -> speed (contract 5.2)
+        self.interference = interference_table(request.interference)
         #: keep[r] variables, and new placements of running jobs (migrations)
         self.keeps: set[int] = set()
         self.moved: set[int] = set()
@@ -166,7 +174,7 @@ class Builder:
         mig = (job.mig.compute_slices, job.mig.memory_gib) if job.mig else None
         return (job.shape, job.gpus, job.single_node, job.same_domain, mig, job.mig_profile,
                 job.gpu_share, job.gpu_memory_gib, job.cpu_millicores, job.host_memory_gib,
-                job.tenant, vals)
+                job.tenant, vals, job.colocation_class)
 
     def model_of(self, node: str, gpu: int) -> str:
         """The model of GPU `gpu` of `node`."""
@@ -257,6 +265,11 @@ class Builder:
     def earn(self, var: int, job: int, model: str) -> None:
         """`var` places job `job` (request index) on `model`: it earns its value there."""
         self.earnings[var] = (job, model)
+
+    def earn_scaled(self, var: int, job: int, model: str, scale: float) -> None:
+        """`var` earns `scale` times the value of job `job` (request index) on `model`, on
+        top of what it earns already (a co-location correction, contract 5.2)."""
+        self.scaled.setdefault(var, []).append((job, model, scale))
 
     def earn_keep(self, var: int) -> None:
         """`var` is keep[r] of a running job (it earns back the preemption cost)."""

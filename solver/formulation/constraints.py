@@ -14,7 +14,7 @@ from collections import defaultdict
 from models import Instance
 from models.capacity import domain_of
 from solver.formulation.builder import Builder, profile_of
-from solver.formulation.tables import MigGpu, Pool, PoolKey
+from solver.formulation.tables import BinPattern, ClassedShare, MigGpu, PatternShare, Pool, PoolKey
 from solver.linear import Terms, add_terms
 
 # ------------------------------------------------------------------- MIG layouts
@@ -373,3 +373,33 @@ def symmetric_mig_gpus(b: Builder) -> list[list[int]]:
         if mg.pos_vars is not None and not mg.current and mg.node not in occupied:
             by_node[(mg.node, mg.model)].append(mg_i)
     return list(by_node.values())
+
+
+# ------------------------------------------------------- co-location interference
+
+
+def add_pattern_choice(b: Builder, bi: int, patterns: list[BinPattern]) -> None:
+    """pattern[b]: bin b has exactly one co-location pattern: sum_n p[b, n] = 1."""
+    b.m.add({x.var: 1.0 for x in patterns}, lo=1, hi=1, name=f"pattern[{bi}]")
+
+
+def add_pattern_count(b: Builder, bi: int, cls: str, xs: list[ClassedShare],
+                      patterns: list[BinPattern]) -> None:
+    """pattern_count[b, c]: bin b hosts as many jobs of class c as its pattern says:
+    sum_{x puts class c on b} x - sum_n n_c p[b, n] = 0."""
+    terms: Terms = {x.var: 1.0 for x in xs}
+    for pat in patterns:
+        n = dict(pat.counts).get(cls, 0)
+        if n:
+            terms[pat.var] = terms.get(pat.var, 0.0) - n
+    b.m.add(terms, lo=0, hi=0, name=f"pattern_count[{bi},{cls}]")
+
+
+def add_pattern_share(b: Builder, ps: PatternShare) -> None:
+    """pattern_share[x, n]: s[x, n] = x * p[b, n], with U = ub(x):
+    s - U p <= 0, s - x <= 0 and x - s + U p <= U."""
+    u = float(b.m.ubs[ps.share])
+    name = f"pattern_share[{ps.share},{ps.pattern}]"
+    b.m.add({ps.var: 1.0, ps.pattern: -u}, hi=0, name=name)
+    b.m.add({ps.var: 1.0, ps.share: -1.0}, hi=0, name=name)
+    b.m.add({ps.share: 1.0, ps.var: -1.0, ps.pattern: u}, hi=u, name=name)

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from models import BUILTIN_CATALOG, Placement, PlanRequest
 from models.objective import evaluate
 from models.rules import (
+    class_census,
     colocation_factor,
     colocation_factor_cap,
     colocation_factors,
@@ -128,7 +129,14 @@ def test_factor_cap_bounds_every_factor() -> None:
     req, _ = _three_on_one_gpu()
     table = interference_table(req.interference)
     b = req.jobs[1]
+    census = class_census(req.jobs)
+    assert census == {"A": (2, 0.25), "B": (1, 0.25)}
     # Two A jobs speed b up by 1.2 each; three shares of 0.25 fit beside it, two exist.
-    assert colocation_factor_cap(b, req.jobs, table) == pytest.approx(1.44)
-    assert colocation_factor_cap(req.jobs[0], req.jobs, table) == 1.0
-    assert colocation_factor_cap(req.jobs[2], req.jobs, table) == 1.0
+    assert colocation_factor_cap(b, census, table) == pytest.approx(1.44)
+    assert colocation_factor_cap(req.jobs[0], census, table) == 1.0
+    assert colocation_factor_cap(req.jobs[2], census, table) == 1.0
+    # Room, not count, binds: beside a 0.8 share no quarter fits, beside 0.6 one does.
+    big = req.jobs[1].model_copy(update={"gpu_share": 0.8})
+    assert colocation_factor_cap(big, census, table) == 1.0
+    assert colocation_factor_cap(big.model_copy(update={"gpu_share": 0.6}), census,
+                                 table) == pytest.approx(1.2)

@@ -5,6 +5,8 @@ GPU, MIG jobs per instance position, running jobs also at their current placemen
 every combination of them, keeps the combinations that satisfy the contract, and returns
 the best by the policy's objective, lexicographic where the objective is. It shares no code
 with the solver's formulation: only the domain models and the objective definition.
+Co-location interference (contract 5.2) is derived here from the contract's words
+(`_contract_factors`) and checked against the shared evaluator on every candidate plan.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from models import (
     model_eligible,
 )
 from models.objective import evaluate, same_placement
-from models.rules import priority_key
+from models.rules import job_value, priority_key
 
 
 def _options(req: PlanRequest, job: Job) -> list[list[Placement]]:
@@ -141,6 +143,46 @@ def _plans(req: PlanRequest) -> Iterator[dict[str, list[Placement]]]:
     yield from rec(0, {})
 
 
+def _contract_factors(req: PlanRequest, chosen: dict[str, list[Placement]]
+                      ) -> dict[str, float]:
+    """Contract 5.2, read literally: a job of class a runs at speed(a, b) times its own
+    speed while it shares a GPU with a job of class b; absent pairs and classless jobs mean
+    1.0; with more than two jobs on one GPU the factors of all co-residents multiply."""
+    speed = {(p.a, p.b): p.speed for p in req.interference}
+    jobs = {j.name: j for j in req.jobs}
+    out: dict[str, float] = {}
+    for name, pls in chosen.items():
+        me = jobs[name]
+        if me.gpu_share is None:
+            continue
+        f = 1.0
+        for other, opls in chosen.items():
+            them = jobs[other]
+            if other == name or them.gpu_share is None:
+                continue
+            if (opls[0].node, opls[0].gpu) == (pls[0].node, pls[0].gpu) \
+                    and me.colocation_class is not None and them.colocation_class is not None:
+                f *= speed.get((me.colocation_class, them.colocation_class), 1.0)
+        out[name] = f
+    return out
+
+
+def _check_throughput(req: PlanRequest, chosen: dict[str, list[Placement]],
+                      throughput: float) -> None:
+    """The evaluator's throughput (before costs) must be the contract's."""
+    cat = req.cluster.catalog()
+    models = {(n.name, g.index): g.model for n in req.cluster.nodes for g in n.gpus}
+    factors = _contract_factors(req, chosen)
+    want = sum(job_value(j, models[(chosen[j.name][0].node, chosen[j.name][0].gpu)], cat)
+               * factors.get(j.name, 1.0) for j in req.jobs if j.name in chosen)
+    pol = req.policy
+    moved = sum(1 for j in req.jobs if j.current and j.name in chosen
+                and not same_placement(chosen[j.name], j.current))
+    stopped = sum(1 for j in req.jobs if j.current and j.name not in chosen)
+    want -= pol.migration_cost * moved + pol.preemption_cost * stopped
+    assert abs(want - throughput) <= 1e-9 * max(1.0, abs(want)), (want, throughput)
+
+
 def brute_force(req: PlanRequest) -> tuple[float, dict[str, list[Placement]]] | None:
     """(optimal objective_value, one optimal placement map), or None if infeasible."""
     objective = req.policy.objective
@@ -149,6 +191,8 @@ def brute_force(req: PlanRequest) -> tuple[float, dict[str, list[Placement]]] | 
     best: tuple[float, dict[str, list[Placement]]] | None = None
     for chosen in _plans(req):
         ev = evaluate(req, chosen)
+        if req.interference:
+            _check_throughput(req, chosen, ev.throughput)
         if objective == "fairness":
             key: tuple[float, ...] = (round(ev.objective_value, 9), ev.throughput)
         elif objective == "priority_fifo":

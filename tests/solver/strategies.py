@@ -2,7 +2,11 @@
 
 Running jobs get current placements drawn from a feasible state, so that the instances mix
 every feature: gangs, MIG (with existing layouts), shared GPUs, host limits, running jobs
-(preemptible or not), topology domains, unhealthy GPUs and cordoned nodes.
+(preemptible or not), topology domains, unhealthy GPUs and cordoned nodes. With
+`interference=True` more jobs share GPUs (down to a fifth of one, so three to five may sit
+together), most of them carry one of three co-location classes, and the request gets
+random interference pairs, slowdowns and speedups up to 2 (contract 5.2); without it the
+draws are exactly those of v1.
 """
 
 from __future__ import annotations
@@ -14,12 +18,15 @@ from models import BUILTIN_CATALOG, PlanRequest, valid_layouts
 
 WHOLE_MODELS = ["V100-32GB", "A100-SXM4-40GB", "H100-SXM5-80GB", "T4-16GB"]
 MIG_MODELS = ["A100-SXM4-40GB", "A30-24GB", "H100-SXM5-80GB"]
+#: Co-location classes and interference speeds drawn with `interference=True`.
+CLASSES = ["a", "b", "c"]
+SPEEDS = [0.25, 0.5, 0.8, 0.9, 1.25, 1.6, 2.0]
 OBJECTIVES = ["throughput", "throughput", "fairness", "priority_fifo", "jct", "makespan"]
 
 
 def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
                    max_nodes: int = 2, objective: str | None = None,
-                   solver: str = "cp_sat") -> PlanRequest:
+                   solver: str = "cp_sat", interference: bool = False) -> PlanRequest:
     """A random consistent request."""
     n_gpus = rng.randint(1, max_gpus)
     n_nodes = rng.randint(1, min(max_nodes, n_gpus))
@@ -32,7 +39,7 @@ def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
         model_mig = rng.choice(MIG_MODELS)
         gpus = []
         for gi in range(size):
-            mig = rng.random() < 0.35
+            mig = rng.random() < (0.1 if interference else 0.35)
             g: dict[str, Any] = {"index": gi, "model": model_mig if mig else model_whole,
                                  "healthy": rng.random() > 0.05}
             if mig:
@@ -58,15 +65,19 @@ def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
                                "weight": rng.choice([1.0, 1.0, 2.0, 0.5]),
                                "submitted_at": float(rng.randint(0, 100))}
         kind = rng.random()
-        if kind < 0.45:
+        whole_p, share_p = (0.15, 0.85) if interference else (0.45, 0.7)
+        if kind < whole_p:
             job["gpus"] = rng.choice([1, 1, 2, 2, 3, 4])
             if job["gpus"] > 1 and rng.random() < 0.4:
                 job["single_node"] = False
                 job["same_domain"] = rng.random() < 0.5
-        elif kind < 0.7:
-            job["gpu_share"] = rng.choice([0.25, 0.3, 0.5, 0.6])
+        elif kind < share_p:
+            job["gpu_share"] = rng.choice([0.2, 0.25, 0.3, 0.5, 0.6] if interference
+                                          else [0.25, 0.3, 0.5, 0.6])
             if rng.random() < 0.4:
                 job["gpu_memory_gib"] = rng.choice([4, 8, 12, 20])
+            if interference and rng.random() < 0.8:
+                job["colocation_class"] = rng.choice(CLASSES)
         elif rng.random() < 0.5:
             job["mig"] = {"compute_slices": rng.choice([1, 1, 2, 3, 4]),
                           "memory_gib": rng.choice([0, 5, 10, 20])}
@@ -101,8 +112,11 @@ def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
         "allow_preemption": rng.random() > 0.2,
         "allow_mig_reconfiguration": rng.random() > 0.2,
     }
-    return PlanRequest.model_validate({"cluster": {"nodes": nodes}, "jobs": jobs,
-                                       "policy": policy})
+    body: dict[str, Any] = {"cluster": {"nodes": nodes}, "jobs": jobs, "policy": policy}
+    if interference:
+        body["interference"] = [{"a": a, "b": b, "speed": rng.choice(SPEEDS)}
+                                for a in CLASSES for b in CLASSES if rng.random() < 0.7]
+    return PlanRequest.model_validate(body)
 
 
 def _current(rng: random.Random, job: dict[str, Any], nodes: list[dict[str, Any]],
