@@ -18,7 +18,11 @@ still holds a single-node gang; few nodes for multi-node gangs (one domain when
 `same_domain`); the fullest shared GPU with room for a share (a free GPU on the tightest
 node otherwise); for MIG the instance position that keeps the largest instance creatable
 beside it (existing free instances first, none created when `allow_mig_reconfiguration` is
-false). Unhealthy GPUs and cordoned nodes take no new placement. Host CPU/memory is
+false). A shared job with a co-location class (contract 5.2) goes instead where it adds
+the most value, its own factor and its effect on the jobs already there included
+(heuristics/colocation.py; among the first `AWARE_SCAN` shared GPUs with room, best fit
+on ties, a free GPU when every shared one would lose value, nowhere when the best place
+adds none). Unhealthy GPUs and cordoned nodes take no new placement. Host CPU/memory is
 checked per node, pro rata for gangs. A job left unplaced gets its static reason
 (`models.reasons`, the same as the solver's) or `insufficient_capacity`.
 """
@@ -32,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar
 
+from heuristics.colocation import Colocation
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
@@ -43,6 +48,8 @@ from models.rules import memory_fits, priority_key, profile_covers
 BOTH_VARIANTS_UP_TO = 5000
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
+#: Shared GPUs with room that a classed shared job compares, at most.
+AWARE_SCAN = 64
 
 
 class Greedy:
@@ -54,6 +61,7 @@ class Greedy:
         self.infos = infos if infos is not None else compile_jobs(request)
         self.by_name = {i.name: i for i in self.infos}
         self.state = state if state is not None else ClusterState(request)
+        self.coloc = Colocation(request, self.infos)
         self.geometry = MigGeometry(self.state.catalog,
                                     request.policy.allow_mig_reconfiguration)
         self._static: StaticReasons | None = None
@@ -253,12 +261,19 @@ class Greedy:
 
     def _find_share(self, info: JobInfo, model: str) -> list[Placement] | None:
         st = self.state
+        if info.name in self.coloc.cls:
+            return self._find_share_aware(info, model)
         for gid in st.shared_candidates(model, info.share):
             g = st.gpus[gid]
             if st.share_fits(g, info.share, info.gpu_mem) and st.nodes[g.node].host_fits(
                     info.cpu, info.host_mem):
                 return [Placement(node=st.nodes[g.node].name, gpu=g.index,
                                   fraction=info.share)]
+        return self._free_share(info, model)
+
+    def _free_share(self, info: JobInfo, model: str) -> list[Placement] | None:
+        """A free GPU of `model` on the tightest node, for a share (None if none)."""
+        st = self.state
         if not memory_fits(info.gpu_mem, st.catalog[model].memory_gib):
             return None
         for ni in st.nodes_with_free(model, 1):
@@ -267,6 +282,31 @@ class Greedy:
                 return [Placement(node=st.nodes[ni].name, gpu=st.gpus[gid].index,
                                   fraction=info.share)]
         return None
+
+    def _find_share_aware(self, info: JobInfo, model: str) -> list[Placement] | None:
+        """The shared GPU where classed job `info` adds the most value (class doc)."""
+        st = self.state
+        plain = self.value_on(info, model)
+        best: int | None = None
+        best_gain = float("-inf")
+        for n, gid in enumerate(st.shared_candidates(model, info.share)):
+            if n >= AWARE_SCAN:
+                break
+            g = st.gpus[gid]
+            if not (st.share_fits(g, info.share, info.gpu_mem)
+                    and st.nodes[g.node].host_fits(info.cpu, info.host_mem)):
+                continue
+            gain = self.coloc.gain(st, info, gid, self.value_on, self.by_name)
+            if gain > best_gain + 1e-12:
+                best, best_gain = gid, gain
+        if best_gain < plain - 1e-12:
+            fresh = self._free_share(info, model)
+            if fresh is not None:
+                return fresh
+        if best is None or best_gain <= 1e-12:
+            return None
+        g = st.gpus[best]
+        return [Placement(node=st.nodes[g.node].name, gpu=g.index, fraction=info.share)]
 
     def _find_mig(self, info: JobInfo, model: str) -> list[Placement] | None:
         st = self.state

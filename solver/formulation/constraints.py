@@ -385,7 +385,8 @@ def add_pattern_choice(b: Builder, bi: int, patterns: list[BinPattern]) -> None:
 
 def add_pattern_count(b: Builder, bi: int, cls: str, xs: list[ClassedShare],
                       patterns: list[BinPattern]) -> None:
-    """pattern_count[b, c]: bin b hosts as many jobs of class c as its pattern says:
+    """pattern_count[b, c]: bin b hosts as many jobs of class c as its pattern says
+    (classes whose jobs on b are all worth the same):
     sum_{x puts class c on b} x - sum_n n_c p[b, n] = 0."""
     terms: Terms = {x.var: 1.0 for x in xs}
     for pat in patterns:
@@ -395,11 +396,32 @@ def add_pattern_count(b: Builder, bi: int, cls: str, xs: list[ClassedShare],
     b.m.add(terms, lo=0, hi=0, name=f"pattern_count[{bi},{cls}]")
 
 
-def add_pattern_share(b: Builder, ps: PatternShare) -> None:
-    """pattern_share[x, n]: s[x, n] = x * p[b, n], with U = ub(x):
-    s - U p <= 0, s - x <= 0 and x - s + U p <= U."""
-    u = float(b.m.ubs[ps.share])
-    name = f"pattern_share[{ps.share},{ps.pattern}]"
-    b.m.add({ps.var: 1.0, ps.pattern: -u}, hi=0, name=name)
-    b.m.add({ps.var: 1.0, ps.share: -1.0}, hi=0, name=name)
-    b.m.add({ps.share: 1.0, ps.var: -1.0, ps.pattern: u}, hi=u, name=name)
+def add_pattern_split(b: Builder, share: int, parts: list[PatternShare]) -> None:
+    """pattern_split[x]: share variable x's jobs are split over its bin's patterns:
+    x - sum_n s[x, n] = 0."""
+    terms: Terms = {share: 1.0}
+    for ps in parts:
+        terms[ps.var] = -1.0
+    b.m.add(terms, lo=0, hi=0, name=f"pattern_split[{share}]")
+
+
+def add_pattern_class_count(b: Builder, pattern: BinPattern, cls: str,
+                            parts: list[PatternShare]) -> None:
+    """pattern_class[b, n, c]: with pattern n, bin b hosts n_c jobs of class c (classes
+    whose jobs on b differ in value): sum_{x of class c} s[x, n] - n_c p[b, n] = 0."""
+    terms: Terms = {ps.var: 1.0 for ps in parts}
+    terms[pattern.var] = -float(dict(pattern.counts).get(cls, 0))
+    b.m.add(terms, lo=0, hi=0, name=f"pattern_class[{pattern.bin},{pattern.var},{cls}]")
+
+
+def add_pattern_order(b: Builder, first: int, second: int,
+                      patterns: dict[int, list[BinPattern]]) -> None:
+    """pattern_order[b, b']: consecutive virtual bins b, b' of one pool with the same
+    pattern list are ordered (symmetry): 2 sum_n n p[b, n] + open[b] >=
+    2 sum_n n p[b', n] + open[b'] (n: the pattern's place in the list, 0 = no class)."""
+    terms: Terms = {b.c.bins[first].open_var: 1.0, b.c.bins[second].open_var: -1.0}
+    for k, pat in enumerate(patterns[first]):
+        terms[pat.var] = terms.get(pat.var, 0.0) + 2.0 * k
+    for k, pat in enumerate(patterns[second]):
+        terms[pat.var] = terms.get(pat.var, 0.0) - 2.0 * k
+    b.m.add(terms, lo=0, name=f"pattern_order[{first},{second}]")

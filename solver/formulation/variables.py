@@ -302,9 +302,10 @@ def _mig_moves(b: Builder, r: int) -> list[int]:
 def new_pattern_vars(b: Builder) -> None:
     """Co-location interference (contract 5.2; patterns.py says why patterns), on each bin
     where some co-location changes a value: p[b, n] in {0, 1} per pattern n of the bin's
-    classes, and s[x, n] in [0, min(ub(x), n_c)] for each classed share variable x of class
-    c whose jobs on b are not all worth the same. The corrections they earn, on top of the
-    plain values that the share variables earn:
+    classes; and, for a class c whose jobs on b are not all worth the same, s[x, n] in
+    [0, min(ub(x), n_c)] per classed share variable x of class c and pattern n with
+    n_c > 0: x's jobs on b when b has pattern n (x = sum_n s[x, n]). The corrections they
+    earn, on top of the plain values that the share variables earn:
 
         (F_c(n) - 1) * n_c * value_c   on p[b, n], when class c's jobs on b are all worth
                                        value_c (and share a tenant);
@@ -332,16 +333,16 @@ def new_pattern_vars(b: Builder) -> None:
             b.c.patterns.append(BinPattern(p, bi, counts))
             for c, n in counts:
                 f = factors[c]
-                if f == 1.0:
-                    continue
                 rep = uniform[c]
                 if rep is not None:
-                    b.earn_scaled(p, rep, model, (f - 1.0) * n)
+                    if f != 1.0:
+                        b.earn_scaled(p, rep, model, (f - 1.0) * n)
                     continue
                 for x in by_cls[c]:
                     sv = b.m.new_var(f"pshare[{x.var},{p}]", 0, min(b.m.ubs[x.var], n))
                     b.c.pattern_shares.append(PatternShare(sv, x.var, p))
-                    b.earn_scaled(sv, x.job, model, f - 1.0)
+                    if f != 1.0:
+                        b.earn_scaled(sv, x.job, model, f - 1.0)
 
 
 def _classed_shares(b: Builder) -> dict[int, list[ClassedShare]]:
