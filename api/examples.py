@@ -41,6 +41,11 @@ def mig_puzzle_plan() -> dict[str, Any]:
     return copy.deepcopy(_load("mig-puzzle.plan.json"))
 
 
+def colocation_request() -> dict[str, Any]:
+    """Shared V100s, four training job types with Gavel's measured co-location factors."""
+    return copy.deepcopy(_load("colocation.request.json"))
+
+
 def gangs_and_slices_request() -> dict[str, Any]:
     """Two racks: training gangs (one spanning nodes) and inference MIG slices / shares."""
     def node(name: str, model: str, domain: str, mig: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -96,6 +101,13 @@ def plan_request_examples() -> dict[str, Example]:
             summary="MIG layout puzzle",
             description="Four slices that fit one A100-40GB only in one layout.",
             value=mig_puzzle_request(),
+        ),
+        "colocation": Example(
+            summary="Co-location interference",
+            description="Half-GPU training jobs with interference classes and Gavel's "
+                        "measured pair factors (contract 5.2): the planner pairs the jobs "
+                        "that slow each other least.",
+            value=colocation_request(),
         ),
     }
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 from models import mig_profiles_for
 from models.capacity import domain_of
 from solver.formulation.builder import Builder
-from solver.formulation.patterns import bin_patterns
+from solver.formulation.patterns import MAX_MODEL_PATTERNS, PatternsTooMany, bin_patterns
 from solver.formulation.tables import (
     Bin,
     BinPattern,
@@ -314,14 +314,21 @@ def new_pattern_vars(b: Builder) -> None:
     if not b.interference:
         return
     jobs = b.req.jobs
+    seen: dict[tuple[tuple[str, tuple[int, float]], ...], list[tuple[
+        tuple[tuple[str, int], ...], dict[str, float]]] | None] = {}
     for bi, xs in _classed_shares(b).items():
         demand: dict[str, tuple[int, float]] = {}
         for x in xs:
             n, share = demand.get(x.cls, (0, 1.0))
             demand[x.cls] = (n + b.m.ubs[x.var], min(share, jobs[x.job].gpu_share or 1.0))
-        patterns = bin_patterns(demand, b.interference)
+        key = tuple(sorted(demand.items()))
+        if key not in seen:
+            seen[key] = bin_patterns(demand, b.interference)
+        patterns = seen[key]
         if patterns is None:
             continue
+        if len(b.c.patterns) + len(patterns) > MAX_MODEL_PATTERNS:
+            raise PatternsTooMany(f"more than {MAX_MODEL_PATTERNS} co-location patterns")
         model = b.c.bins[bi].pool[1]
         by_cls: dict[str, list[ClassedShare]] = defaultdict(list)
         for x in xs:
