@@ -614,9 +614,11 @@ def _colocation_factors(c: _Ctx) -> dict[str, float]:
 def _check_interference(c: _Ctx) -> None:
     """stats.interference_loss = sum over placed jobs slowed (factor < 1) of their
     throughput value * (1 - factor); required when some job is slowed."""
-    models = _placed_models(c)
-    want = sum(_value(c.jobs[n], *models[n]) * (1.0 - f)
-               for n, f in c.factors.items() if f < 1.0 and n in models)
+    want = 0.0
+    for n, f in c.factors.items():
+        got_model = c.model_of((c.placed[n][0].node, c.placed[n][0].gpu)) if f < 1.0 else None
+        if got_model is not None:
+            want += _value(c.jobs[n], *got_model) * (1.0 - f)
     got = getattr(c.plan.stats, "interference_loss", None)
     if got is None:
         if want > 0:
