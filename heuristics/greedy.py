@@ -20,11 +20,12 @@ node otherwise); for MIG the instance position that keeps the largest instance c
 beside it (existing free instances first, none created when `allow_mig_reconfiguration` is
 false). A shared job with a co-location class (contract 5.2) goes instead where it adds
 the most value, its own factor and its effect on the jobs already there included
-(heuristics/colocation.py; among the first `AWARE_SCAN` shared GPUs with room, best fit
-on ties, a free GPU when every shared one would lose value, nowhere when the best place
-adds none). Unhealthy GPUs and cordoned nodes take no new placement. Host CPU/memory is
-checked per node, pro rata for gangs. A job left unplaced gets its static reason
-(`models.reasons`, the same as the solver's) or `insufficient_capacity`.
+(heuristics/colocation.py; among the first `AWARE_SCAN` shared GPUs with room, the
+tightest one where it loses nothing, else the best, a free GPU when every shared one would
+lose value, nowhere when the best place adds none). Unhealthy GPUs and cordoned nodes take
+no new placement. Host CPU/memory is checked per node, pro rata for gangs. A job left
+unplaced gets its static reason (`models.reasons`, the same as the solver's) or
+`insufficient_capacity`.
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ from models.rules import memory_fits, priority_key, profile_covers
 BOTH_VARIANTS_UP_TO = 5000
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
-#: Shared GPUs with room that a classed shared job compares, at most.
-AWARE_SCAN = 64
+#: Shared GPUs with room that a classed shared job compares, at most (the scan stops
+#: earlier at the first one where it loses nothing).
+AWARE_SCAN = 16
 
 
 class Greedy:
@@ -299,6 +301,8 @@ class Greedy:
             gain = self.coloc.gain(st, info, gid, self.value_on, self.by_name)
             if gain > best_gain + 1e-12:
                 best, best_gain = gid, gain
+            if gain >= plain - 1e-12 and gain >= best_gain:
+                break  # loses nothing here: the tightest such GPU, as best fit
         if best_gain < plain - 1e-12:
             fresh = self._free_share(info, model)
             if fresh is not None:
