@@ -47,6 +47,11 @@ def elastic_gangs_request() -> dict[str, Any]:
     return copy.deepcopy(_load("elastic-gangs.request.json"))
 
 
+def colocation_request() -> dict[str, Any]:
+    """Shared V100s, four training job types with Gavel's measured co-location factors."""
+    return copy.deepcopy(_load("colocation.request.json"))
+
+
 def gangs_and_slices_request() -> dict[str, Any]:
     """Two racks: training gangs (one spanning nodes) and inference MIG slices / shares."""
     def node(name: str, model: str, domain: str, mig: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -139,6 +144,13 @@ def plan_request_examples() -> dict[str, Example]:
             description="Gangs that must stay in one block or rack, or prefer one rack "
                         "(policy.topology_cost per extra rack).",
             value=topology_levels_request(),
+        ),
+        "colocation": Example(
+            summary="Co-location interference",
+            description="Half-GPU training jobs with interference classes and Gavel's "
+                        "measured pair factors (contract 5.2): the planner pairs the jobs "
+                        "that slow each other least.",
+            value=colocation_request(),
         ),
     }
 

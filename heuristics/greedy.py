@@ -35,6 +35,14 @@ order, a growth whose rate beats the density of the next job is made before that
 placed (`Greedy.place_sequence`), and once every job had its turn `grow_elastic` hands
 the GPUs still free to the gangs, best rate first. A non-preemptible running job keeps
 its size; with priority_fifo growth waits until every job had its turn.
+false). A shared job with a co-location class (contract 5.2) goes instead where it adds
+the most value, its own factor and its effect on the jobs already there included
+(heuristics/colocation.py; among the first `AWARE_SCAN` shared GPUs with room, the
+tightest one where it loses nothing, else the best, a free GPU when every shared one would
+lose value, nowhere when the best place adds none). Unhealthy GPUs and cordoned nodes take
+no new placement. Host CPU/memory is checked per node, pro rata for gangs. A job left
+unplaced gets its static reason (`models.reasons`, the same as the solver's) or
+`insufficient_capacity`.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar
 
+from heuristics.colocation import Colocation
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.capacity import DOMAIN, HOST, Topology
@@ -66,6 +75,9 @@ from models.rules import (
 BOTH_VARIANTS_UP_TO = 5000
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
+#: Shared GPUs with room that a classed shared job compares, at most (the scan stops
+#: earlier at the first one where it loses nothing).
+AWARE_SCAN = 16
 
 
 class Greedy:
@@ -77,6 +89,7 @@ class Greedy:
         self.infos = infos if infos is not None else compile_jobs(request)
         self.by_name = {i.name: i for i in self.infos}
         self.state = state if state is not None else ClusterState(request)
+        self.coloc = Colocation(request, self.infos)
         self.geometry = MigGeometry(self.state.catalog,
                                     request.policy.allow_mig_reconfiguration)
         self._static: StaticReasons | None = None
@@ -396,12 +409,19 @@ class Greedy:
 
     def _find_share(self, info: JobInfo, model: str) -> list[Placement] | None:
         st = self.state
+        if info.name in self.coloc.cls:
+            return self._find_share_aware(info, model)
         for gid in st.shared_candidates(model, info.share):
             g = st.gpus[gid]
             if st.share_fits(g, info.share, info.gpu_mem) and st.nodes[g.node].host_fits(
                     info.cpu, info.host_mem):
                 return [Placement(node=st.nodes[g.node].name, gpu=g.index,
                                   fraction=info.share)]
+        return self._free_share(info, model)
+
+    def _free_share(self, info: JobInfo, model: str) -> list[Placement] | None:
+        """A free GPU of `model` on the tightest node, for a share (None if none)."""
+        st = self.state
         if not memory_fits(info.gpu_mem, st.catalog[model].memory_gib):
             return None
         for ni in st.nodes_with_free(model, 1):
@@ -410,6 +430,33 @@ class Greedy:
                 return [Placement(node=st.nodes[ni].name, gpu=st.gpus[gid].index,
                                   fraction=info.share)]
         return None
+
+    def _find_share_aware(self, info: JobInfo, model: str) -> list[Placement] | None:
+        """The shared GPU where classed job `info` adds the most value (class doc)."""
+        st = self.state
+        plain = self.value_on(info, model)
+        best: int | None = None
+        best_gain = float("-inf")
+        for n, gid in enumerate(st.shared_candidates(model, info.share)):
+            if n >= AWARE_SCAN:
+                break
+            g = st.gpus[gid]
+            if not (st.share_fits(g, info.share, info.gpu_mem)
+                    and st.nodes[g.node].host_fits(info.cpu, info.host_mem)):
+                continue
+            gain = self.coloc.gain(st, info, gid, self.value_on, self.by_name)
+            if gain > best_gain + 1e-12:
+                best, best_gain = gid, gain
+            if gain >= plain - 1e-12 and gain >= best_gain:
+                break  # loses nothing here: the tightest such GPU, as best fit
+        if best_gain < plain - 1e-12:
+            fresh = self._free_share(info, model)
+            if fresh is not None:
+                return fresh
+        if best is None or best_gain <= 1e-12:
+            return None
+        g = st.gpus[best]
+        return [Placement(node=st.nodes[g.node].name, gpu=g.index, fraction=info.share)]
 
     def _find_mig(self, info: JobInfo, model: str) -> list[Placement] | None:
         st = self.state

@@ -14,7 +14,11 @@
    (only when `allow_preemption` is true) and one put elsewhere is migrated;
 4. keep the move when the objective improves (incrementally: per-job values minus
    migration and preemption costs; for `fairness` the minimum tenant share, then
-   throughput), undo it otherwise.
+   throughput), undo it otherwise. With co-location interference (contract 5.2) a shared
+   job's value carries its factor, and a move re-scores the jobs sharing a GPU with the
+   jobs it moved (before and after), so a move's value includes what it does to their
+   co-residents; the recreate step places classed shared jobs interference-aware
+   (heuristics/colocation.py through the greedy).
 
 Before the loop, and now and then inside it, an *evict-and-place* move targets the
 unplaced gangs (whole-GPU jobs of 2+ GPUs) that no node has room for although free GPUs
@@ -76,6 +80,8 @@ class _Score:
         self.fair = policy.objective == "fairness"
         self.demands = tenant_demands(g.request) if self.fair else {}
         self.terms: dict[str, tuple[float, float, float]] = {}
+        #: classed shared job -> the GPU it was scored on (co-location, contract 5.2)
+        self.gpu_of: dict[str, int] = {}
         self.total = 0.0
         self.total_thr = 0.0
         self.tenant: dict[str, float] = {}
@@ -98,9 +104,19 @@ class _Score:
         thr = info.values.get(model) if n is None else info.size_values.get(n, {}).get(model)
         if thr is None:
             thr = job_value(info.job, model, self.g.state.catalog, n)
-        return self.g.value_on(info, model, n) + cost, thr + cost, thr
+        value = self.g.value_on(info, model, n)
+        if info.name in self.g.coloc.cls:
+            f = self.g.coloc.factor_now(self.g.state, info)
+            value, thr = value * f, thr * f
+        return value + cost, thr + cost, thr
 
     def _add(self, info: JobInfo) -> None:
+        if info.name in self.g.coloc.cls:
+            pl = self.g.state.placed.get(info.name)
+            if pl:
+                self.gpu_of[info.name] = self.g.state.gid_of[(pl[0].node, pl[0].gpu)]
+            else:
+                self.gpu_of.pop(info.name, None)
         t = self._terms(info)
         self.terms[info.name] = t
         self.total += t[0]
@@ -109,13 +125,36 @@ class _Score:
         self.tenant[tenant] = self.tenant.get(tenant, 0.0) + t[2]
 
     def refresh(self, infos: Sequence[JobInfo]) -> None:
-        """Recompute the contributions of `infos` after they changed."""
+        """Recompute the contributions of `infos` after they changed (and of the classed
+        jobs sharing a GPU with them, before or now)."""
+        if self.g.coloc.active:
+            infos = self._with_co_residents(infos)
         for info in infos:
             old = self.terms.pop(info.name, (0.0, 0.0, 0.0))
             self.total -= old[0]
             self.total_thr -= old[1]
             self.tenant[info.job.tenant] = self.tenant.get(info.job.tenant, 0.0) - old[2]
             self._add(info)
+
+    def _with_co_residents(self, infos: Sequence[JobInfo]) -> list[JobInfo]:
+        """`infos` plus the classed shared jobs on the GPUs they were scored on or sit
+        on now: their factors may have changed."""
+        st = self.g.state
+        gids: set[int] = set()
+        for info in infos:
+            if info.name in self.gpu_of:
+                gids.add(self.gpu_of[info.name])
+            pl = st.placed.get(info.name)
+            if pl and pl[0].fraction is not None:
+                gids.add(st.gid_of[(pl[0].node, pl[0].gpu)])
+        out = list(infos)
+        seen = {i.name for i in infos}
+        for gid in sorted(gids):
+            for name in st.gpus[gid].share_jobs:
+                if name not in seen and name in self.g.coloc.cls:
+                    seen.add(name)
+                    out.append(self.g.by_name[name])
+        return out
 
     def value(self) -> tuple[float, float]:
         """(primary, secondary) objective, larger is better."""

@@ -15,7 +15,9 @@ from models.request import Job, Placement, PlanRequest, speed
 from models.rules import (
     HORIZON_S,
     best_value,
+    colocation_factors,
     eligible_models,
+    interference_table,
     job_value,
     model_eligible,
     preferred_level,
@@ -94,6 +96,8 @@ class Evaluation:
     min_share: float | None = None
     #: the topology costs of the plan (contract 5.5), included in the objective
     topology_cost: float = 0.0
+    #: contract 5.2: throughput value lost to interference (`interference_loss`)
+    interference_loss: float = 0.0
 
 
 def topology_costs(request: PlanRequest,
@@ -110,6 +114,16 @@ def topology_costs(request: PlanRequest,
                for j in jobs)
 
 
+def interference_loss(values: Mapping[str, float], factors: Mapping[str, float]) -> float:
+    """`stats.interference_loss`: the throughput value the placed shared jobs lose to
+    co-location interference, summed per job and clipped at 0 per job:
+    sum over jobs j with factor F_j < 1 of value_j(factor 1) * (1 - F_j). A job that a
+    co-resident speeds up (F_j > 1) gains, but its gain offsets no other job's loss (the
+    gain is in `objective_value`). `values`: job -> value at factor 1."""
+    return sum(values[name] * (1.0 - f) for name, f in factors.items()
+               if f < 1.0 and name in values)
+
+
 def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]) -> Evaluation:
     """Evaluate `request.policy.objective` for `placements` (job -> placements; absent =
     unplaced)."""
@@ -122,6 +136,9 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
     gained = 0.0
     thr = 0.0
     placed_value: dict[str, float] = {}
+    factors = colocation_factors(request.jobs, placements,
+                                 interference_table(request.interference))
+    plain: dict[str, float] = {}
     for job in request.jobs:
         pl = placements.get(job.name)
         if job.current and not pl:
@@ -134,10 +151,17 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
         model = models[(pl[0].node, pl[0].gpu)]
         n = len(pl) if job.elastic is not None else None
         v = job_value(job, model, catalog, n)
+        f = factors.get(job.name)
+        if f is not None:
+            # Contract 5.2: interference scales the job's speed, so every objective's
+            # per-job value.
+            plain[job.name] = v
+            v *= f
         thr += v
         placed_value[job.tenant] = placed_value.get(job.tenant, 0.0) + v
         if objective in ("jct", "makespan"):
-            gained += objective_value_of(job, model, catalog, objective, n)
+            gained += objective_value_of(job, model, catalog, objective, n) * (
+                1.0 if f is None else f)
     topo = topology_costs(request, placements)
     costs = (policy.migration_cost * len(migrated) + policy.preemption_cost * len(preempted)
              + topo)
@@ -152,7 +176,8 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
         value = gained - costs
     else:
         value = thr
-    return Evaluation(value, thr, tuple(migrated), tuple(preempted), min_share, topo)
+    return Evaluation(value, thr, tuple(migrated), tuple(preempted), min_share,
+                      topology_cost=topo, interference_loss=interference_loss(plain, factors))
 
 
 def eligible_on(job: Job, model: str, catalog: Mapping[str, GpuModel]) -> bool:

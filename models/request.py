@@ -22,11 +22,18 @@ needs every scaled coefficient, and sums of them, inside 64-bit integers):
 | `Policy.migration_cost`, `Policy.preemption_cost` | 1e6 | objective units |
 | `Gpu.index`, `Placement.gpu` | 65,535 | GPUs per node: <= 16 |
 | `Elastic.speedup` values | 1e4 | a linear curve reaches 4,096 |
+| `PlanRequest.interference` | 10,000 pairs | Gavel's matrix: ~50 pairs |
 
 Elastic gangs (contract 5.1): `Job.elastic` is checked in `_elastic_errors` (the field
 paths of the 422s: `jobs.<i>.elastic` on a job that is not a whole-GPU gang,
 `jobs.<i>.elastic.max_gpus` below `min_gpus`, `jobs.<i>.elastic.speedup.<key>` for a key
 that is not an integer in the range, `jobs.<i>.gpus` when the nominal size is not allowed).
+
+Co-location interference (contract 5.2): `Job.colocation_class` is accepted on shared jobs
+only, every `interference` speed lies in (0, 2], and an (a, b) pair is given once. Class
+names are not cross-checked: a class that no job carries, or a job class that no pair
+names, is legal (an absent pair means 1.0, and one interference matrix, Gavel's, serves
+every request whatever subset of its classes the jobs use).
 """
 
 from __future__ import annotations
@@ -60,6 +67,9 @@ MAX_COST = 1e6
 MAX_GPU_INDEX = 65535
 MAX_SPEEDUP = 1e4
 MAX_GANG_GPUS = 4096
+MAX_INTERFERENCE_PAIRS = 10_000
+#: Largest co-location speed factor of contract 5.2.
+MAX_INTERFERENCE_SPEED = 2.0
 
 Millicores = Annotated[float, Field(ge=0, le=MAX_MILLICORES, allow_inf_nan=False)]
 HostMemory = Annotated[float, Field(ge=0, le=MAX_HOST_MEMORY_GIB, allow_inf_nan=False)]
@@ -242,6 +252,8 @@ class Job(_Wire):
                                          allow_inf_nan=False)
     submitted_at: float | None = Field(default=None, ge=0, le=MAX_SUBMITTED_AT_S,
                                        allow_inf_nan=False)
+    # Co-location interference (contract 5.2; shared jobs only).
+    colocation_class: str | None = Field(default=None, min_length=1, max_length=253)
 
     @model_validator(mode="after")
     def _one_shape(self) -> Job:
@@ -302,6 +314,16 @@ class Policy(_Wire):
     topology_cost: Cost = 0.1
 
 
+class InterferencePair(_Wire):
+    """Contract 5.2: a job of class `a` runs at `speed` times its own speed while it shares
+    a GPU with a job of class `b` (not symmetric)."""
+
+    a: str = Field(min_length=1, max_length=253, examples=["resnet50"])
+    b: str = Field(min_length=1, max_length=253, examples=["transformer"])
+    speed: float = Field(gt=0, le=MAX_INTERFERENCE_SPEED, allow_inf_nan=False,
+                         examples=[0.72])
+
+
 def _err(loc: tuple[str | int, ...], msg: str) -> InitErrorDetails:
     return InitErrorDetails(
         type=PydanticCustomError("invalid_reference", msg),
@@ -316,6 +338,9 @@ class PlanRequest(_Wire):
     cluster: Cluster
     jobs: list[Job] = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
+    #: Co-location interference factors (contract 5.2); empty = none.
+    interference: list[InterferencePair] = Field(default_factory=list,
+                                                 max_length=MAX_INTERFERENCE_PAIRS)
 
     #: Set once the cross-checks passed: pydantic hands a validated instance back as it is
     #: (instances are never revalidated) but still runs this after-validator on it, which
@@ -421,6 +446,23 @@ def _request_errors(req: PlanRequest) -> list[InitErrorDetails]:
                 errors.append(_err(ploc, f"whole or shared placement on MIG GPU "
                                          f"{p.node}/{p.gpu}"))
     errors.extend(_topology_errors(req))
+    errors.extend(_interference_errors(req))
+    return errors
+
+
+def _interference_errors(req: PlanRequest) -> list[InitErrorDetails]:
+    """Contract 5.2's cross-checks: a class on shared jobs only, each (a, b) pair once."""
+    errors = [_err(("jobs", ji, "colocation_class"),
+                   f"colocation_class is for shared jobs (gpu_share) only; job {job.name!r} "
+                   f"is a {job.shape} job")
+              for ji, job in enumerate(req.jobs)
+              if job.colocation_class is not None and job.gpu_share is None]
+    seen: set[tuple[str, str]] = set()
+    for i, pair in enumerate(req.interference):
+        if (pair.a, pair.b) in seen:
+            errors.append(_err(("interference", i),
+                               f"duplicate interference pair ({pair.a!r}, {pair.b!r})"))
+        seen.add((pair.a, pair.b))
     return errors
 
 

@@ -14,8 +14,10 @@ checks on purpose; nothing else does):
   `models.request.speed`), elastic gangs (contract 5.1: `allowed_sizes`, `speedup`,
   `job_value` on n GPUs, `remaining_on`), capacity fit with its one tolerance (`HOST_TOL`: `fits`,
   `memory_fits`, `share_fits` for a GPU share, `host_fits` / `host_room` for a node's host
-  CPU and memory), the strict priority order (`priority_key`) and the objectives' horizon
-  (`HORIZON_S`);
+  CPU and memory), the strict priority order (`priority_key`), the objectives' horizon
+  (`HORIZON_S`) and co-location interference (contract 5.2: `interference_table`,
+  `colocation_factor`, `colocation_factors`, `shared_value`, `class_census`,
+  `colocation_factor_cap`);
 - `models.catalog`: MIG geometry (profiles, valid layouts, `MIG_COMPUTE_SLICES`);
 - `models.capacity`: the per-node / per-domain / per-model GPU capacity summary, and the
   domain of a node at each topology level (`Topology`); the gang topology rules
@@ -28,11 +30,11 @@ checks on purpose; nothing else does):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from models.catalog import GpuModel, MigProfileSpec
-from models.request import Job, speed
+from models.request import InterferencePair, Job, Placement, speed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -235,3 +237,91 @@ def within_required(job: Job, nodes: Iterable[str], topology: Topology) -> bool:
     """Whether nodes named `nodes` lie in one domain of every required level of `job`."""
     names = list(nodes)
     return all(len(topology.domains(names, lv)) <= 1 for lv in required_levels(job))
+#: (class a, class b) -> the speed factor of a job of class a beside a job of class b.
+InterferenceTable = Mapping[tuple[str, str], float]
+
+
+def interference_table(pairs: Iterable[InterferencePair]) -> dict[tuple[str, str], float]:
+    """The request's `interference` list as (a, b) -> speed (pairs are unique, contract 5.2);
+    pairs whose speed is exactly 1.0 are left out, since they change nothing."""
+    return {(p.a, p.b): p.speed for p in pairs if p.speed != 1.0}
+
+
+def colocation_factor(cls: str | None, co_classes: Iterable[str | None],
+                      table: InterferenceTable) -> float:
+    """The speed factor of a job of class `cls` on a GPU it shares with jobs of classes
+    `co_classes` (its co-residents, itself excluded): the product over co-residents of
+    table[(cls, c)]; an absent pair, or a job without a class on either side, is 1.0."""
+    if cls is None or not table:
+        return 1.0
+    f = 1.0
+    for c in co_classes:
+        if c is not None:
+            f *= table.get((cls, c), 1.0)
+    return f
+
+
+def shared_value(job: Job, name: str, catalog: Mapping[str, GpuModel], factor: float) -> float:
+    """Contract 5.2: weight_j * gpu_share_j * speed_j(model) * factor, the value of shared job
+    `job` on model `name` whose co-residents' factors multiply to `factor`."""
+    return job_value(job, name, catalog) * factor
+
+
+def colocation_factors(jobs: Sequence[Job], placements: Mapping[str, Sequence[Placement]],
+                       table: InterferenceTable) -> dict[str, float]:
+    """Per placed shared job with a class, its factor (`colocation_factor`) given the other
+    shared jobs `placements` puts on the same GPU; jobs absent from the result have 1.0."""
+    if not table:
+        return {}
+    on_gpu: dict[tuple[str, int], list[Job]] = {}
+    for job in jobs:
+        pl = placements.get(job.name)
+        if job.gpu_share is not None and pl and pl[0].fraction is not None:
+            on_gpu.setdefault((pl[0].node, pl[0].gpu), []).append(job)
+    out: dict[str, float] = {}
+    for residents in on_gpu.values():
+        if len(residents) < 2:
+            continue
+        for job in residents:
+            if job.colocation_class is not None:
+                out[job.name] = colocation_factor(
+                    job.colocation_class,
+                    (o.colocation_class for o in residents if o is not job), table)
+    return out
+
+
+def class_census(jobs: Iterable[Job]) -> dict[str, tuple[int, float]]:
+    """Per co-location class, (its shared jobs, their smallest gpu_share)."""
+    out: dict[str, tuple[int, float]] = {}
+    for job in jobs:
+        if job.gpu_share is not None and job.colocation_class is not None:
+            n, share = out.get(job.colocation_class, (0, 1.0))
+            out[job.colocation_class] = (n + 1, min(share, job.gpu_share))
+    return out
+
+
+def colocation_factor_cap(job: Job, census: Mapping[str, tuple[int, float]],
+                          table: InterferenceTable) -> float:
+    """An upper bound of shared job `job`'s factor in any plan (`census`: `class_census`
+    of the request's jobs). Only co-residents whose class speeds it up (s > 1) can raise
+    it, each by at most the largest such s, and at most k of them fit beside it: k the
+    fewest of (those jobs' count, itself excluded) and (how many of the smallest of their
+    shares fit in 1 - its own share). Factors <= 1 only lower it and are taken as 1.
+    Returns 1.0 when nothing can speed it up."""
+    cls = job.colocation_class
+    if cls is None or not table:
+        return 1.0
+    best = 1.0
+    count = 0
+    smallest = 1.0
+    for other, (n, share) in census.items():
+        s = table.get((cls, other), 1.0)
+        if s > 1.0:
+            best = max(best, s)
+            count += n - 1 if other == cls else n
+            smallest = min(smallest, share)
+    if count <= 0:
+        return 1.0
+    room = 1.0 - (job.gpu_share or 0.0)
+    k = min(count, math.floor((room + HOST_TOL) / smallest))
+    return best ** max(k, 0)

@@ -44,6 +44,12 @@ Host CPU/memory and MIG geometry are relaxed away. Coefficients are rounded up t
 0.2% geometric grid so that jobs group more (the bound loosens by at most 0.2%). If
 HiGHS does not finish in time, the sum of every job's best value (capacity ignored) is
 returned instead: still valid, looser.
+
+Co-location interference (contract 5.2) is relaxed to each shared job's largest
+achievable factor (`models.rules.colocation_factor_cap`, at least 1): factors can reach 2,
+so pricing them at 1 would not bound a plan whose co-residents speed each other up. A job's
+value in any plan is its value at factor 1 times its factor, at most times the cap, so the
+option earning the capped value keeps every plan's LP point at least its objective.
 """
 
 from __future__ import annotations
@@ -58,7 +64,15 @@ from models import Gpu, Node, PlanRequest
 from models.capacity import CapacitySummary, usable
 from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import objective_value_of, tenant_demands
-from models.rules import job_value, mig_profiles_for, model_eligible, required_levels
+from models.rules import (
+    class_census,
+    colocation_factor_cap,
+    interference_table,
+    job_value,
+    mig_profiles_for,
+    model_eligible,
+    required_levels,
+)
 from solver.highs import INF, INFEASIBLE, OPTIMAL, SOLUTION_FEASIBLE, HighsLp, set_integral
 
 log = logging.getLogger(__name__)
@@ -228,9 +242,13 @@ def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
     const = 0.0
     groups: dict[GroupKey, GroupCount] = {}
     members: dict[GroupKey, list[str]] = {}
+    table = interference_table(request.interference)
+    census = class_census(request.jobs) if table else {}
     for info in compile_jobs(request):
         job = info.job
-        options = _job_options(info, request, state, caps, fair)
+        cap = (colocation_factor_cap(job, census, table)
+               if table and job.colocation_class is not None else 1.0)
+        options = _job_options(info, request, state, caps, fair, cap)
         if job.current:
             const -= pre_cost
         if not options:
@@ -251,9 +269,10 @@ def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
 
 
 def _job_options(info: JobInfo, request: PlanRequest, state: ClusterState,
-                 caps: _Capacity, fair: bool) -> dict[str, Option]:
+                 caps: _Capacity, fair: bool, factor_cap: float = 1.0) -> dict[str, Option]:
     """Per model, the job's option (module doc): eligible models, plus the current one
-    of a running job (only that one if it is fixed), where the job can ever fit."""
+    of a running job (only that one if it is fixed), where the job can ever fit. Its
+    value is raised by `factor_cap`, the job's co-location factor cap (module doc)."""
     job = info.job
     models = set(info.values)
     cur_model = None
@@ -274,16 +293,17 @@ def _job_options(info: JobInfo, request: PlanRequest, state: ClusterState,
             continue
         for n in sizes:
             key = m if n is None else f"{m}:{n}"
-            opt = _option(info, m, n, grandfathered, state, caps, request, fair)
+            opt = _option(info, m, n, grandfathered, state, caps, request, fair, factor_cap)
             if opt is not None:
                 options[key] = opt
     return options
 
 
 def _option(info: JobInfo, m: str, n: int | None, grandfathered: bool, state: ClusterState,
-            caps: _Capacity, request: PlanRequest, fair: bool) -> Option | None:
+            caps: _Capacity, request: PlanRequest, fair: bool,
+            factor_cap: float = 1.0) -> Option | None:
     """The job's option on model `m` (an elastic gang: on n GPUs of it), None if it never
-    fits."""
+    fits; its value raised by `factor_cap`, the job's co-location factor cap (module doc)."""
     job = info.job
     policy = request.policy
     pre_cost = 0.0 if fair else policy.preemption_cost
@@ -305,6 +325,8 @@ def _option(info: JobInfo, m: str, n: int | None, grandfathered: bool, state: Cl
         coef_ = info.obj_values.get(m) if n is None else info.size_obj_values[n].get(m)
         coef = coef_ if coef_ is not None else objective_value_of(
             job, m, state.catalog, policy.objective, n)
+    if factor_cap != 1.0:
+        coef, thr = coef * factor_cap, thr * factor_cap
     if job.current:
         coef += pre_cost
         if m != cur_model and not fair:

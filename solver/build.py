@@ -157,6 +157,10 @@ def build_plan(
         "throughput": round(ev.throughput, 9),
         "fragmentation": round(fragmentation(request, placements), 6),
     }
+    if request.interference:
+        # Contract 5.2 (models/objective.py: interference_loss); absent without pairs, so a
+        # v1 request's plan is unchanged.
+        extras["interference_loss"] = round(ev.interference_loss, 9)
     extras.update(extra_stats or {})
     for k, v in extras.items():
         setattr(stats, k, v)

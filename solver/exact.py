@@ -23,6 +23,7 @@ from solver.backends import BACKENDS, IncumbentCallback
 from solver.budget import DET_UNITS_PER_S
 from solver.context import Context
 from solver.formulation import Compiled, compile_request, decode, encode_hints
+from solver.formulation.patterns import PatternsTooMany
 from solver.linear import BuildTimeout, LinearModel, Solution, build_deadline
 from solver.outcome import Outcome, infeasible
 
@@ -71,7 +72,8 @@ def compile_model(ctx: Context, prune: int | None = None,
                   max_vars: int | None = None) -> Compiled | None:
     """The model of the request (restricted to each job's `prune` best targets), hinted
     with the starting plan, compiled before the finishing reserve; None (with a note)
-    when that time runs out. `ModelTooLarge` passes through past `max_vars`."""
+    when that time runs out or a GPU has too many co-location patterns
+    (`PatternsTooMany`). `ModelTooLarge` passes through past `max_vars`."""
     start = ctx.portfolio.start().placements
     t0 = time.monotonic()
     try:
@@ -81,6 +83,9 @@ def compile_model(ctx: Context, prune: int | None = None,
             compiled.model.hints.update(encode_hints(compiled, start))
     except BuildTimeout:
         ctx.notes.append("no time left to build the exact model")
+        return None
+    except PatternsTooMany as exc:
+        ctx.notes.append(f"no exact model: {exc}")
         return None
     ctx.prune = prune
     if ctx.budget.deterministic:

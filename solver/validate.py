@@ -48,6 +48,10 @@ Rule names (`Violation.rule`), one per invariant:
 - `objective`: `objective_value` is the recomputed objective (with the topology costs of
   contract 5.5: `topology_cost` per domain beyond the first that a gang spans at its
   preferred level, charged wherever migration costs are); `best_bound` and `gap` agree.
+- `interference` (contract 5.2): `stats.interference_loss` is the recomputed loss (0 or
+  absent when no placed job is slowed). The factors themselves (`_colocation_factors`: per
+  GPU, the product over a shared job's co-residents of the (class, class) speeds) are
+  re-derived here and scale every job term of the objective.
 
 Kept placements of running jobs (placed exactly on their `current` GPUs / instances) are
 grandfathered: health, schedulability, model eligibility and gang topology are not checked
@@ -109,6 +113,8 @@ class _Ctx:
     placed: dict[str, list[Placement]] = field(default_factory=dict)
     #: Running jobs placed exactly on their current placements.
     kept: set[str] = field(default_factory=set)
+    #: Contract 5.2: placed shared job -> product of its co-location factors (absent: 1).
+    factors: dict[str, float] = field(default_factory=dict)
     out: list[Violation] = field(default_factory=list)
 
     def add(self, rule: str, message: str, *, job: str | None = None,
@@ -624,7 +630,8 @@ def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]]) -> float:
             demand[job.tenant] += max(_value(job, m, c.catalog[m], n)
                                       for m in options for n in sizes)
         if name in models:
-            got[job.tenant] += _value(job, *models[name], len(c.placed[name]))
+            got[job.tenant] += (_value(job, *models[name], len(c.placed[name]))
+                                * c.factors.get(name, 1.0))
     return min((got[k] / d for k, d in demand.items() if d > 0), default=0.0)
 
 
@@ -644,7 +651,7 @@ def _objective(c: _Ctx) -> float:
     costs = (policy.migration_cost * len(moved) + policy.preemption_cost * len(stopped)
              + _topology_costs(c))
     term = _ADDITIVE[objective]
-    return sum(term(c.jobs[n], *models[n], len(c.placed[n]))
+    return sum(term(c.jobs[n], *models[n], len(c.placed[n])) * c.factors.get(n, 1.0)
                for n in c.jobs if n in models) - costs
 
 
@@ -687,6 +694,52 @@ def _check_objective(c: _Ctx) -> None:
                       f"= {want:.9g}")
 
 
+# ---------------------------------------------------------------- 5.2 interference
+
+
+def _colocation_factors(c: _Ctx) -> dict[str, float]:
+    """Placed shared job with a class -> the product, over the other shared jobs on its
+    GPU, of speed(its class, their class) (an absent pair or a classless job: 1)."""
+    speeds = {(p.a, p.b): p.speed for p in c.request.interference}
+    if not speeds:
+        return {}
+    residents: dict[GpuKey, list[str]] = defaultdict(list)
+    for name, pls in c.placed.items():
+        if c.jobs[name].gpu_share is not None and len(pls) == 1 and pls[0].fraction:
+            residents[(pls[0].node, pls[0].gpu)].append(name)
+    out: dict[str, float] = {}
+    for names in residents.values():
+        for name in names:
+            mine = c.jobs[name].colocation_class
+            if mine is None or len(names) < 2:
+                continue
+            f = 1.0
+            for other in names:
+                theirs = c.jobs[other].colocation_class
+                if other != name and theirs is not None:
+                    f *= speeds.get((mine, theirs), 1.0)
+            out[name] = f
+    return out
+
+
+def _check_interference(c: _Ctx) -> None:
+    """stats.interference_loss = sum over placed jobs slowed (factor < 1) of their
+    throughput value * (1 - factor); required when some job is slowed."""
+    want = 0.0
+    for n, f in c.factors.items():
+        got_model = c.model_of((c.placed[n][0].node, c.placed[n][0].gpu)) if f < 1.0 else None
+        if got_model is not None:
+            want += _value(c.jobs[n], *got_model) * (1.0 - f)
+    got = getattr(c.plan.stats, "interference_loss", None)
+    if got is None:
+        if want > 0:
+            c.add("interference", f"stats.interference_loss missing; the plan loses {want:.9g}")
+        return
+    if not isinstance(got, int | float) or not math.isfinite(got) or got < 0 or abs(
+            got - want) > OBJECTIVE_RTOL * max(1.0, abs(want)):
+        c.add("interference", f"stats.interference_loss {got} but the plan loses {want:.9g}")
+
+
 # ---------------------------------------------------------------- driver
 
 
@@ -706,6 +759,7 @@ def _context(request: PlanRequest, plan: Plan) -> _Ctx:
         if a.job in jobs and a.placements and a.job not in c.placed:
             c.placed[a.job] = list(a.placements)
     c.kept = {n for n, pls in c.placed.items() if _is_kept(jobs[n], pls)}
+    c.factors = _colocation_factors(c)
     return c
 
 
@@ -721,6 +775,7 @@ CHECKS: Mapping[str, Callable[[_Ctx], None]] = {
     "running": _check_running,
     "topology": _check_topology,
     "objective": _check_objective,
+    "interference": _check_interference,
 }
 
 #: The rule names, in the order of contract section 3.

@@ -19,6 +19,8 @@ BENCH_COMMANDS: dict[str, Lazy] = {
     "robustness": Lazy("api.cli.robustness:robustness_command",
                        "Hostile input, overload and /healthz probes."),
     "latency": Lazy("benchmarks.latency:latency_command", "End-to-end latency and sessions."),
+    "colocation": Lazy("benchmarks.colocation:colocation_command",
+                       "Co-location: interference-aware vs blind packing (Gavel factors)."),
 }
 
 

@@ -16,6 +16,11 @@ created (per unit of the variable), so each capacity row is `sum(ledger) <= capa
 - mig_use[g, pi]: jobs on instances of profile pi of MIG GPU g;
 - topology_use: domains beyond the first that gangs span at their preferred topology
   level (contract 5.5), each unit costing `policy.topology_cost` in the objective.
+
+Earnings: a variable earns its job's value on a model (`earn`; an elastic gang's size
+variable its value on n GPUs, `earn_size`); the co-location corrections of contract 5.2
+earn `scale` times some jobs' values (`earn_scaled`: one variable may carry the correction
+of several classes' jobs).
 """
 
 from __future__ import annotations
@@ -37,7 +42,14 @@ from models import (
 from models.capacity import Topology
 from models.capacity import usable as gpu_usable
 from models.objective import objective_value_of
-from models.rules import host_fits, job_value, preferred_level, priority_key, required_levels
+from models.rules import (
+    host_fits,
+    interference_table,
+    job_value,
+    preferred_level,
+    priority_key,
+    required_levels,
+)
 from solver.formulation.tables import (
     Bin,
     Compiled,
@@ -102,6 +114,10 @@ class Builder:
         self.earnings: dict[int, Earning] = {}
         #: elastic size variables z[j, m, n] -> n (they earn the value on n GPUs)
         self.earn_sizes: dict[int, int] = {}
+        #: co-location corrections: var -> [(job, model, scale)], earning scale * value
+        self.scaled: dict[int, list[tuple[int, str, float]]] = {}
+        #: the request's interference pairs, (a, b) -> speed (contract 5.2)
+        self.interference = interference_table(request.interference)
         #: keep[r] variables, and new placements of running jobs (migrations)
         self.keeps: set[int] = set()
         self.moved: set[int] = set()
@@ -167,7 +183,7 @@ class Builder:
         return (job.shape, job.gpus, job.single_node, job.same_domain, mig, job.mig_profile,
                 job.gpu_share, job.gpu_memory_gib, job.cpu_millicores, job.host_memory_gib,
                 job.tenant, vals, job.name if job.elastic is not None else None,
-                required_levels(job), preferred_level(job))
+                required_levels(job), preferred_level(job), job.colocation_class)
 
     def topology(self) -> Topology:
         """The domains of the cluster's nodes at every topology level (built once)."""
@@ -270,6 +286,10 @@ class Builder:
         """`var` places elastic gang `job` on n GPUs of `model`: it earns its value there."""
         self.earnings[var] = (job, model)
         self.earn_sizes[var] = n
+    def earn_scaled(self, var: int, job: int, model: str, scale: float) -> None:
+        """`var` earns `scale` times the value of job `job` (request index) on `model`, on
+        top of what it earns already (a co-location correction, contract 5.2)."""
+        self.scaled.setdefault(var, []).append((job, model, scale))
 
     def earn_keep(self, var: int) -> None:
         """`var` is keep[r] of a running job (it earns back the preemption cost)."""

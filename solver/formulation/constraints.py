@@ -13,7 +13,14 @@ from collections import defaultdict
 
 from models import Instance, allowed_sizes
 from solver.formulation.builder import Builder, profile_of
-from solver.formulation.tables import MigGpu, Pool, PoolKey
+from solver.formulation.tables import (
+    BinPattern,
+    ClassedShare,
+    MigGpu,
+    PatternShare,
+    Pool,
+    PoolKey,
+)
 from solver.formulation.variables import level_tag
 from solver.linear import Terms, add_terms
 
@@ -408,3 +415,55 @@ def symmetric_mig_gpus(b: Builder) -> list[list[int]]:
         if mg.pos_vars is not None and not mg.current and mg.node not in occupied:
             by_node[(mg.node, mg.model)].append(mg_i)
     return list(by_node.values())
+
+
+# ------------------------------------------------------- co-location interference
+
+
+def add_pattern_choice(b: Builder, bi: int, patterns: list[BinPattern]) -> None:
+    """pattern[b]: bin b has exactly one co-location pattern: sum_n p[b, n] = 1."""
+    b.m.add({x.var: 1.0 for x in patterns}, lo=1, hi=1, name=f"pattern[{bi}]")
+
+
+def add_pattern_count(b: Builder, bi: int, cls: str, xs: list[ClassedShare],
+                      patterns: list[BinPattern]) -> None:
+    """pattern_count[b, c]: bin b hosts as many jobs of class c as its pattern says
+    (classes whose jobs on b are all worth the same):
+    sum_{x puts class c on b} x - sum_n n_c p[b, n] = 0."""
+    terms: Terms = {x.var: 1.0 for x in xs}
+    for pat in patterns:
+        n = dict(pat.counts).get(cls, 0)
+        if n:
+            terms[pat.var] = terms.get(pat.var, 0.0) - n
+    b.m.add(terms, lo=0, hi=0, name=f"pattern_count[{bi},{cls}]")
+
+
+def add_pattern_split(b: Builder, share: int, parts: list[PatternShare]) -> None:
+    """pattern_split[x]: share variable x's jobs are split over its bin's patterns:
+    x - sum_n s[x, n] = 0."""
+    terms: Terms = {share: 1.0}
+    for ps in parts:
+        terms[ps.var] = -1.0
+    b.m.add(terms, lo=0, hi=0, name=f"pattern_split[{share}]")
+
+
+def add_pattern_class_count(b: Builder, pattern: BinPattern, cls: str,
+                            parts: list[PatternShare]) -> None:
+    """pattern_class[b, n, c]: with pattern n, bin b hosts n_c jobs of class c (classes
+    whose jobs on b differ in value): sum_{x of class c} s[x, n] - n_c p[b, n] = 0."""
+    terms: Terms = {ps.var: 1.0 for ps in parts}
+    terms[pattern.var] = -float(dict(pattern.counts).get(cls, 0))
+    b.m.add(terms, lo=0, hi=0, name=f"pattern_class[{pattern.bin},{pattern.var},{cls}]")
+
+
+def add_pattern_order(b: Builder, first: int, second: int,
+                      patterns: dict[int, list[BinPattern]]) -> None:
+    """pattern_order[b, b']: consecutive virtual bins b, b' of one pool with the same
+    pattern list are ordered (symmetry): 2 sum_n n p[b, n] + open[b] >=
+    2 sum_n n p[b', n] + open[b'] (n: the pattern's place in the list, 0 = no class)."""
+    terms: Terms = {b.c.bins[first].open_var: 1.0, b.c.bins[second].open_var: -1.0}
+    for k, pat in enumerate(patterns[first]):
+        terms[pat.var] = terms.get(pat.var, 0.0) + 2.0 * k
+    for k, pat in enumerate(patterns[second]):
+        terms[pat.var] = terms.get(pat.var, 0.0) - 2.0 * k
+    b.m.add(terms, lo=0, name=f"pattern_order[{first},{second}]")

@@ -30,6 +30,28 @@ def current_state_hints(b: Builder) -> None:
     for x in b.c.bins:
         if x.gpu is not None:
             b.m.hints[x.open_var] = 1
+    pattern_hints(b.c, b.m.hints)
+
+
+def pattern_hints(c: Compiled, hints: dict[int, int]) -> None:
+    """Complete `hints` with the co-location patterns (contract 5.2) their share
+    variables imply: p[b, n] = 1 for the class counts the hint puts on bin b, and
+    s[x, n] = x for that pattern (0 elsewhere). A bin whose counts match no pattern gets
+    none (the hint is then partial there)."""
+    if not c.patterns:
+        return
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for x in c.classed:
+        counts[x.bin][x.cls] += hints.get(x.var, 0)
+    chosen: set[int] = set()
+    for pat in c.patterns:
+        want = {cls: n for cls, n in counts[pat.bin].items() if n}
+        hit = dict(pat.counts) == want
+        hints[pat.var] = int(hit)
+        if hit:
+            chosen.add(pat.var)
+    for ps in c.pattern_shares:
+        hints[ps.var] = hints.get(ps.share, 0) if ps.pattern in chosen else 0
 
 
 def _share_bins(c: Compiled, placements: Mapping[str, list[Placement]],
@@ -157,4 +179,5 @@ def encode_hints(c: Compiled, placements: Mapping[str, list[Placement]]) -> dict
         layout = set(enc.used_instances.get(mg_i, set()))
         for inst, v in mg.pos_vars.items():
             hints[v] = int(inst in layout)
+    pattern_hints(c, hints)
     return hints

@@ -17,6 +17,10 @@ the policy's per-job objective value (jct and makespan), or the throughput value
 throughput, fairness and priority_fifo (the driver runs those two on top of this model
 with their own rows).
 
+Co-location interference (contract 5.2) adds its corrections, (F - 1) times the values
+of the jobs a pattern variable or a split variable stands for (variables.py:
+new_pattern_vars), so a shared job earns F times its value in total.
+
 The same sum with throughput values is kept as `Compiled.throughput_terms`, and per
 tenant as `Compiled.tenant_terms` (the fairness objective's shares).
 """
@@ -53,6 +57,15 @@ def add_objective(b: Builder) -> None:
             t = t - pol.migration_cost + pol.preemption_cost
         obj[var] = o
         thr[var] = t
+    for var, scaled in b.scaled.items():
+        # Co-location corrections (contract 5.2): scale times the jobs' values.
+        for j, model, scale in scaled:
+            job = jobs[j]
+            value, throughput = b.values(job, model)
+            obj[var] = obj.get(var, 0.0) + value * scale
+            thr[var] = thr.get(var, 0.0) + throughput * scale
+            tt = tenants.setdefault(job.tenant, {})
+            tt[var] = tt.get(var, 0.0) + throughput * scale
     for _ in b.running:
         b.m.objective_const -= pol.preemption_cost
         b.c.throughput_const -= pol.preemption_cost

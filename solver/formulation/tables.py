@@ -155,6 +155,34 @@ class RunningOnMig(NamedTuple):
     profile: str
 
 
+class ClassedShare(NamedTuple):
+    """A share variable x that puts jobs of interference class `cls` on bin b: a[G, b],
+    ms[r, b], or keep[r] of a running job sharing b's GPU now (contract 5.2)."""
+
+    var: int
+    bin: int
+    cls: str
+    #: request index of the job (a group's first member)
+    job: int
+
+
+class BinPattern(NamedTuple):
+    """p[b, n] in {0, 1}: bin b hosts exactly n_c jobs of each interference class c;
+    `counts` lists the (class, n_c) with n_c > 0, sorted by class."""
+
+    var: int
+    bin: int
+    counts: tuple[tuple[str, int], ...]
+
+
+class PatternShare(NamedTuple):
+    """s[x, n] = x * p[b, n]: the jobs of share variable x when their bin has pattern n."""
+
+    var: int
+    share: int
+    pattern: int
+
+
 @dataclass
 class Compiled:
     """The model plus everything needed to decode a solution into placements."""
@@ -188,6 +216,10 @@ class Compiled:
     throughput_const: float = 0.0
     #: whether pruning dropped any target (the model is then not exact)
     pruned: bool = False
+    # Co-location interference (contract 5.2; empty without `interference` pairs).
+    classed: list[ClassedShare] = field(default_factory=list)
+    patterns: list[BinPattern] = field(default_factory=list)
+    pattern_shares: list[PatternShare] = field(default_factory=list)
 
     def placed_expr(self, job_index: int) -> tuple[Terms, float]:
         """(terms, threshold): the job is placed iff sum(terms) >= threshold."""

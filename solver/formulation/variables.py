@@ -15,8 +15,11 @@ from models import allowed_sizes, mig_profiles_for
 from models.capacity import HOST
 from models.rules import costed_level, required_levels
 from solver.formulation.builder import Builder
+from solver.formulation.patterns import MAX_MODEL_PATTERNS, PatternsTooMany, bin_patterns
 from solver.formulation.tables import (
     Bin,
+    BinPattern,
+    ClassedShare,
     Gang,
     GangPart,
     Group,
@@ -24,6 +27,7 @@ from solver.formulation.tables import (
     GroupOnMig,
     GroupOnPool,
     GroupRank,
+    PatternShare,
     RunningOnBin,
     RunningOnMig,
     RunningOnPool,
@@ -352,3 +356,88 @@ def _mig_moves(b: Builder, r: int) -> list[int]:
             b.c.mig_running.append(RunningOnMig(v, r, mg_i, prof.name))
             out.append(v)
     return out
+
+
+def new_pattern_vars(b: Builder) -> None:
+    """Co-location interference (contract 5.2; patterns.py says why patterns), on each bin
+    where some co-location changes a value: p[b, n] in {0, 1} per pattern n of the bin's
+    classes; and, for a class c whose jobs on b are not all worth the same, s[x, n] in
+    [0, min(ub(x), n_c)] per classed share variable x of class c and pattern n with
+    n_c > 0: x's jobs on b when b has pattern n (x = sum_n s[x, n]). The corrections they
+    earn, on top of the plain values that the share variables earn:
+
+        (F_c(n) - 1) * n_c * value_c   on p[b, n], when class c's jobs on b are all worth
+                                       value_c (and share a tenant);
+        (F_c(n) - 1) * value(x)        on s[x, n] otherwise.
+    """
+    if not b.interference:
+        return
+    jobs = b.req.jobs
+    seen: dict[tuple[tuple[str, tuple[int, float]], ...], list[tuple[
+        tuple[tuple[str, int], ...], dict[str, float]]] | None] = {}
+    for bi, xs in _classed_shares(b).items():
+        demand: dict[str, tuple[int, float]] = {}
+        for x in xs:
+            n, share = demand.get(x.cls, (0, 1.0))
+            demand[x.cls] = (n + b.m.ubs[x.var], min(share, jobs[x.job].gpu_share or 1.0))
+        key = tuple(sorted(demand.items()))
+        if key not in seen:
+            seen[key] = bin_patterns(demand, b.interference)
+        patterns = seen[key]
+        if patterns is None:
+            continue
+        if len(b.c.patterns) + len(patterns) > MAX_MODEL_PATTERNS:
+            raise PatternsTooMany(f"more than {MAX_MODEL_PATTERNS} co-location patterns")
+        model = b.c.bins[bi].pool[1]
+        by_cls: dict[str, list[ClassedShare]] = defaultdict(list)
+        for x in xs:
+            by_cls[x.cls].append(x)
+        uniform = {c: _uniform_job(b, members, model) for c, members in by_cls.items()}
+        for counts, factors in patterns:
+            label = ",".join(f"{c}:{n}" for c, n in counts)
+            p = b.m.new_var(f"pat[{bi},{label}]")
+            b.c.patterns.append(BinPattern(p, bi, counts))
+            for c, n in counts:
+                f = factors[c]
+                rep = uniform[c]
+                if rep is not None:
+                    if f != 1.0:
+                        b.earn_scaled(p, rep, model, (f - 1.0) * n)
+                    continue
+                for x in by_cls[c]:
+                    sv = b.m.new_var(f"pshare[{x.var},{p}]", 0, min(b.m.ubs[x.var], n))
+                    b.c.pattern_shares.append(PatternShare(sv, x.var, p))
+                    if f != 1.0:
+                        b.earn_scaled(sv, x.job, model, f - 1.0)
+
+
+def _classed_shares(b: Builder) -> dict[int, list[ClassedShare]]:
+    """Per bin, its share variables whose jobs have a class that some interference pair
+    names (`Compiled.classed` lists them all)."""
+    jobs = b.req.jobs
+    relevant = {c for pair in b.interference for c in pair}
+    found: list[tuple[int, int, int]] = [
+        (x.var, x.bin, b.c.groups[x.group].members[0]) for x in b.c.share]
+    found += [(x.var, x.bin, x.job) for x in b.c.share_running]
+    for bi, bin_ in enumerate(b.c.bins):
+        if bin_.gpu is not None:
+            found += [(b.c.keep[r], bi, r) for r in b.pools[bin_.pool].share_occ[bin_.gpu]]
+    out: dict[int, list[ClassedShare]] = defaultdict(list)
+    for var, bi, j in found:
+        cls = jobs[j].colocation_class
+        if cls is not None and cls in relevant:
+            x = ClassedShare(var, bi, cls, j)
+            out[bi].append(x)
+            b.c.classed.append(x)
+    return out
+
+
+def _uniform_job(b: Builder, xs: list[ClassedShare], model: str) -> int | None:
+    """A job standing for all of `xs` when their jobs are worth the same on `model` (both
+    values) and share a tenant; None otherwise."""
+    jobs = b.req.jobs
+    first = jobs[xs[0].job]
+    want = (b.values(first, model), first.tenant)
+    if all((b.values(jobs[x.job], model), jobs[x.job].tenant) == want for x in xs[1:]):
+        return xs[0].job
+    return None

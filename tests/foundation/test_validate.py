@@ -36,7 +36,7 @@ from tests.foundation.helpers import (
 
 FIXTURE = re.compile(r"^(?P<stem>[\w-]+?)\.(?P<kind>valid|invalid-(?P<rule>[a-z_]+))(-[\w-]+)?$")
 EXPECTED_RULES = ("accounting", "eligibility", "whole_gpu", "elastic", "mig", "shared",
-                  "host_resources", "running", "topology", "objective")
+                  "host_resources", "running", "topology", "objective", "interference")
 
 
 def _fixtures() -> list[Path]:
@@ -62,6 +62,13 @@ def repriced(req: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     plan["objective_value"] = recompute_objective(as_request(req), as_plan(plan))
     plan["best_bound"] = plan["gap"] = None
     return plan
+
+
+def recompute_loss(req: dict[str, Any], plan: dict[str, Any]) -> float:
+    """The planners' stats.interference_loss of `plan` (models/objective.py)."""
+    placements = {a["job"]: as_plan(plan).assignments[i].placements
+                  for i, a in enumerate(plan["assignments"])}
+    return evaluate(as_request(req), placements).interference_loss
 
 
 def assignment(plan: dict[str, Any], job: str) -> dict[str, Any]:
@@ -527,6 +534,33 @@ def preferred_cost_not_charged(req: dict[str, Any], plan: dict[str, Any]) -> Non
     assignment(plan, "eval")["placements"][1] = {"node": "n3", "gpu": 0}
     assignment(plan, "finetune")["placements"][0] = {"node": "n5", "gpu": 0}
     plan["best_bound"] = plan["gap"] = None
+# interference (contract 5.2)
+@case("interference", "colocation.valid")
+def loss_missing(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    del plan["stats"]["interference_loss"]
+
+
+@case("interference", "colocation.valid")
+def loss_of_the_old_pairs(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    # Swap a3c and lm: the objective is re-priced, the loss is left as it was.
+    assignment(plan, "a3c-train")["placements"][0]["gpu"] = 1
+    assignment(plan, "lm-train")["placements"][0]["gpu"] = 0
+    repriced(req, plan)
+
+
+@case("interference", "colocation.valid")
+def loss_counts_gains(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    # A pair that speeds lm up: netting its gain against the others' loss is wrong.
+    for pair in req["interference"]:
+        if (pair["a"], pair["b"]) == ("lm", "transformer"):
+            pair["speed"] = 1.9
+    repriced(req, plan)
+    plan["stats"]["interference_loss"] = recompute_loss(req, plan) - 2.0 * 0.5 * 0.4 * 0.9
+
+
+@case("objective", "colocation.valid")
+def value_without_factors(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    plan["objective_value"] = plan["stats"]["throughput"] + plan["stats"]["interference_loss"]
 
 
 @pytest.mark.parametrize(("name", "rule", "base", "mutate"), CASES, ids=[c[0] for c in CASES])

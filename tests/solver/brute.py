@@ -11,6 +11,8 @@ Topology levels (contract 5.5) are read from the contract here: a gang's GPUs li
 domain of its required level ("host": one node; "domain": v1's `topology_domain`, a node
 without one a domain of its own; a listed level: the node's domains from the widest level
 down to it), and `evaluate` charges the preferred level's costs.
+Co-location interference (contract 5.2) is derived here from the contract's words
+(`_contract_factors`) and checked against the shared evaluator on every candidate plan.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from models import (
     model_eligible,
 )
 from models.objective import evaluate, same_placement
-from models.rules import priority_key
+from models.rules import job_value, priority_key
 
 
 def _sizes(job: Job) -> list[int]:
@@ -41,6 +43,8 @@ def _sizes(job: Job) -> list[int]:
         return [job.gpus or 1]
     return [n for n in range(el.min_gpus, el.max_gpus + 1)
             if not el.speedup or str(n) in el.speedup]
+
+
 def _domain(req: PlanRequest, node: Node, level: str) -> object:
     """The domain of `node` at topology level `level` (module doc)."""
     if level == "host":
@@ -174,6 +178,46 @@ def _plans(req: PlanRequest) -> Iterator[dict[str, list[Placement]]]:
     yield from rec(0, {})
 
 
+def _contract_factors(req: PlanRequest, chosen: dict[str, list[Placement]]
+                      ) -> dict[str, float]:
+    """Contract 5.2, read literally: a job of class a runs at speed(a, b) times its own
+    speed while it shares a GPU with a job of class b; absent pairs and classless jobs mean
+    1.0; with more than two jobs on one GPU the factors of all co-residents multiply."""
+    speed = {(p.a, p.b): p.speed for p in req.interference}
+    jobs = {j.name: j for j in req.jobs}
+    out: dict[str, float] = {}
+    for name, pls in chosen.items():
+        me = jobs[name]
+        if me.gpu_share is None:
+            continue
+        f = 1.0
+        for other, opls in chosen.items():
+            them = jobs[other]
+            if other == name or them.gpu_share is None:
+                continue
+            if (opls[0].node, opls[0].gpu) == (pls[0].node, pls[0].gpu) \
+                    and me.colocation_class is not None and them.colocation_class is not None:
+                f *= speed.get((me.colocation_class, them.colocation_class), 1.0)
+        out[name] = f
+    return out
+
+
+def _check_throughput(req: PlanRequest, chosen: dict[str, list[Placement]],
+                      throughput: float) -> None:
+    """The evaluator's throughput (before costs) must be the contract's."""
+    cat = req.cluster.catalog()
+    models = {(n.name, g.index): g.model for n in req.cluster.nodes for g in n.gpus}
+    factors = _contract_factors(req, chosen)
+    want = sum(job_value(j, models[(chosen[j.name][0].node, chosen[j.name][0].gpu)], cat)
+               * factors.get(j.name, 1.0) for j in req.jobs if j.name in chosen)
+    pol = req.policy
+    moved = sum(1 for j in req.jobs if j.current and j.name in chosen
+                and not same_placement(chosen[j.name], j.current))
+    stopped = sum(1 for j in req.jobs if j.current and j.name not in chosen)
+    want -= pol.migration_cost * moved + pol.preemption_cost * stopped
+    assert abs(want - throughput) <= 1e-9 * max(1.0, abs(want)), (want, throughput)
+
+
 def brute_force(req: PlanRequest) -> tuple[float, dict[str, list[Placement]]] | None:
     """(optimal objective_value, one optimal placement map), or None if infeasible."""
     objective = req.policy.objective
@@ -182,6 +226,8 @@ def brute_force(req: PlanRequest) -> tuple[float, dict[str, list[Placement]]] | 
     best: tuple[float, dict[str, list[Placement]]] | None = None
     for chosen in _plans(req):
         ev = evaluate(req, chosen)
+        if req.interference:
+            _check_throughput(req, chosen, ev.throughput)
         if objective == "fairness":
             key: tuple[float, ...] = (round(ev.objective_value, 9), ev.throughput)
         elif objective == "priority_fifo":

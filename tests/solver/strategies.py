@@ -6,6 +6,10 @@ every feature: gangs, MIG (with existing layouts), shared GPUs, host limits, run
 `elastic` (a probability), whole-GPU gangs are made elastic (contract 5.1): a size range
 around `gpus`, and either no curve (linear) or a curve over some sizes of the range,
 concave or not; the random stream of a request drawn without it is unchanged.
+`interference=True` more jobs share GPUs (down to a fifth of one, so three to five may sit
+together), most of them carry one of three co-location classes, and the request gets
+random interference pairs, slowdowns and speedups up to 2 (contract 5.2); without it the
+draws are exactly those of v1.
 """
 
 from __future__ import annotations
@@ -17,16 +21,19 @@ from models import BUILTIN_CATALOG, PlanRequest, valid_layouts
 
 WHOLE_MODELS = ["V100-32GB", "A100-SXM4-40GB", "H100-SXM5-80GB", "T4-16GB"]
 MIG_MODELS = ["A100-SXM4-40GB", "A30-24GB", "H100-SXM5-80GB"]
+#: Co-location classes and interference speeds drawn with `interference=True`.
+CLASSES = ["a", "b", "c"]
+SPEEDS = [0.25, 0.5, 0.8, 0.9, 1.25, 1.6, 2.0]
 OBJECTIVES = ["throughput", "throughput", "fairness", "priority_fifo", "jct", "makespan"]
 
 
 def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
                    max_nodes: int = 2, objective: str | None = None,
                    solver: str = "cp_sat", elastic: float = 0.0,
-                   topology: bool = False) -> PlanRequest:
+                   topology: bool = False, interference: bool = False) -> PlanRequest:
     """A random consistent request (`elastic`: the chance that a whole-GPU job is an
-    elastic gang; with `topology`, topology levels as well: draws for the v1 fields stay
-    the same, so a seed gives the same v1 request with or without)."""
+    elastic gang; with `topology`, topology levels as well; with `interference`, classes
+    and pairs: draws for the v1 fields stay the same without them)."""
     n_gpus = rng.randint(1, max_gpus)
     n_nodes = rng.randint(1, min(max_nodes, n_gpus))
     sizes = [1] * n_nodes
@@ -38,7 +45,7 @@ def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
         model_mig = rng.choice(MIG_MODELS)
         gpus = []
         for gi in range(size):
-            mig = rng.random() < 0.35
+            mig = rng.random() < (0.1 if interference else 0.35)
             g: dict[str, Any] = {"index": gi, "model": model_mig if mig else model_whole,
                                  "healthy": rng.random() > 0.05}
             if mig:
@@ -64,17 +71,21 @@ def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
                                "weight": rng.choice([1.0, 1.0, 2.0, 0.5]),
                                "submitted_at": float(rng.randint(0, 100))}
         kind = rng.random()
-        if kind < 0.45:
+        whole_p, share_p = (0.15, 0.85) if interference else (0.45, 0.7)
+        if kind < whole_p:
             job["gpus"] = rng.choice([1, 1, 2, 2, 3, 4])
             if job["gpus"] > 1 and rng.random() < 0.4:
                 job["single_node"] = False
                 job["same_domain"] = rng.random() < 0.5
             if elastic and rng.random() < elastic:
                 job["elastic"] = elastic_spec(rng, job["gpus"], max_gpus)
-        elif kind < 0.7:
-            job["gpu_share"] = rng.choice([0.25, 0.3, 0.5, 0.6])
+        elif kind < share_p:
+            job["gpu_share"] = rng.choice([0.2, 0.25, 0.3, 0.5, 0.6] if interference
+                                          else [0.25, 0.3, 0.5, 0.6])
             if rng.random() < 0.4:
                 job["gpu_memory_gib"] = rng.choice([4, 8, 12, 20])
+            if interference and rng.random() < 0.8:
+                job["colocation_class"] = rng.choice(CLASSES)
         elif rng.random() < 0.5:
             job["mig"] = {"compute_slices": rng.choice([1, 1, 2, 3, 4]),
                           "memory_gib": rng.choice([0, 5, 10, 20])}
@@ -112,7 +123,11 @@ def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
     cluster: dict[str, Any] = {"nodes": nodes}
     if topology:
         _add_topology(random.Random(rng.random()), cluster, jobs, policy)
-    return PlanRequest.model_validate({"cluster": cluster, "jobs": jobs, "policy": policy})
+    body: dict[str, Any] = {"cluster": cluster, "jobs": jobs, "policy": policy}
+    if interference:
+        body["interference"] = [{"a": a, "b": b, "speed": rng.choice(SPEEDS)}
+                                for a in CLASSES for b in CLASSES if rng.random() < 0.7]
+    return PlanRequest.model_validate(body)
 
 
 #: Hierarchies of topology levels (widest first) and the domain names drawn at each level.
