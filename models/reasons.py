@@ -16,6 +16,7 @@ cost stays linear in jobs + nodes on large requests.
 from __future__ import annotations
 
 from models.capacity import CapacitySummary, Pool
+from models.instance import per_request
 from models.request import Job, PlanRequest
 from models.rules import host_fits, mig_profiles_for, model_eligible
 
@@ -62,7 +63,8 @@ def _pools_text(pools: set[Pool]) -> str:
 
 
 class StaticReasons:
-    """The static reason of any job of one request (memoised by job shape)."""
+    """The static reason of any job of one request (memoised by job shape); `of` gives
+    the one instance of a request, shared by every planner phase."""
 
     def __init__(self, request: PlanRequest) -> None:
         self.catalog = request.cluster.catalog()
@@ -71,6 +73,12 @@ class StaticReasons:
         self.present = self.capacity.pools_present()
         self.models = sorted({m for m, _ in self.present})
         self._memo: dict[tuple[object, ...], Reason | None] = {}
+
+    @classmethod
+    def of(cls, request: PlanRequest) -> StaticReasons:
+        """The static reasons of `request`, built once per request object (each greedy
+        pass, rounding and repair asks for them; building them scans the whole cluster)."""
+        return per_request(request, "static_reasons", cls)
 
     def reason(self, job: Job) -> Reason | None:
         """(reason, detail) when no plan can place `job`, else None."""
@@ -158,7 +166,7 @@ class StaticReasons:
 def static_reasons(request: PlanRequest) -> dict[str, Reason]:
     """job name -> (reason, detail) for the new jobs that no plan can place (running jobs
     are never given a static reason: they can always be kept)."""
-    reasons = StaticReasons(request)
+    reasons = StaticReasons.of(request)
     out: dict[str, Reason] = {}
     for job in request.jobs:
         if job.current:
