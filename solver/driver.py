@@ -30,7 +30,8 @@ from solver.auto import auto, exact_for_size, local_search
 from solver.build import build_plan
 from solver.context import Context
 from solver.exact import fallback
-from solver.outcome import Outcome, infeasible, rank
+from solver.gcpause import gc_paused
+from solver.outcome import Outcome, infeasible
 from solver.reasons import hard_conflicts
 from solver.validate import validate_plan
 
@@ -110,9 +111,8 @@ def _outcome(ctx: Context) -> Outcome:
         out = _settle_running(ctx, out)
     if ctx.budget.cancelled():
         ctx.notes.append("cancelled: returning the best plan found so far")
-        if out.status in ("feasible", "heuristic") and rank(
-                request, ctx.portfolio.start().placements) > rank(request,
-                                                                  out.result.placements):
+        if out.status in ("feasible", "heuristic") and ctx.portfolio.better(
+                ctx.portfolio.start(), out.result):
             return fallback(ctx)
     return out
 
@@ -129,8 +129,16 @@ def plan(
     solve: the best plan so far comes back. `on_incumbent` receives each better plan as
     it is found: the starting heuristic plans (status `heuristic`) from the first phase
     on, then the exact search's incumbents (status `feasible`), each validated.
-    `solve_time_s` covers the whole call, validation included.
+    `solve_time_s` covers the whole call, validation included. The cyclic garbage
+    collector is paused meanwhile (solver/gcpause.py).
     """
+    with gc_paused():
+        return _plan(request, cancel, on_incumbent)
+
+
+def _plan(request: PlanRequest, cancel: Event | None,
+          on_incumbent: Callable[[Plan], None] | None) -> Plan:
+    """`plan`, with the collector paused."""
     ctx = Context.start(request, cancel, on_incumbent)
     out = _outcome(ctx)
     if ctx.budget.wall_cut:
