@@ -6,10 +6,11 @@ within `policy.time_limit_s`, dress the Outcome as a Plan (solver/build.py), val
 is raised, never a wrong plan returned.
 
 The parts, one job each:
-- solver/budget.py: the one deadline, the measured finishing reserve, the cancel flag,
-  the work clock of deterministic mode;
-- solver/portfolio.py: the starting plan (greedy, rounded LP, share re-pack), the LP
-  bound and the static reasons, each computed once; incumbent reports;
+- solver/budget.py: the one deadline, the measured pace of the phases and the finishing
+  reserve, the cancel flag, the work clock of deterministic mode;
+- solver/portfolio.py: the starting plan (greedy, rounded LP, share re-pack), the bound
+  (the LP's, else the quick one of solver/quick_bound.py) and the static reasons, each
+  computed once; incumbent reports;
 - solver/exact.py: compiling and solving the model, the status of an exact answer;
 - solver/levels.py: the lexicographic objectives (fairness, priority_fifo);
 - solver/auto.py: the `auto` size policy and the shared local search;
