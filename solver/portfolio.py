@@ -8,10 +8,16 @@ patterns when that ranks better (solver/share_packing.py). Later phases `offer` 
 plans (the local search's, an exact solve's when it seeds a wider one); the starting plan
 is what exact solves are warm-started from and what is returned when they find nothing.
 
-Each ingredient (greedy plan, LP relaxation and its bound, static reasons) is computed
-once, within the budget (solver/budget.py). Every improvement of the starting plan is
-reported through the caller's incumbent hook (`Incumbents`), so that an async solve has a
-plan to show, store or return from its first seconds.
+Each ingredient (greedy plan, LP relaxation and its bound, the quick bound, static
+reasons) is computed once, within the budget (solver/budget.py): each phase has a prior
+cost in CPU seconds (the constants below) and runs only when the budget, which scales it
+by the pace measured so far, says it fits. The LP and a rounding go first when both fit
+(the rounded plan is the better start, and on large requests a greedy pass costs as much
+as both); else the greedy goes first. A bound always exists: the quick Lagrangian one of
+solver/quick_bound.py stands in when the LP does not fit or its solve is cut. Every
+improvement of the starting plan is reported through the caller's incumbent hook
+(`Incumbents`), so that an async solve has a plan to show, store or return from its first
+seconds.
 """
 
 from __future__ import annotations
