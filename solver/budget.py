@@ -32,12 +32,12 @@ from models import PlanRequest
 from solver.linear import Limits
 
 #: CPU seconds to finish a plan per job and GPU (build and validate it), and per job
-#: again (the planner's last comparisons of plans, its placements); measured with the
-#: collector paused (M: 0.07 s; L, 16,384 GPUs / 20,000 jobs: build 0.5 s, validation
-#: 0.45 s; XL, 65,536 / 80,000: 2.0 s and 2.4 s). The estimate is scaled by the measured
-#: pace, and replaced by the real cost once a plan is built.
-FINISH_CPU_PER_ITEM = 2.5e-5
-FINISH_CPU_PER_JOB = 2e-5
+#: again (the planner's last comparison of plans); measured with the collector paused
+#: (M: 0.07 s; L, 16,384 GPUs / 20,000 jobs: build 0.5 s, validation 0.45 s; XL, 65,536
+#: / 80,000: 2.0 s and 2.4 s). The estimate is scaled by the measured pace, and replaced
+#: by the real cost once a plan is built.
+FINISH_CPU_PER_ITEM = 2.8e-5
+FINISH_CPU_PER_JOB = 5e-6
 #: Fixed seconds kept back on top of the measured finishing cost (returning, logging).
 FINISH_MARGIN_S = 0.1
 #: Safety factor on the finishing estimate.
