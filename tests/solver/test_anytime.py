@@ -51,6 +51,9 @@ def test_a_phase_cut_at_its_deadline_leaves_a_valid_plan(seed: int) -> None:
         greedy = plan_greedy(req, seed=0, deadline=time.monotonic() + delay,
                              keep_running=False)
         _valid_and_accounted(req, greedy)
+        keeping = plan_greedy(req, seed=0, deadline=time.monotonic() + delay,
+                              keep_running=True)
+        _valid_and_accounted(req, keeping)
         for variant in VARIANTS:
             rounded = plan_lp_round(req, targets.targets, variant=variant,
                                     deadline=time.monotonic() + delay)
