@@ -67,6 +67,13 @@ MOVES_PER_S = 60
 
 
 @dataclass
+class Pacing:
+    """A paced phase's measure; `void` when the phase did not do all its work."""
+
+    void: bool = False
+
+
+@dataclass
 class Budget:
     """The deadline, the finishing reserve and the cancel flag of one solve."""
 
@@ -149,16 +156,19 @@ class Budget:
         self._finish_measured = max(self._finish_measured or 0.0, seconds)
 
     @contextmanager
-    def paced(self, prior_cpu_s: float) -> Iterator[None]:
+    def paced(self, prior_cpu_s: float) -> Iterator[Pacing]:
         """Time a phase whose prior cost is `prior_cpu_s` CPU seconds and update the pace
-        (module doc). The phase also counts as a Python phase of `load`."""
+        (module doc), unless the body marks its measure void (a phase cut at its
+        deadline did only part of its work). The phase also counts as a Python phase of
+        `load`."""
         w0 = time.monotonic()
+        pacing = Pacing()
         try:
             with self.python_phase():
-                yield
+                yield pacing
         finally:
             wall = time.monotonic() - w0
-            if wall >= PACE_MIN_S and prior_cpu_s > 0:
+            if wall >= PACE_MIN_S and prior_cpu_s > 0 and not pacing.void:
                 lo, hi = PACE_RANGE
                 ratio = min(hi, max(lo, wall / prior_cpu_s))
                 self._pace_last = ratio

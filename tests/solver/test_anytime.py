@@ -121,6 +121,11 @@ def test_the_budget_paces_phases_by_what_it_measured() -> None:
     assert budget.finish_reserve() > quiet
     assert not budget.fits(100.0)
     assert budget.fits(0.001)
+    before = budget.pace()
+    with budget.paced(100.0) as pacing:   # a phase cut early: its measure is void
+        time.sleep(0.03)
+        pacing.void = True
+    assert budget.pace() == before
 
 
 def test_gc_paused_nests_and_restores_the_collector() -> None:
