@@ -146,6 +146,10 @@ def _pruned(ctx: Context) -> Outcome:
                        ctx.label("heuristic"))
     if done is not None:
         return done
+    if ctx.budget.stopped(need=0.05):
+        # compiling the model does work before its first variable, past any deadline
+        ctx.notes.append("no time left to build the exact model")
+        return settle(ctx, None)
     out = exact_outcome(ctx, "cp_sat", PRUNE_K)
     k = PRUNE_K
     while (out.status == "feasible" and k < PRUNE_K_MAX

@@ -41,7 +41,7 @@ FINISH_CPU_PER_JOB = 5e-6
 #: Fixed seconds kept back on top of the measured finishing cost (returning, logging).
 FINISH_MARGIN_S = 0.1
 #: Safety factor on the finishing estimate.
-FINISH_SAFETY = 1.3
+FINISH_SAFETY = 1.5
 #: Most of the budget kept back for finishing: at least the rest plans, even when the
 #: machine is so busy that finishing alone would take the whole budget.
 FINISH_MAX_SHARE = 0.8

@@ -11,9 +11,9 @@ is what exact solves are warm-started from and what is returned when they find n
 Each ingredient (greedy plan, LP relaxation and its bound, the quick bound, static
 reasons) is computed once, within the budget (solver/budget.py): each phase has a prior
 cost in CPU seconds (the constants below) and runs only when the budget, which scales it
-by the pace measured so far, says it fits. The LP and a rounding go first when both fit
-(the rounded plan is the better start, and on large requests a greedy pass costs as much
-as both); else the greedy goes first. A bound always exists: the quick Lagrangian one of
+by the pace measured so far, says it fits. On large requests the LP and a rounding go
+first when both fit (the rounded plan is the better start there, and a greedy pass costs
+as much as both); else the greedy goes first. A bound always exists: the quick Lagrangian one of
 solver/quick_bound.py stands in when the LP does not fit or its solve is cut. Every
 improvement of the starting plan is reported through the caller's incumbent hook
 (`Incumbents`), so that an async solve has a plan to show, store or return from its first
@@ -66,6 +66,7 @@ CUT_EARLY = 0.3
 #: skipped (the quick bound stands in) when this much does not fit.
 RELAX_CPU_S = 0.1
 RELAX_CPU_PER_JOB = 3.5e-5
+RELAX_SAFETY = 1.5
 #: One rounding pass, which grows faster than the jobs: M 0.05 s, L 0.9-1.0 s, XL (65,536
 #: GPUs / 80,000 jobs) 13 s: a per job and a per job squared term.
 ROUNDING_CPU_PER_JOB = 1.25e-5
@@ -212,7 +213,7 @@ class Portfolio:
             b = self.budget
             self.compiled()
             prior = RELAX_CPU_S + self._jobs_cpu(RELAX_CPU_PER_JOB)
-            if b.deterministic or b.fits(prior):
+            if b.deterministic or b.fits(RELAX_SAFETY * prior):
                 left = max(0.0, b.remaining() - b.reserve)
                 limit = max(BOUND_MIN_S, BOUND_SHARE * b.limit_s)
                 if not b.deterministic:
@@ -268,21 +269,27 @@ class Portfolio:
         return True
 
     def _lp_first(self) -> bool:
-        """Whether the LP and one rounding run before the greedy pass: when both fit in
-        the time left (measured pace). The rounded plan is the better start on generated
-        requests (M 4,738 against the greedy's 4,330, L 67,307 against 62,845, XL 268,187
-        against 250,348), and on large ones a greedy pass takes as long as both. Not in
-        deterministic mode, whose path must not depend on timing."""
+        """Whether the LP and one rounding run before the greedy pass: on requests over
+        `BOTH_VARIANTS_UP_TO` jobs, when both fit in the time left (measured pace; the
+        LP's Python part is not time-boxed, so its estimate counts `RELAX_SAFETY` times).
+        There the rounded plan is the better start (L 67,307 against the greedy's 62,845,
+        XL 268,187 against 250,348) and a greedy pass takes about as long as both; on
+        smaller requests the greedy pass is cheap and goes first, so that a plan exists
+        early whatever the load. Not in deterministic mode, whose path must not depend on
+        timing."""
         b = self.budget
-        if b.deterministic or self.request.policy.objective not in LP_ROUND_OBJECTIVES:
+        if (b.deterministic or len(self.request.jobs) <= BOTH_VARIANTS_UP_TO
+                or self.request.policy.objective not in LP_ROUND_OBJECTIVES):
             return False
         self.compiled()
-        return b.fits(RELAX_CPU_S + self._jobs_cpu(RELAX_CPU_PER_JOB) + self._rounding_cpu())
+        return b.fits(RELAX_SAFETY * (RELAX_CPU_S + self._jobs_cpu(RELAX_CPU_PER_JOB))
+                      + self._rounding_cpu())
 
     def _first_start(self) -> tuple[HeuristicResult, bool]:
         """The best of the greedy plan and the rounded LP plans, and whether it is a
-        rounded one. When the LP and a rounding fit (`_lp_first`), they come first and
-        the greedy pass follows only if it still fits; else the greedy runs first, so that
+        rounded one. On large requests where the LP and a rounding fit (`_lp_first`),
+        they come first and the greedy pass follows only if it still fits; else the
+        greedy runs first, so that
         a plan exists early (and is reported), then the bound (the LP's, or the quick one)
         and the roundings while each still fits. Ties go to the first rounding, then to
         the greedy plan."""
