@@ -142,11 +142,9 @@ class Greedy:
         self.reasons.pop(info.name, None)
         return True
 
-    def keep_running(self, *, preemptible: bool = True,
-                     deadline: float | None = None) -> list[JobInfo]:
+    def keep_running(self, *, preemptible: bool = True) -> list[JobInfo]:
         """Keep non-preemptible running jobs, then (if `preemptible`) the preemptible ones,
-        densest first, those until `deadline` (the rest stay out with reason
-        `time_limit`); returns the running jobs that could not be kept."""
+        densest first; returns the running jobs that could not be kept."""
         failed: list[JobInfo] = []
         running = [i for i in self.infos if i.current]
         for info in running:
@@ -158,12 +156,7 @@ class Greedy:
         if preemptible:
             rest = sorted((i for i in running if i.preemptible),
                           key=lambda i: (-i.density, i.name))
-            for n, info in enumerate(rest):
-                if (deadline is not None and n % _DEADLINE_EVERY == 0
-                        and time.monotonic() > deadline):
-                    for late in rest[n:]:
-                        self.reasons[late.name] = ("time_limit", "the heuristic ran out of time")
-                    break
+            for info in rest:
                 if not self.try_keep(info):
                     failed.append(info)
         return failed
@@ -424,9 +417,7 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
     fifo = policy.objective == "priority_fifo"
     keep_all = (keep_running and not fifo) or not policy.allow_preemption
     # Keep running jobs: all of them first unless they take their turn in the order.
-    # (cut at the deadline only where a running job may be stopped)
-    failed = g.keep_running(preemptible=keep_all,
-                            deadline=deadline if policy.allow_preemption else None)
+    failed = g.keep_running(preemptible=keep_all)
     if not keep_all and not fifo:
         bonus = policy.preemption_cost if policy.objective != "fairness" else 0.0
         for info in g.infos:
