@@ -50,6 +50,8 @@ class Row:
     peak_rss_mib: float
     note: str = ""
     contend: int = 0
+    solve_s: float | None = None   # the plan's own solve_time_s (solver backends)
+    limit_s: float | None = None
 
 
 def _peak_rss_mib() -> float:
@@ -105,7 +107,8 @@ def _run_one(size: str, backend: str, time_limit: float, seed: int,
         bad = validate_plan(req, out)
         note += f"; {len(bad)} violations" if bad else "; valid"
     return Row(instance, backend, out.status, out.objective_value, out.best_bound, out.gap,
-               wall, _peak_rss_mib(), note)
+               wall, _peak_rss_mib(), note, solve_s=out.solve_time_s,
+               limit_s=time_limit)
 
 
 def _run_pipeline(instance: str, request: PlanRequest, time_limit: float) -> Row:
@@ -166,15 +169,18 @@ def _fmt(x: float | None, digits: int = 2) -> str:
 
 def format_table(rows: list[Row]) -> str:
     """The rows as a Markdown table."""
-    lines = ["| instance | backend | contend | status | objective | bound | gap | "
-             "wall time (s) | peak RSS (MiB) | solver |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["| instance | backend | contend | limit (s) | status | objective | bound | gap | "
+             "wall time (s) | solve_time_s - limit | peak RSS (MiB) | solver |",
+             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         gap = "-" if r.gap is None else f"{100 * r.gap:.2f}%"
-        lines.append(f"| {r.instance} | {r.backend} | {r.contend} | {r.status} | "
+        over = ("-" if r.solve_s is None or r.limit_s is None
+                else f"{r.solve_s - r.limit_s:+.2f}")
+        limit = "-" if r.limit_s is None else f"{r.limit_s:g}"
+        lines.append(f"| {r.instance} | {r.backend} | {r.contend} | {limit} | {r.status} | "
                      f"{_fmt(r.objective)} | "
-                     f"{_fmt(r.bound)} | {gap} | {r.wall_s:.2f} | {r.peak_rss_mib:,.0f} | "
-                     f"{r.note} |")
+                     f"{_fmt(r.bound)} | {gap} | {r.wall_s:.2f} | {over} | "
+                     f"{r.peak_rss_mib:,.0f} | {r.note} |")
     return "\n".join(lines)
 
 

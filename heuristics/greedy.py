@@ -56,7 +56,7 @@ from typing import ClassVar
 
 from heuristics.colocation import Colocation
 from heuristics.result import HeuristicResult
-from models import Placement, PlanRequest
+from models import Instance, Placement, PlanRequest
 from models.capacity import DOMAIN, HOST, Topology
 from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
 from models.objective import evaluate, objective_value_of, same_placement, tenant_demands
@@ -93,6 +93,8 @@ class Greedy:
         self.geometry = MigGeometry(self.state.catalog,
                                     request.policy.allow_mig_reconfiguration)
         self._static: StaticReasons | None = None
+        self._sig_keys: dict[tuple[frozenset[Instance], frozenset[Instance]],
+                             tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]] = {}
         self.reasons: dict[str, tuple[str, str]] = {}
         #: extra value of placing a job (the preemption cost a running job saves)
         self.bonus: dict[str, float] = {}
@@ -123,7 +125,7 @@ class Greedy:
         """(reason code, detail) for a job that could not be placed now: its static reason
         (`models.reasons`), else no valued model or no room."""
         if self._static is None:
-            self._static = StaticReasons(self.request)
+            self._static = StaticReasons.of(self.request)
         why = self._static.reason(info.job)
         if why is not None:
             return why
@@ -467,15 +469,25 @@ class Greedy:
         for sig, gids in st.mig_groups(model):
             opts = self.geometry.options(model, sig[0], sig[1], profiles)
             if opts:
-                scored.append((opts[0].score, tuple(sorted(sig[0])), tuple(sorted(sig[1])),
-                               opts, gids))
-        scored.sort(key=lambda x: (x[0], x[1], x[2]))
-        for _, _, _, opts, gids in scored:
+                scored.append((opts[0].score, self._sig_order(sig), opts, gids))
+        scored.sort(key=lambda x: (x[0], x[1]))
+        for _, _, opts, gids in scored:
             for gid in sorted(gids) if len(gids) < 64 else gids:
                 g = st.gpus[gid]
                 if st.nodes[g.node].host_fits(info.cpu, info.host_mem):
                     return [mig_placement(st.nodes[g.node].name, g.index, opts[0].inst)]
         return None
+
+    def _sig_order(self, sig: tuple[frozenset[Instance], frozenset[Instance]]
+                   ) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
+        """The tie-break key of a MIG layout signature: its used and free instances in
+        `Instance` order, as plain tuples (cached: comparing them is cheap)."""
+        key = self._sig_keys.get(sig)
+        if key is None:
+            key = (tuple(sorted((i.profile, i.start) for i in sig[0])),
+                   tuple(sorted((i.profile, i.start) for i in sig[1])))
+            self._sig_keys[sig] = key
+        return key
 
     _FINDERS: ClassVar[dict[str, Callable[[Greedy, JobInfo, str], list[Placement] | None]]] = {
         "whole": _find_whole,

@@ -7,8 +7,9 @@ request:
 - `compile_jobs(request)` turns every job into a `JobInfo`: its shape, the models present
   in the cluster it may run on with their values, its MIG profiles, host requests and
   resolved current placement. The result is cached per request object (a small,
-  lock-protected cache shared by the request threads of the service); `forget_compiled`
-  drops it after an in-place edit.
+  lock-protected cache shared by the request threads of the service; `per_request` keeps
+  other per-request precomputations, such as the static reasons, beside it);
+  `forget_compiled` drops it after an in-place edit.
 - `ClusterState(request)` is the occupancy: for every GPU what occupies it (a whole-GPU
   job, shared fractions and memory, or MIG instances and the jobs they host) and, for
   every node, the free host CPU/memory, with O(node) updates. Three indexes answer "where
@@ -33,8 +34,9 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from models import GpuModel, Instance, Job, MigInstance, Placement, PlanRequest
 from models.capacity import usable
@@ -54,6 +56,8 @@ from models.rules import (
 
 #: Number of buckets of the remaining fraction of a shared GPU.
 SHARE_BUCKETS = 20
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -121,9 +125,9 @@ class JobInfo:
         return self.best_value / self.size if self.size > 0 else 0.0
 
 
-#: id(request) -> (weak reference to it, its compiled jobs, its fingerprint); the last few
-#: requests only. Guarded by `_COMPILED_LOCK` (the service plans in several threads).
-_COMPILED: dict[int, tuple[weakref.ref[PlanRequest], list[JobInfo], tuple[object, ...]]] = {}
+#: id(request) -> (weak reference to it, its fingerprint, its cached values by slot); the
+#: last few requests only. Guarded by `_COMPILED_LOCK` (the service plans in several threads).
+_COMPILED: dict[int, tuple[weakref.ref[PlanRequest], tuple[object, ...], dict[str, object]]] = {}
 _COMPILED_MAX = 4
 _COMPILED_LOCK = threading.Lock()
 #: Keys whose request was collected; purged under the lock at the next cache access (a
@@ -141,26 +145,35 @@ def forget_compiled(request: PlanRequest | None = None) -> None:
             _COMPILED.pop(id(request), None)
 
 
-def compile_jobs(request: PlanRequest) -> list[JobInfo]:
-    """A JobInfo per job of `request`, in request order (cached per request object; the
-    JobInfos are shared and must not be mutated)."""
+def per_request(request: PlanRequest, slot: str, build: Callable[[PlanRequest], T]) -> T:
+    """`build(request)`, computed once per request object and `slot` (the cache of
+    `compile_jobs`, shared by other per-request precomputations such as the static
+    reasons). The value is shared and must not be mutated by its users."""
     key = id(request)
     mark = _fingerprint(request)
     with _COMPILED_LOCK:
         _purge_collected()
         hit = _COMPILED.get(key)
-        if hit is not None and hit[0]() is request and hit[2] == mark:
-            return hit[1]
-    # Compiled outside the lock: two threads may compile one request twice, never wait.
-    infos = _compile(request)
-    ref = weakref.ref(request, functools.partial(_collected, key))
+        if hit is not None and hit[0]() is request and hit[1] == mark and slot in hit[2]:
+            return cast(T, hit[2][slot])
+    # Built outside the lock: two threads may build one value twice, never wait.
+    value = build(request)
     with _COMPILED_LOCK:
         _purge_collected()
-        _COMPILED.pop(key, None)
-        while len(_COMPILED) >= _COMPILED_MAX:
-            _COMPILED.pop(next(iter(_COMPILED)))
-        _COMPILED[key] = (ref, infos, mark)
-    return infos
+        hit = _COMPILED.get(key)
+        if hit is None or hit[0]() is not request or hit[1] != mark:
+            while len(_COMPILED) >= _COMPILED_MAX:
+                _COMPILED.pop(next(iter(_COMPILED)))
+            hit = (weakref.ref(request, functools.partial(_collected, key)), mark, {})
+            _COMPILED[key] = hit
+        hit[2][slot] = value
+    return value
+
+
+def compile_jobs(request: PlanRequest) -> list[JobInfo]:
+    """A JobInfo per job of `request`, in request order (cached per request object; the
+    JobInfos are shared and must not be mutated)."""
+    return per_request(request, "jobs", _compile)
 
 
 def _fingerprint(request: PlanRequest) -> tuple[object, ...]:
@@ -333,6 +346,8 @@ class ClusterState:
         self.share_index: dict[str, list[set[int]]] = {}
         self.mig_index: dict[str, dict[tuple[frozenset[Instance], frozenset[Instance]],
                                        set[int]]] = {}
+        self._signatures: dict[tuple[frozenset[Instance], frozenset[Instance]],
+                               tuple[frozenset[Instance], frozenset[Instance]]] = {}
         # Assignments: job -> (placements, node -> number of its GPUs there).
         self.placed: dict[str, list[Placement]] = {}
         self._host: dict[str, tuple[float, float, int]] = {}
@@ -373,7 +388,10 @@ class ClusterState:
         if not g.usable:
             return
         if g.mig:
+            # one object per distinct signature: the placers' caches keyed by it then
+            # compare by identity, not element by element
             sig = g.mig_signature()
+            sig = self._signatures.setdefault(sig, sig)
             self.mig_index.setdefault(g.model, {}).setdefault(sig, set()).add(g.gid)
         elif g.is_free:
             free = self.free_gpus[g.node].setdefault(g.model, set())

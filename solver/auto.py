@@ -17,13 +17,12 @@ from __future__ import annotations
 from heuristics.local_search import improve
 from heuristics.result import HeuristicResult
 from models import PlanRequest, PlanStatus
-from models.objective import evaluate
 from solver.budget import MOVES_PER_S
 from solver.context import Context
 from solver.exact import compile_model, exact_outcome
 from solver.formulation import Compiled
 from solver.linear import ModelTooLarge
-from solver.outcome import LP_ROUND_OBJECTIVES, Outcome, rank
+from solver.outcome import LP_ROUND_OBJECTIVES, Outcome
 
 #: Variables up to which the exact backends (and `auto`) solve the full model.
 EXACT_VARS = 20_000
@@ -115,7 +114,7 @@ def meets_bound(ctx: Context, plan: HeuristicResult, what: str, producer: str
     bound = ctx.portfolio.bound()
     if bound is None:
         return None
-    value = evaluate(ctx.request, plan.placements).objective_value
+    value = ctx.portfolio.judge(plan)[1]
     if value < bound - BOUND_TOL * max(1.0, abs(bound)):
         return None
     ctx.notes.append(f"{what} reaches the LP bound, so it is optimal")
@@ -147,6 +146,10 @@ def _pruned(ctx: Context) -> Outcome:
                        ctx.label("heuristic"))
     if done is not None:
         return done
+    if ctx.budget.stopped(need=0.05):
+        # compiling the model does work before its first variable, past any deadline
+        ctx.notes.append("no time left to build the exact model")
+        return settle(ctx, None)
     out = exact_outcome(ctx, "cp_sat", PRUNE_K)
     k = PRUNE_K
     while (out.status == "feasible" and k < PRUNE_K_MAX
@@ -156,8 +159,7 @@ def _pruned(ctx: Context) -> Outcome:
         k *= 2
         ctx.portfolio.offer(out.result, "cp_sat")
         wider = exact_outcome(ctx, "cp_sat", k)
-        if wider.status != "feasible" or rank(ctx.request, wider.result.placements) < rank(
-                ctx.request, out.result.placements):
+        if wider.status != "feasible" or ctx.portfolio.better(out.result, wider.result):
             break
         out = wider
     return settle(ctx, out)
@@ -171,8 +173,7 @@ def settle(ctx: Context, out: Outcome | None) -> Outcome:
         return out
     start = ctx.portfolio.start()
     status: PlanStatus
-    if out is None or rank(ctx.request, start.placements) > rank(
-            ctx.request, out.result.placements):
+    if out is None or ctx.portfolio.better(start, out.result):
         result, status, solver = start, "heuristic", ctx.label("heuristic")
     else:
         result, status, solver = out.result, out.status, out.solver

@@ -6,10 +6,11 @@ within `policy.time_limit_s`, dress the Outcome as a Plan (solver/build.py), val
 is raised, never a wrong plan returned.
 
 The parts, one job each:
-- solver/budget.py: the one deadline, the measured finishing reserve, the cancel flag,
-  the work clock of deterministic mode;
-- solver/portfolio.py: the starting plan (greedy, rounded LP, share re-pack), the LP
-  bound and the static reasons, each computed once; incumbent reports;
+- solver/budget.py: the one deadline, the measured pace of the phases and the finishing
+  reserve, the cancel flag, the work clock of deterministic mode;
+- solver/portfolio.py: the starting plan (greedy, rounded LP, share re-pack), the bound
+  (the LP's, else the quick one of solver/quick_bound.py) and the static reasons, each
+  computed once; incumbent reports;
 - solver/exact.py: compiling and solving the model, the status of an exact answer;
 - solver/levels.py: the lexicographic objectives (fairness, priority_fifo);
 - solver/auto.py: the `auto` size policy and the shared local search;
@@ -30,7 +31,8 @@ from solver.auto import auto, exact_for_size, local_search
 from solver.build import build_plan
 from solver.context import Context
 from solver.exact import fallback
-from solver.outcome import Outcome, infeasible, rank
+from solver.gcpause import gc_paused
+from solver.outcome import Outcome, infeasible
 from solver.reasons import hard_conflicts
 from solver.validate import validate_plan
 
@@ -110,9 +112,8 @@ def _outcome(ctx: Context) -> Outcome:
         out = _settle_running(ctx, out)
     if ctx.budget.cancelled():
         ctx.notes.append("cancelled: returning the best plan found so far")
-        if out.status in ("feasible", "heuristic") and rank(
-                request, ctx.portfolio.start().placements) > rank(request,
-                                                                  out.result.placements):
+        if out.status in ("feasible", "heuristic") and ctx.portfolio.better(
+                ctx.portfolio.start(), out.result):
             return fallback(ctx)
     return out
 
@@ -129,8 +130,16 @@ def plan(
     solve: the best plan so far comes back. `on_incumbent` receives each better plan as
     it is found: the starting heuristic plans (status `heuristic`) from the first phase
     on, then the exact search's incumbents (status `feasible`), each validated.
-    `solve_time_s` covers the whole call, validation included.
+    `solve_time_s` covers the whole call, validation included. The cyclic garbage
+    collector is paused meanwhile (solver/gcpause.py).
     """
+    with gc_paused():
+        return _plan(request, cancel, on_incumbent)
+
+
+def _plan(request: PlanRequest, cancel: Event | None,
+          on_incumbent: Callable[[Plan], None] | None) -> Plan:
+    """`plan`, with the collector paused."""
     ctx = Context.start(request, cancel, on_incumbent)
     out = _outcome(ctx)
     if ctx.budget.wall_cut:
