@@ -13,6 +13,10 @@ with a positive speed plus, for a running job, its current model; option o takes
 its pool (a gang's GPUs, a share's fraction, the compute share of the smallest MIG profile
 covering it) and earns c_o, the job's objective value there, plus the preemption cost a
 placed running job saves, minus the migration cost when the model is not its current one.
+An elastic gang (contract 5.1) has one option per model and allowed size n (n GPUs, its
+value on n GPUs); a shared job with a co-location class (contract 5.2) earns its value
+times its factor cap (`models.rules.colocation_factor_cap`, >= any factor it can reach,
+since speeds up to 2 can raise it). Topology costs (contract 5.5) are >= 0 and dropped.
 Every plan is a point of this relaxation with the same objective (the constant
 -preemption_cost per running job added back), so for any prices lambda >= 0
 
@@ -33,7 +37,12 @@ from models.capacity import CapacitySummary, usable
 from models.instance import JobInfo, compile_jobs
 from models.objective import objective_value_of, tenant_demands
 from models.request import speed
-from models.rules import mig_profiles_for
+from models.rules import (
+    class_census,
+    colocation_factor_cap,
+    interference_table,
+    mig_profiles_for,
+)
 
 #: Coordinate-descent passes over the pools (each pass lowers the bound or stops it).
 PASSES = 40
@@ -66,35 +75,44 @@ def _options(request: PlanRequest, cap: dict[Pool, int]
     pools = {p: i for i, p in enumerate(sorted(cap))}
     groups: dict[tuple[tuple[int, float, float], ...], int] = {}
     const = 0.0
+    table = interference_table(request.interference)
+    census = class_census(request.jobs) if table else {}
     for info in compile_jobs(request):
         job = info.job
         cur = gpu_model.get((job.current[0].node, job.current[0].gpu)) if job.current else None
         if job.current:
             const -= policy.preemption_cost
+        factor = colocation_factor_cap(job, census, table) if table else 1.0
+        sizes: list[int | None] = list(info.sizes) if info.elastic else [None]
         opts: list[tuple[int, float, float]] = []
         for m in set(info.obj_values) | ({cur} if cur is not None else set()):
             pool = pools.get((m, info.shape == "mig"))
-            amount = None if pool is None else _amount(info, m, cur, cap, catalog[m])
-            if pool is None or amount is None:
-                continue
-            value = info.obj_values.get(m)
-            if value is None:
-                value = (objective_value_of(job, m, catalog, policy.objective)
-                         if speed(job, m, catalog) > 0 else 0.0)
-            if job.current:
-                value += policy.preemption_cost - (policy.migration_cost if m != cur else 0.0)
-            if value > 0:
-                opts.append((pool, amount, value))
+            for n in sizes:
+                amount = None if pool is None else _amount(info, m, cur, cap, catalog[m], n)
+                if pool is None or amount is None:
+                    continue
+                value = (info.obj_values.get(m) if n is None
+                         else info.size_obj_values.get(n, {}).get(m))
+                if value is None:
+                    value = (objective_value_of(job, m, catalog, policy.objective, n)
+                             if speed(job, m, catalog) > 0 else 0.0)
+                value *= factor
+                if job.current:
+                    value += policy.preemption_cost - (
+                        policy.migration_cost if m != cur else 0.0)
+                if value > 0:
+                    opts.append((pool, amount, value))
         if opts:
             key = tuple(sorted(opts))
             groups[key] = groups.get(key, 0) + 1
     return groups, const
 
 
-def _amount(info: JobInfo, m: str, cur: str | None, cap: dict[Pool, int], spec: GpuModel
-            ) -> float | None:
-    """What job `info` takes of model `m`'s pool at least (module doc); None when it can
-    never be placed there (no covering MIG profile, a gang larger than the pool)."""
+def _amount(info: JobInfo, m: str, cur: str | None, cap: dict[Pool, int], spec: GpuModel,
+            n: int | None = None) -> float | None:
+    """What job `info` takes of model `m`'s pool at least (module doc; an elastic gang on
+    n GPUs: n); None when it can never be placed there (no covering MIG profile, a gang
+    larger than the pool)."""
     job = info.job
     if info.shape == "mig":
         # the covering profiles (compiled per job for the models it values)
@@ -107,17 +125,24 @@ def _amount(info: JobInfo, m: str, cur: str | None, cap: dict[Pool, int], spec: 
     if info.shape == "share":
         frac = job.current[0].fraction if m == cur and job.current else None
         return min(info.share, frac) if frac else info.share
-    if info.gpus > cap[(m, False)] and m != cur:
+    gpus = info.gpus if n is None else n
+    if gpus > cap[(m, False)] and m != cur:
         return None   # a gang larger than the whole pool never fits
-    return float(info.gpus)
+    return float(gpus)
 
 
 def _fairness_bound(request: PlanRequest) -> float:
-    """min over tenants of (every job of the tenant at its best value) / its demand."""
+    """min over tenants of (every job of the tenant at its best value, size and factor
+    cap) / its demand."""
     demands = tenant_demands(request)
+    table = interference_table(request.interference)
+    census = class_census(request.jobs) if table else {}
     best: dict[str, float] = {}
     for info in compile_jobs(request):
-        top = max(info.values.values(), default=0.0)
+        values = ([v for by_model in info.size_values.values() for v in by_model.values()]
+                  if info.elastic else list(info.values.values()))
+        top = max(values, default=0.0) * (
+            colocation_factor_cap(info.job, census, table) if table else 1.0)
         best[info.job.tenant] = best.get(info.job.tenant, 0.0) + top
     return min((best.get(k, 0.0) / d for k, d in demands.items() if d > 0), default=0.0)
 

@@ -76,6 +76,22 @@ def test_quick_bound_is_at_least_the_brute_force_optimum(seed: int) -> None:
     assert quick_bound(req) >= ref[0] - 1e-9, (seed, ref[0])
 
 
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9), st.sampled_from(["elastic", "topology",
+                                                                   "interference"]))
+def test_quick_bound_holds_with_the_v11_fields(seed: int, feature: str) -> None:
+    # elastic sizes (superlinear curves included), topology costs and interference
+    # speedups up to 2 must not break the bound
+    flags = {"elastic": {"elastic": 0.7}, "topology": {"topology": True},
+             "interference": {"interference": True}}[feature]
+    req = random_request(random.Random(seed), solver="auto", **flags)  # type: ignore[arg-type]
+    ref = brute_force(req)
+    if ref is None:
+        return
+    assert quick_bound(req) >= ref[0] - 1e-9, (seed, feature, ref[0])
+
+
 @pytest.mark.parametrize("objective", ["throughput", "jct", "makespan", "fairness"])
 def test_quick_bound_dominates_the_plans_on_m(objective: str) -> None:
     """On M (1,024 GPUs / 1,500 jobs) the quick bound is above the greedy plan and the
