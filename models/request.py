@@ -438,7 +438,7 @@ def quota_errors(quotas: Mapping[str, Quota], catalog: Mapping[str, GpuModel]
         return out
     children: dict[str, list[str]] = {}
     for tenant, q in quotas.items():
-        if q.parent in quotas:
+        if q.parent is not None and q.parent in quotas:
             children.setdefault(q.parent, []).append(tenant)
     for parent, kids in children.items():
         keys = {k for kid in kids for k in quotas[kid].guaranteed}
