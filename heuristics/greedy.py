@@ -35,9 +35,16 @@ from typing import ClassVar
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
-from models.objective import evaluate, objective_value_of, tenant_demands
+from models.objective import evaluate, level_key, objective_value_of, tenant_demands
 from models.reasons import INSUFFICIENT, StaticReasons
-from models.rules import memory_fits, priority_key, profile_covers
+from models.rules import (
+    HOST_TOL,
+    lexicographic_levels,
+    memory_fits,
+    priority_key,
+    profile_covers,
+    quota_keys,
+)
 
 #: Without a deadline, both greedy variants run up to this many jobs.
 BOTH_VARIANTS_UP_TO = 5000
@@ -163,7 +170,10 @@ class Greedy:
     def find(self, info: JobInfo, models: Iterable[str] | None = None) -> list[Placement] | None:
         """The best-fit placements for `info` in the current state (None if none fits)."""
         finder = self._FINDERS[info.shape]
+        quotas = bool(self.state.quotas)
         for m in (models if models is not None else self.ranked_models(info)):
+            if quotas and not self.state.quota_fits(info, m):
+                continue
             found = finder(self, info, m)
             if found is not None:
                 return found
@@ -312,6 +322,43 @@ class Greedy:
         return HeuristicResult(placements=placements, reasons=reasons)
 
 
+def guarantee_models(g: Greedy, info: JobInfo) -> list[str]:
+    """The eligible models (best first) where one more placement of `info` raises the
+    guaranteed usage served: a quota key of its tenant or an ancestor there is below its
+    guarantee."""
+    quotas = g.state.quotas
+    used = g.state.quota_used
+    out = []
+    for m in g.ranked_models(info):
+        for t, k in quota_keys(quotas, info.job.tenant, m):
+            if used.get((t, k), 0.0) < quotas[t].guaranteed.get(k, 0.0) - HOST_TOL:
+                out.append(m)
+                break
+    return out
+
+
+def _run_levels(g: Greedy, pending: list[JobInfo], deadline: float | None) -> None:
+    """Contract 5.3 / 5.4 in level order: first the jobs that raise the guaranteed usage
+    served (on the models where they do, classes from the highest down), then every
+    class from the highest down in its objective's order (`pending` is in that order
+    within each class)."""
+    # Stable: keeps the order within a class; running jobs that must move stay first.
+    must_move = not g.request.policy.allow_preemption
+    pending = sorted(pending, key=lambda i: (0 if must_move and i.current else 1,
+                                             -i.job.priority))
+    if g.state.quotas:
+        for info in pending:
+            models = guarantee_models(g, info)
+            if models:
+                g.place(info, models)
+    rest = [i for i in pending if i.name not in g.state.placed]
+    if g.request.policy.objective == "fairness":
+        for p in sorted({i.job.priority for i in rest}, reverse=True):
+            _run_fairness(g, [i for i in rest if i.job.priority == p], deadline)
+    else:
+        _run_sequence(g, rest, deadline)
+
+
 def fifo_key(info: JobInfo) -> tuple[float, float, str]:
     """The strict priority order (models.rules.priority_key) of a compiled job."""
     return priority_key(info.job)
@@ -392,7 +439,8 @@ def plan_greedy(
         other = _greedy_once(request, order, seed, deadline, True)
         a = evaluate(request, best.placements)
         b = evaluate(request, other.placements)
-        if (b.objective_value, b.throughput) > (a.objective_value, a.throughput):
+        if ((*level_key(request, other.placements), b.objective_value, b.throughput)
+                > (*level_key(request, best.placements), a.objective_value, a.throughput)):
             best = other
     return best
 
@@ -433,7 +481,9 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
     if not policy.allow_preemption:
         moved = {i.name for i in failed}
         pending.sort(key=lambda i: 0 if i.name in moved else 1)
-    if policy.objective == "fairness" and seed is None:
+    if lexicographic_levels(request):
+        _run_levels(g, pending, deadline)
+    elif policy.objective == "fairness" and seed is None:
         movers = [i for i in pending if i.current]
         _run_sequence(g, movers, deadline)
         _run_fairness(g, [i for i in pending if not i.current], deadline)

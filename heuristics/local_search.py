@@ -14,7 +14,9 @@
    (only when `allow_preemption` is true) and one put elsewhere is migrated;
 4. keep the move when the objective improves (incrementally: per-job values minus
    migration and preemption costs; for `fairness` the minimum tenant share, then
-   throughput), undo it otherwise.
+   throughput), undo it otherwise. With quotas or priority classes the levels of
+   `models.objective.level_key` come first (recomputed per move), so a move never lowers
+   the guaranteed usage served or a higher class; the placer respects quota limits.
 
 Before the loop, and now and then inside it, an *evict-and-place* move targets the
 unplaced gangs (whole-GPU jobs of 2+ GPUs) that no node has room for although free GPUs
@@ -43,8 +45,8 @@ from heuristics.greedy import Greedy, fifo_key
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import ClusterState, JobInfo, compile_jobs
-from models.objective import evaluate, same_placement, tenant_demands
-from models.rules import job_value
+from models.objective import evaluate, level_key, same_placement, tenant_demands
+from models.rules import job_value, lexicographic_levels
 
 #: Unplaced jobs offered to one recreate step, at most.
 _CANDIDATES = 40
@@ -67,6 +69,7 @@ class _Score:
         self.mig_cost = policy.migration_cost
         self.pre_cost = policy.preemption_cost
         self.fair = policy.objective == "fairness"
+        self.levels = lexicographic_levels(g.request)
         self.demands = tenant_demands(g.request) if self.fair else {}
         self.terms: dict[str, tuple[float, float, float]] = {}
         self.total = 0.0
@@ -107,13 +110,24 @@ class _Score:
             self.tenant[info.job.tenant] = self.tenant.get(info.job.tenant, 0.0) - old[2]
             self._add(info)
 
-    def value(self) -> tuple[float, float]:
-        """(primary, secondary) objective, larger is better."""
+    def value(self) -> tuple[float, ...]:
+        """(levels..., primary, secondary) objective, larger is better (lexicographic)."""
+        levels = level_key(self.g.request, self.g.state.placed) if self.levels else ()
         if self.fair:
             share = min((self.tenant.get(k, 0.0) / d for k, d in self.demands.items()),
                         default=0.0)
-            return round(share, 6), self.total_thr
-        return self.total, 0.0
+            return *levels, round(share, 6), self.total_thr
+        return *levels, self.total, 0.0
+
+
+def better(now: tuple[float, ...], before: tuple[float, ...], tol: float = 1e-9) -> bool:
+    """Whether `now` beats `before` lexicographically (ties within `tol`)."""
+    for a, b in zip(now, before, strict=True):
+        if a > b + tol:
+            return True
+        if a < b - tol:
+            return False
+    return False
 
 
 class _Search:
@@ -320,7 +334,8 @@ class _Search:
         before = score.value()
         old = {j.name: st.remove(j) for j in evict}
         placed_gang = (st.free_count(ni, model) >= info.gpus
-                       and st.nodes[ni].host_fits(info.cpu, info.host_mem))
+                       and st.nodes[ni].host_fits(info.cpu, info.host_mem)
+                       and st.quota_fits(info, model))
         if placed_gang:
             st.place(info, self.g._take(ni, model, info.gpus))
             for j in self.g.density_order(evict):
@@ -330,7 +345,7 @@ class _Search:
             return True
         return False
 
-    def _keep_or_undo(self, score: _Score, before: tuple[float, float],
+    def _keep_or_undo(self, score: _Score, before: tuple[float, ...],
                       removed: list[JobInfo], old: dict[str, list[Placement] | None],
                       changed: list[JobInfo], possible: bool = True) -> bool:
         """Keep a move when it is `possible` and improves the objective (costs included;
@@ -340,8 +355,7 @@ class _Search:
         st = self.g.state
         score.refresh(changed)
         now = score.value()
-        ok = possible and (now[0] > before[0] + 1e-9 or (
-            now[0] >= before[0] - 1e-9 and now[1] > before[1] + 1e-9))
+        ok = possible and better(now, before)
         if ok and not self.request.policy.allow_preemption:
             ok = all(info.name in st.placed for info in removed if info.current)
         if ok:
@@ -437,8 +451,10 @@ def improve(
     def stop() -> bool:
         return time.monotonic() >= deadline or (cancel is not None and cancel.is_set())
 
-    search.repair(sorted(unplaced, key=fifo_key) if fifo else g.density_order(unplaced),
-                  stop)
+    order = sorted(unplaced, key=fifo_key) if fifo else g.density_order(unplaced)
+    if lexicographic_levels(request):
+        order.sort(key=lambda i: -i.job.priority)  # stable: classes from the highest
+    search.repair(order, stop)
     if not fifo and search.models:  # no schedulable node: nothing to ruin and recreate
         score = _Score(g)
         search.room_pass(score, deadline)
@@ -456,6 +472,11 @@ def improve(
             out.reasons[name] = reason
     before = evaluate(request, _as_placements(result))
     after = evaluate(request, out.placements)
+    if lexicographic_levels(request):
+        was = level_key(request, _as_placements(result))
+        now = level_key(request, out.placements)
+        if now != was:
+            return out if better(now, was) else result
     if after.objective_value > before.objective_value + 1e-9 or (
             after.objective_value >= before.objective_value - 1e-9
             and after.throughput >= before.throughput - 1e-9):

@@ -166,7 +166,7 @@ class Builder:
         mig = (job.mig.compute_slices, job.mig.memory_gib) if job.mig else None
         return (job.shape, job.gpus, job.single_node, job.same_domain, mig, job.mig_profile,
                 job.gpu_share, job.gpu_memory_gib, job.cpu_millicores, job.host_memory_gib,
-                job.tenant, vals)
+                job.tenant, vals, job.priority)
 
     def model_of(self, node: str, gpu: int) -> str:
         """The model of GPU `gpu` of `node`."""
