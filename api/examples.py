@@ -41,6 +41,14 @@ def mig_puzzle_plan() -> dict[str, Any]:
     return copy.deepcopy(_load("mig-puzzle.plan.json"))
 
 
+def quotas_priority_request() -> dict[str, Any]:
+    """Tenant quotas with a parent (guarantees, limits, borrowing and reclaim) and three
+    priority classes (contract 5.3 / 5.4)."""
+    req = copy.deepcopy(_load("quotas-priority.request.json"))
+    req["policy"] = {"solver": "auto", "time_limit_s": 2}
+    return req
+
+
 def gangs_and_slices_request() -> dict[str, Any]:
     """Two racks: training gangs (one spanning nodes) and inference MIG slices / shares."""
     def node(name: str, model: str, domain: str, mig: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -96,6 +104,13 @@ def plan_request_examples() -> dict[str, Example]:
             summary="MIG layout puzzle",
             description="Four slices that fit one A100-40GB only in one layout.",
             value=mig_puzzle_request(),
+        ),
+        "quotas-priority": Example(
+            summary="Quotas with borrowing and reclaim, priority classes",
+            description="Two tenants under a parent quota: research borrows idle H100s, "
+                        "prod (a higher class) reclaims its guarantee; batch jobs of the "
+                        "lowest class stay within their limit.",
+            value=quotas_priority_request(),
         ),
     }
 

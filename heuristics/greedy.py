@@ -43,7 +43,6 @@ from models.rules import (
     memory_fits,
     priority_key,
     profile_covers,
-    quota_keys,
 )
 
 #: Without a deadline, both greedy variants run up to this many jobs.
@@ -330,7 +329,7 @@ def guarantee_models(g: Greedy, info: JobInfo) -> list[str]:
     used = g.state.quota_used
     out = []
     for m in g.ranked_models(info):
-        for t, k in quota_keys(quotas, info.job.tenant, m):
+        for t, k in g.state.quota_keys(info.job.tenant, m):
             if used.get((t, k), 0.0) < quotas[t].guaranteed.get(k, 0.0) - HOST_TOL:
                 out.append(m)
                 break

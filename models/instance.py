@@ -307,6 +307,7 @@ class ClusterState:
         self.quotas = request.cluster.quotas
         self.quota_used: dict[QuotaKey, float] = {}
         self.quota_fixed: dict[QuotaKey, float] = {}
+        self._quota_keys: dict[tuple[str, str], list[QuotaKey]] = {}
         # Assignments: job -> (placements, node -> number of its GPUs there).
         self.placed: dict[str, list[Placement]] = {}
         self._host: dict[str, tuple[float, float, int]] = {}
@@ -414,13 +415,20 @@ class ClusterState:
             return False
         return share_fits(g.share_used, g.share_mem, frac, mem, g.mem)
 
+    def quota_keys(self, tenant: str, model: str) -> list[QuotaKey]:
+        """`models.rules.quota_keys`, cached per tenant and model."""
+        keys = self._quota_keys.get((tenant, model))
+        if keys is None:
+            keys = self._quota_keys[(tenant, model)] = quota_keys(self.quotas, tenant, model)
+        return keys
+
     def quota_fits(self, info: JobInfo, model: str) -> bool:
         """Whether one more placement of `info` on `model` keeps every quota key of its
         tenant and ancestors within its limit (always true without quotas)."""
         if not self.quotas:
             return True
         size = quota_usage(info.job, self.catalog[model])
-        for key in quota_keys(self.quotas, info.job.tenant, model):
+        for key in self.quota_keys(info.job.tenant, model):
             lim = self.quotas[key[0]].limit.get(key[1])
             if lim is not None and not fits(size, max(lim, self.quota_fixed.get(key, 0.0)),
                                             self.quota_used.get(key, 0.0)):
@@ -430,7 +438,7 @@ class ClusterState:
     def _charge_quota(self, info: JobInfo, model: str, sign: float) -> None:
         size = sign * quota_usage(info.job, self.catalog[model])
         fixed = info.current is not None and not info.preemptible
-        for key in quota_keys(self.quotas, info.job.tenant, model):
+        for key in self.quota_keys(info.job.tenant, model):
             self.quota_used[key] = self.quota_used.get(key, 0.0) + size
             if fixed:
                 self.quota_fixed[key] = self.quota_fixed.get(key, 0.0) + size

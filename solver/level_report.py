@@ -8,8 +8,8 @@ out. solver/build.py calls `level_stats` and `level_reasons` for requests with l
 - `stats.levels`: `[{"level": "quota", "value": guaranteed usage served}, {"level":
   "priority <p>", "priority": p, "value": the class's objective}, ...]`, highest first.
 - Reasons: a new job left out with `insufficient_capacity` becomes `lower_priority` when
-  it would not fit beside the higher-class jobs and the guarantee-serving jobs of other
-  tenants alone (they took its capacity), and `quota_limit` when it would fit beside the
+  it would not fit beside the higher-class jobs and the jobs that count toward a
+  guarantee alone (they took its capacity), and `quota_limit` when it would fit beside the
   plan's jobs but a quota limit of its tenant or an ancestor is reached. A stopped running
   job whose GPUs now serve another tenant's guarantee or a higher class says so in its
   `preempted` detail ("reclaimed by tenant ..." / "preempted by ... of class ...").
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from heuristics.greedy import Greedy
 from models import Placement, PlanRequest
-from models.instance import ClusterState, compile_jobs
+from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import gpu_models_of, level_values, quota_usage_of
 from models.reasons import INSUFFICIENT
 from models.rules import QuotaKey, quota_keys, quota_usage
@@ -70,27 +70,35 @@ def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placem
     infos = compile_jobs(request)
     by_name = {i.name: i for i in infos}
     placed_model = {n: models[(p[0].node, p[0].gpu)] for n, p in placements.items() if p}
+    usage = quota_usage_of(request, placements)
+    occupants: dict[tuple[str, int], list[str]] = {}
+    for name, pls in placements.items():
+        for p in pls:
+            occupants.setdefault((p.node, p.gpu), []).append(name)
     full = Greedy(request, infos)
     for name, pls in placements.items():
         if pls:
             full.state.place(by_name[name], list(pls))
+    #: priority -> a placer over the jobs that outrank a job of that class
+    protected: dict[int, Greedy] = {}
     for info in infos:
         job = info.job
         if info.name in placed_model:
             continue
         if job.current:
-            _preempted_detail(request, info.name, placements, placed_model, out)
+            _preempted_detail(request, info, by_name, occupants, placed_model, usage, out)
             continue
         if out.get(info.name, INSUFFICIENT)[0] != INSUFFICIENT[0]:
             continue
-        protected = ClusterState(request)
-        for name, model in placed_model.items():
-            other = by_name[name].job
-            if other.priority > job.priority or (
-                    other.tenant != job.tenant
-                    and _serves_guarantee(request, other.tenant, model)):
-                protected.place(by_name[name], list(placements[name]))
-        if Greedy(request, infos, protected).find(info) is None:
+        key = job.priority
+        if key not in protected:
+            state = ClusterState(request)
+            for name, model in placed_model.items():
+                other = by_name[name].job
+                if other.priority > key or _serves_guarantee(request, other.tenant, model):
+                    state.place(by_name[name], list(placements[name]))
+            protected[key] = Greedy(request, infos, state)
+        if protected[key].find(info) is None:
             out[info.name] = ("lower_priority", "higher priority classes or other tenants' "
                               "guarantees hold the capacity it could use")
         elif request.cluster.quotas and any(
@@ -102,28 +110,23 @@ def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placem
     return out
 
 
-def _preempted_detail(request: PlanRequest, name: str,
-                      placements: Mapping[str, Sequence[Placement]],
-                      placed_model: Mapping[str, str], out: dict[str, Reason]) -> None:
+def _preempted_detail(request: PlanRequest, info: JobInfo, infos: Mapping[str, JobInfo],
+                      occupants: Mapping[tuple[str, int], list[str]],
+                      placed_model: Mapping[str, str], usage: Mapping[QuotaKey, float],
+                      out: dict[str, Reason]) -> None:
     """Name the reclaiming tenant or the higher class that took a stopped job's GPUs."""
-    jobs = {j.name: j for j in request.jobs}
-    job = jobs[name]
-    mine = {(p.node, p.gpu) for p in job.current or []}
-    usage = quota_usage_of(request, placements)
+    job = info.job
     catalog = request.cluster.catalog()
-    for other, pls in placements.items():
-        if not pls or not mine & {(p.node, p.gpu) for p in pls}:
-            continue
-        o = jobs[other]
+    others = sorted({o for p in job.current or [] for o in occupants.get((p.node, p.gpu), [])})
+    for other in others:
+        o = infos[other].job
         model = placed_model[other]
         if o.tenant != job.tenant and _serves_guarantee(
                 request, o.tenant, model, usage, quota_usage(o, catalog[model])):
-            out[name] = ("preempted", f"reclaimed by tenant {o.tenant} for its guaranteed "
-                         f"quota (job {other})")
+            out[info.name] = ("preempted", f"reclaimed by tenant {o.tenant} for its "
+                              f"guaranteed quota (job {other})")
             return
         if o.priority > job.priority:
-            out[name] = ("preempted", f"preempted by {other} of the higher priority "
-                         f"class {o.priority}")
+            out[info.name] = ("preempted", f"preempted by {other} of the higher priority "
+                              f"class {o.priority}")
             return
-
-
