@@ -10,6 +10,11 @@ objective, bound, gap, wall time (generation excluded) and the peak RSS of that 
 objective to the naive one is reported. Results print as a Markdown table and can be
 written to a file.
 
+`--tenants-quota N --priority-classes K` add quotas on N tenants and K priority classes
+(contract 5.3 / 5.4; `benchmarks.generator.with_levels`); the note then gives the
+guaranteed usage served against the sum of the guarantees (its upper bound) and how many
+of the highest class's jobs are placed.
+
 `--contend N` runs every measurement beside N busy processes pinned round robin to the
 cores (benchmarks/contend.py), started before the first run and stopped after the last,
 so that a degraded CPU is measured; the number is a column of the results.
@@ -62,12 +67,27 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _run_one(size: str, backend: str, time_limit: float, seed: int) -> Row:
+def _levels_note(request: PlanRequest, placed: set[str], levels: object) -> str:
+    """G served / sum of guarantees, and the highest class's jobs placed."""
+    if not isinstance(levels, list) or not levels:
+        return ""
+    parts = []
+    if request.cluster.quotas:
+        cap = sum(g for q in request.cluster.quotas.values() for g in q.guaranteed.values())
+        parts.append(f"G {levels[0]['value']:,.1f}/{cap:,.0f}")
+    top = max(j.priority for j in request.jobs)
+    high = [j.name for j in request.jobs if j.priority == top]
+    parts.append(f"class {top}: {sum(1 for n in high if n in placed)}/{len(high)} placed")
+    return "; " + ", ".join(parts)
+
+
+def _run_one(size: str, backend: str, time_limit: float, seed: int,
+             levels: tuple[int, int] = (0, 1)) -> Row:
     """Generate the instance and run one backend on it (in the calling process)."""
     from benchmarks.generator import generate
     from models.objective import evaluate
 
-    request = generate(size, seed)
+    request = generate(size, seed, *levels)
     policy = request.policy.model_copy(update={"time_limit_s": time_limit, "seed": seed})
     instance = f"{size} ({sum(len(n.gpus) for n in request.cluster.nodes)} GPUs / "\
         f"{len(request.jobs)} jobs)"
@@ -93,8 +113,10 @@ def _run_one(size: str, backend: str, time_limit: float, seed: int) -> Row:
     t0 = time.monotonic()
     out = plan(req)
     wall = time.monotonic() - t0
+    note = _levels_note(req, {a.job for a in out.assignments},
+                        out.stats.model_dump().get("levels"))
     return Row(instance, backend, out.status, out.objective_value, out.best_bound, out.gap,
-               wall, _peak_rss_mib(), out.solver)
+               wall, _peak_rss_mib(), out.solver + note)
 
 
 def _run_pipeline(instance: str, request: PlanRequest, time_limit: float) -> Row:
@@ -115,18 +137,19 @@ def _run_pipeline(instance: str, request: PlanRequest, time_limit: float) -> Row
                out.gap, wall, _peak_rss_mib(), note)
 
 
-def _child(size: str, backend: str, time_limit: float, seed: int, conn: object) -> None:
-    row = _run_one(size, backend, time_limit, seed)
+def _child(size: str, backend: str, time_limit: float, seed: int, conn: object,
+           levels: tuple[int, int] = (0, 1)) -> None:
+    row = _run_one(size, backend, time_limit, seed, levels)
     conn.send(asdict(row))  # type: ignore[attr-defined]
     conn.close()  # type: ignore[attr-defined]
 
 
 def run_isolated(size: str, backend: str, time_limit: float, seed: int,
-                 timeout: float) -> Row:
+                 timeout: float, levels: tuple[int, int] = (0, 1)) -> Row:
     """`_run_one` in a fresh process (so peak RSS is that run's own)."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(size, backend, time_limit, seed, child))
+    proc = ctx.Process(target=_child, args=(size, backend, time_limit, seed, child, levels))
     t0 = time.monotonic()
     proc.start()
     child.close()
@@ -192,6 +215,10 @@ def run_command(
     contend: Annotated[int, typer.Option(
         min=0, max=256,
         help="Busy processes pinned round robin to the cores during every run.")] = 0,
+    tenants_quota: Annotated[int, typer.Option(
+        min=0, max=8, help="Tenants under quotas (contract 5.3).")] = 0,
+    priority_classes: Annotated[int, typer.Option(
+        min=1, max=4, help="Priority classes of the jobs (contract 5.4).")] = 1,
 ) -> None:
     """Generate instances and run backends on them; print a table of the results."""
     size_list = [s.strip().upper() for s in sizes.split(",") if s.strip()]
@@ -212,7 +239,8 @@ def run_command(
                     continue
                 # the naive model takes minutes to build on M
                 timeout = time_limit * 3 + (900 if backend == "naive" else 120)
-                row = run_isolated(size, backend, time_limit, seed, timeout)
+                row = run_isolated(size, backend, time_limit, seed, timeout,
+                                   (tenants_quota, priority_classes))
                 row.contend = contend
                 rows.append(row)
                 typer.echo(format_table([row]).splitlines()[-1], err=True)
@@ -220,7 +248,9 @@ def run_command(
     ratios = naive_ratios(rows)
     command = (f"gpuplan bench run --sizes {','.join(size_list)} --backends "
                f"{','.join(backend_list)} --time-limit {time_limit:g} --seed {seed}"
-               + (f" --contend {contend}" if contend else ""))
+               + (f" --contend {contend}" if contend else "")
+               + (f" --tenants-quota {tenants_quota}" if tenants_quota else "")
+               + (f" --priority-classes {priority_classes}" if priority_classes > 1 else ""))
     text = "\n".join([f"Command: `{command}`", "", table, "", *ratios])
     typer.echo(text)
     if out is not None:

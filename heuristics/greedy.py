@@ -39,10 +39,12 @@ from models.objective import evaluate, level_key, objective_value_of, tenant_dem
 from models.reasons import INSUFFICIENT, StaticReasons
 from models.rules import (
     HOST_TOL,
+    fits,
     lexicographic_levels,
     memory_fits,
     priority_key,
     profile_covers,
+    quota_usage,
 )
 
 #: Without a deadline, both greedy variants run up to this many jobs.
@@ -321,16 +323,22 @@ class Greedy:
         return HeuristicResult(placements=placements, reasons=reasons)
 
 
-def guarantee_models(g: Greedy, info: JobInfo) -> list[str]:
+def guarantee_models(g: Greedy, info: JobInfo, own: bool = False,
+                     within: bool = False) -> list[str]:
     """The eligible models (best first) where one more placement of `info` raises the
-    guaranteed usage served: a quota key of its tenant or an ancestor there is below its
-    guarantee."""
+    guaranteed usage served: a quota key of its tenant or an ancestor (with `own`, of its
+    tenant itself) there is below its guarantee (with `within`, by at least the job's
+    size)."""
     quotas = g.state.quotas
     used = g.state.quota_used
     out = []
     for m in g.ranked_models(info):
+        need = quota_usage(info.job, g.state.catalog[m]) if within else 0.0
         for t, k in g.state.quota_keys(info.job.tenant, m):
-            if used.get((t, k), 0.0) < quotas[t].guaranteed.get(k, 0.0) - HOST_TOL:
+            if own and t != info.job.tenant:
+                continue
+            have, g_k = used.get((t, k), 0.0), quotas[t].guaranteed.get(k, 0.0)
+            if have < g_k - HOST_TOL and (not within or fits(need, g_k, have)):
                 out.append(m)
                 break
     return out
@@ -338,18 +346,23 @@ def guarantee_models(g: Greedy, info: JobInfo) -> list[str]:
 
 def _run_levels(g: Greedy, pending: list[JobInfo], deadline: float | None) -> None:
     """Contract 5.3 / 5.4 in level order: first the jobs that raise the guaranteed usage
-    served (on the models where they do, classes from the highest down), then every
-    class from the highest down in its objective's order (`pending` is in that order
-    within each class)."""
+    served (on the models where they do, classes from the highest down): those that fit
+    within their own tenant's guarantee, those below it, then those below an ancestor's
+    only (so that a tenant does not overshoot its guarantee or fill its parent's, or reach
+    a shared limit, before its siblings have their own); then every class from the
+    highest down in its objective's order (`pending` is in that order within a class)."""
     # Stable: keeps the order within a class; running jobs that must move stay first.
     must_move = not g.request.policy.allow_preemption
     pending = sorted(pending, key=lambda i: (0 if must_move and i.current else 1,
                                              -i.job.priority))
     if g.state.quotas:
-        for info in pending:
-            models = guarantee_models(g, info)
-            if models:
-                g.place(info, models)
+        for own, within in ((True, True), (True, False), (False, False)):
+            for info in pending:
+                if info.name in g.state.placed:
+                    continue
+                models = guarantee_models(g, info, own, within)
+                if models:
+                    g.place(info, models)
     rest = [i for i in pending if i.name not in g.state.placed]
     if g.request.policy.objective == "fairness":
         for p in sorted({i.job.priority for i in rest}, reverse=True):

@@ -93,6 +93,7 @@ def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placem
         key = job.priority
         if key not in protected:
             state = ClusterState(request)
+            state.quotas = {}  # capacity alone: limits are `quota_limit`'s business
             for name, model in placed_model.items():
                 other = by_name[name].job
                 if other.priority > key or _serves_guarantee(request, other.tenant, model):
