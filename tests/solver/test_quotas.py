@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 from models import PlanRequest
 from solver import plan
+from solver.bound import upper_bound
 from solver.formulation import compile_request
 from solver.validate import validate_plan
+from tests.solver.brute import brute_force
 from tests.solver.strategies import random_levels_request, random_request
 
 PLANNERS = [("cp_sat", "cbc"), ("milp", "cbc"), ("milp", "highs"), ("heuristic", "cbc"),
@@ -164,3 +166,23 @@ def test_every_planner_gives_valid_level_plans(seed: int, solver: str, objective
     req = random_levels_request(random.Random(seed), solver=solver, objective=objective,
                                 max_gpus=8, max_jobs=10, max_nodes=3)
     assert validate_plan(req, plan(req)) == []
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_lp_bound_with_quota_rows_bounds_the_lexicographic_optimum(seed: int) -> None:
+    req = random_levels_request(random.Random(seed))
+    ref = brute_force(req)
+    bound = upper_bound(req)
+    if ref is None:
+        return
+    assert bound is not None and bound >= ref[0] - 1e-6, (seed, bound, ref[0])
+
+
+def test_quota_rows_tighten_the_lp_bound() -> None:
+    jobs = [{"name": f"a{i}", "tenant": "a", "gpus": 1} for i in range(4)]
+    free = request(jobs, ("heuristic", "cbc"))
+    capped = request(jobs, ("heuristic", "cbc"), {"a": {"limit": {"*": 2}}})
+    assert upper_bound(free) == pytest.approx(4.0, rel=1e-3)
+    assert upper_bound(capped) == pytest.approx(2.0, rel=1e-3)
