@@ -44,6 +44,7 @@ from models.rules import (
     memory_fits,
     priority_key,
     profile_covers,
+    quota_chain,
     quota_usage,
 )
 
@@ -331,6 +332,10 @@ def guarantee_models(g: Greedy, info: JobInfo, own: bool = False,
     size)."""
     quotas = g.state.quotas
     used = g.state.quota_used
+    tenants = [info.job.tenant] if own else quota_chain(quotas, info.job.tenant)
+    if not any(used.get((t, k), 0.0) < gk - HOST_TOL
+               for t in tenants if t in quotas for k, gk in quotas[t].guaranteed.items()):
+        return []  # nothing below its guarantee: skip ranking the models
     out = []
     for m in g.ranked_models(info):
         need = quota_usage(info.job, g.state.catalog[m]) if within else 0.0

@@ -81,7 +81,10 @@ def _restore(g: Greedy, h: JobInfo) -> bool:
 def restore_displaced(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
     """`result` with every displaced higher-class running job kept (module doc)."""
     policy = request.policy
-    if len(priority_classes(request.jobs)) < 2 or not policy.allow_preemption:
+    classes = priority_classes(request.jobs)
+    if len(classes) < 2 or not policy.allow_preemption or not any(
+            j.current and j.preemptible and j.priority > classes[-1]
+            and not result.placements.get(j.name) for j in request.jobs):
         return result
     g = Greedy(request)
     st = g.state
