@@ -3,8 +3,9 @@ only lower-class work would keep (contract 5.4, the validator's `priority` rule)
 
 `restore_displaced(request, result)` looks, highest class first, at each preemptible
 running job h that `result` stops. Let C be the removable jobs of lower classes (new ones,
-and running ones that may be preempted) on h's GPUs, on h's host-limited nodes and, when
-a tenant of h's has a quota limit, those of h's tenants. When taking C out lets h be kept
+and running ones that may be preempted) on h's GPUs, on h's host-limited nodes and, for
+each quota key whose limit keeping h would break, those of h's tenants counting on it (the
+validator's `priority` rule uses the same C). When taking C out lets h be kept
 exactly where it runs without serving less guaranteed usage (contract 5.3's first level),
 h is kept and the jobs of C are put back where they still fit (higher classes first, best
 fit), the others left out. Each such step raises h's class and touches only lower ones,
@@ -22,32 +23,68 @@ from heuristics.result import HeuristicResult
 from models import PlanRequest
 from models.instance import JobInfo
 from models.objective import objective_value_of, same_placement
-from models.rules import HOST_TOL, guaranteed_served, priority_classes, quota_chain
+from models.rules import (
+    HOST_TOL,
+    fits,
+    guaranteed_served,
+    priority_classes,
+    quota_chain,
+    quota_usage,
+)
 
 
-def _removable(g: Greedy, h: JobInfo) -> list[JobInfo]:
-    """C for running job h (module doc)."""
+def _occupants(g: Greedy, gids: list[int]) -> set[str]:
+    """The jobs on the GPUs `gids`."""
+    st = g.state
+    out: set[str] = set()
+    for gid in gids:
+        slot = st.gpus[gid]
+        if slot.whole_job is not None:
+            out.add(slot.whole_job)
+        out.update(slot.share_jobs)
+        out.update(slot.mig_used.values())
+    return out
+
+
+def _removable(g: Greedy, h: JobInfo, under: dict[str, list[str]]) -> list[JobInfo]:
+    """C for running job h (module doc): the removable lower-class jobs on its GPUs, on
+    its host-limited nodes and, for each key whose limit keeping h would break, those of
+    its tenants counting on that key (`under`: quota tenant -> placed jobs counting for
+    it)."""
     st = g.state
     cur = h.current or []
-    gpus = {(p.node, p.gpu) for p in cur}
-    nodes = {p.node for p in cur
-             if st.nodes[st.node_of[p.node]].cpu_cap is not None
-             or st.nodes[st.node_of[p.node]].mem_cap is not None}
-    quotas = st.quotas
-    chain = set(quota_chain(quotas, h.job.tenant))
-    limited = any(quotas[t].limit for t in chain)
+    names = _occupants(g, [st.gid_of[(p.node, p.gpu)] for p in cur])
+    for node in {p.node for p in cur}:
+        slot = st.nodes[st.node_of[node]]
+        if slot.cpu_cap is not None or slot.mem_cap is not None:
+            names |= _occupants(g, slot.gpus)
+    if st.quotas:
+        model = st.model_of(cur)
+        size = quota_usage(h.job, st.catalog[model])
+        for t, k in st.quota_keys(h.job.tenant, model):
+            lim = st.quotas[t].limit.get(k)
+            if lim is not None and not fits(size, max(lim, st.quota_fixed.get((t, k), 0.0)),
+                                            st.quota_used.get((t, k), 0.0)):
+                names.update(n for n in under.get(t, []) if n in st.placed and (
+                    k == "*" or st.model_of(st.placed[n]) == k))
     out = []
-    for name, pls in st.placed.items():
+    for name in sorted(names):
         info = g.by_name[name]
-        if info.job.priority >= h.job.priority or (info.current and not info.preemptible):
-            continue
-        if (any((p.node, p.gpu) in gpus or p.node in nodes for p in pls)
-                or (limited and chain & set(quota_chain(quotas, info.job.tenant)))):
+        if info.job.priority < h.job.priority and not (info.current and not info.preemptible):
             out.append(info)
     return out
 
 
-def _restore(g: Greedy, h: JobInfo) -> bool:
+def _under(g: Greedy) -> dict[str, list[str]]:
+    """Quota tenant -> the placed jobs counting for it."""
+    out: dict[str, list[str]] = {}
+    for name in g.state.placed:
+        for t in quota_chain(g.state.quotas, g.by_name[name].job.tenant):
+            out.setdefault(t, []).append(name)
+    return out
+
+
+def _restore(g: Greedy, h: JobInfo, under: dict[str, list[str]]) -> bool:
     """Keep running job h by taking out lower-class work, if that serves no less
     guaranteed usage; True when done."""
     st = g.state
@@ -56,7 +93,7 @@ def _restore(g: Greedy, h: JobInfo) -> bool:
                                g.request.policy.objective)
     if worth + g.request.policy.preemption_cost <= HOST_TOL:
         return False
-    removed = _removable(g, h)
+    removed = _removable(g, h, under)
     if not removed:
         return False
     before = guaranteed_served(st.quotas, st.quota_used)
@@ -103,7 +140,8 @@ def restore_displaced(request: PlanRequest, result: HeuristicResult) -> Heuristi
         stopped = sorted((i for i in g.infos if i.current and i.preemptible
                           and i.name not in st.placed),
                          key=lambda i: (-i.job.priority, i.name))
+        under = _under(g) if st.quotas else {}
         for h in stopped:
-            if h.name not in st.placed and _restore(g, h):
+            if h.name not in st.placed and _restore(g, h, under):
                 changed = done = True
     return g.result() if done else result
