@@ -3,9 +3,9 @@ only lower-class work would keep (contract 5.4, the validator's `priority` rule)
 
 `restore_displaced(request, result)` looks, highest class first, at each preemptible
 running job h that `result` stops. Let C be the removable jobs of lower classes (new ones,
-and running ones that may be preempted) on h's GPUs, on h's host-limited nodes and, for
-each quota key whose limit keeping h would break, those of h's tenants counting on it (the
-validator's `priority` rule uses the same C). When taking C out lets h be kept
+and running ones that may be preempted) on h's GPUs and on h's host-limited nodes (the
+validator's `priority` rule uses the same C; which of a tenant's jobs use its quota limit
+is left to the levels). When taking C out lets h be kept
 exactly where it runs without serving less guaranteed usage (contract 5.3's first level),
 h is kept and the jobs of C are put back where they still fit (higher classes first, best
 fit), the others left out. Each such step raises h's class and touches only lower ones,
@@ -23,14 +23,7 @@ from heuristics.result import HeuristicResult
 from models import PlanRequest
 from models.instance import JobInfo
 from models.objective import objective_value_of, same_placement
-from models.rules import (
-    HOST_TOL,
-    fits,
-    guaranteed_served,
-    priority_classes,
-    quota_chain,
-    quota_usage,
-)
+from models.rules import HOST_TOL, guaranteed_served, priority_classes
 
 
 def _occupants(g: Greedy, gids: list[int]) -> set[str]:
@@ -46,11 +39,9 @@ def _occupants(g: Greedy, gids: list[int]) -> set[str]:
     return out
 
 
-def _removable(g: Greedy, h: JobInfo, under: dict[str, list[str]]) -> list[JobInfo]:
-    """C for running job h (module doc): the removable lower-class jobs on its GPUs, on
-    its host-limited nodes and, for each key whose limit keeping h would break, those of
-    its tenants counting on that key (`under`: quota tenant -> placed jobs counting for
-    it)."""
+def _removable(g: Greedy, h: JobInfo) -> list[JobInfo]:
+    """C for running job h (module doc): the removable lower-class jobs on its GPUs and
+    on its host-limited nodes."""
     st = g.state
     cur = h.current or []
     names = _occupants(g, [st.gid_of[(p.node, p.gpu)] for p in cur])
@@ -58,15 +49,6 @@ def _removable(g: Greedy, h: JobInfo, under: dict[str, list[str]]) -> list[JobIn
         slot = st.nodes[st.node_of[node]]
         if slot.cpu_cap is not None or slot.mem_cap is not None:
             names |= _occupants(g, slot.gpus)
-    if st.quotas:
-        model = st.model_of(cur)
-        size = quota_usage(h.job, st.catalog[model])
-        for t, k in st.quota_keys(h.job.tenant, model):
-            lim = st.quotas[t].limit.get(k)
-            if lim is not None and not fits(size, max(lim, st.quota_fixed.get((t, k), 0.0)),
-                                            st.quota_used.get((t, k), 0.0)):
-                names.update(n for n in under.get(t, []) if n in st.placed and (
-                    k == "*" or st.model_of(st.placed[n]) == k))
     out = []
     for name in sorted(names):
         info = g.by_name[name]
@@ -75,16 +57,7 @@ def _removable(g: Greedy, h: JobInfo, under: dict[str, list[str]]) -> list[JobIn
     return out
 
 
-def _under(g: Greedy) -> dict[str, list[str]]:
-    """Quota tenant -> the placed jobs counting for it."""
-    out: dict[str, list[str]] = {}
-    for name in g.state.placed:
-        for t in quota_chain(g.state.quotas, g.by_name[name].job.tenant):
-            out.setdefault(t, []).append(name)
-    return out
-
-
-def _restore(g: Greedy, h: JobInfo, under: dict[str, list[str]]) -> bool:
+def _restore(g: Greedy, h: JobInfo) -> bool:
     """Keep running job h by taking out lower-class work, if that serves no less
     guaranteed usage; True when done."""
     st = g.state
@@ -93,7 +66,7 @@ def _restore(g: Greedy, h: JobInfo, under: dict[str, list[str]]) -> bool:
                                g.request.policy.objective)
     if worth + g.request.policy.preemption_cost <= HOST_TOL:
         return False
-    removed = _removable(g, h, under)
+    removed = _removable(g, h)
     if not removed:
         return False
     before = guaranteed_served(st.quotas, st.quota_used)
@@ -140,8 +113,7 @@ def restore_displaced(request: PlanRequest, result: HeuristicResult) -> Heuristi
         stopped = sorted((i for i in g.infos if i.current and i.preemptible
                           and i.name not in st.placed),
                          key=lambda i: (-i.job.priority, i.name))
-        under = _under(g) if st.quotas else {}
         for h in stopped:
-            if h.name not in st.placed and _restore(g, h, under):
+            if h.name not in st.placed and _restore(g, h):
                 changed = done = True
     return g.result() if done else result

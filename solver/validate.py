@@ -42,11 +42,12 @@ Rule names (`Violation.rule`), one per invariant:
 - `priority` (contract 5.4): a lower class never displaces a higher one. A stopped
   preemptible running job h of class p is displaced when the plan could have kept it by
   removing only lower-class work: with C = the removable (preemptible or new) jobs of
-  classes below p on h's GPUs, on h's host-limited nodes and of h's quota tenants, the plan
+  classes below p on h's GPUs and on h's host-limited nodes, the plan
   minus C plus h kept fits (GPUs, MIG layout, shares, host, quota limits), serves no less
   guaranteed usage, and h is worth something to its class (value + preemption cost > 0).
-  Only the keys whose limit keeping h would break bring its tenants' lower-class jobs
-  into C (those counting on such a key).
+  Which of a tenant's jobs use its quota limit is left to the levels (the exact planners
+  optimise them, the heuristics serve the classes from the highest): a job kept out by
+  a limit alone is not flagged.
   Such a plan would be lexicographically better, so no optimum is ever flagged.
 - `levels`: with quotas or several priority classes, `stats.quota` (usage, guaranteed,
   limit per tenant and key) and `stats.levels` (the guaranteed usage served, then each
@@ -675,13 +676,12 @@ def _classes(c: _Ctx) -> list[int]:
 @dataclass
 class _Index:
     """What the priority check looks up per stopped job, computed once per plan: the
-    placed jobs per GPU and per node, per quota tenant the placed jobs counting for it, the
-    usage of every key, the fixed usage and the guaranteed usage served."""
+    placed jobs per GPU and per node, the usage of every key, the fixed usage and the
+    guaranteed usage served."""
 
     models: Mapping[str, tuple[str, GpuModel]]
     on_gpu: dict[GpuKey, list[str]]
     on_node: dict[str, set[str]]
-    under: dict[str, list[str]]
     usage: dict[QKey, float]
     fixed: dict[QKey, float]
     served: float
@@ -691,15 +691,12 @@ def _index(c: _Ctx) -> _Index:
     models = _placed_models(c)
     on_gpu: dict[GpuKey, list[str]] = defaultdict(list)
     on_node: dict[str, set[str]] = defaultdict(set)
-    under: dict[str, list[str]] = defaultdict(list)
     for name, pls in c.placed.items():
         for p in pls:
             on_gpu[(p.node, p.gpu)].append(name)
             on_node[p.node].add(name)
-        for t in _chain(c, c.jobs[name].tenant):
-            under[t].append(name)
     usage = _usage(c, c.placed, models)
-    return _Index(models, on_gpu, on_node, under, usage, _fixed_usage(c, models),
+    return _Index(models, on_gpu, on_node, usage, _fixed_usage(c, models),
                   _served(c, usage))
 
 
@@ -783,10 +780,6 @@ def _displaced_by(c: _Ctx, h: Job, ix: _Index) -> list[str]:
     size = _size(h, spec)
     keys = [(t, k) for t in _chain(c, h.tenant) for k in (model, ANY)
             if k in quotas[t].guaranteed or k in quotas[t].limit]
-    with_h = {key: ix.usage.get(key, 0.0) + size for key in keys}
-    for (t, k), _used, _lim in _over_limit(c, with_h, ix.fixed, keys):
-        gone |= {n for n in ix.under.get(t, []) if removable(n)
-                 and (k == ANY or ix.models[n][0] == k)}
     if not gone:
         return []
     usage = dict(ix.usage)
