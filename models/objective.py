@@ -162,7 +162,8 @@ def quota_usage_of(request: PlanRequest, placements: Mapping[str, Sequence[Place
         if not pl:
             continue
         model = models[(pl[0].node, pl[0].gpu)]
-        size = quota_usage(job, catalog[model])
+        # a gang uses the GPUs it got (an elastic gang's n), other shapes their size
+        size = float(len(pl)) if job.gpus is not None else quota_usage(job, catalog[model])
         for key in quota_keys(quotas, job.tenant, model):
             usage[key] = usage.get(key, 0.0) + size
     return usage

@@ -624,11 +624,14 @@ def _usage(c: _Ctx, names: Iterable[str], models: Mapping[str, tuple[str, GpuMod
             continue
         job = c.jobs[name]
         model, spec = models[name]
+        # a gang uses the GPUs it got, other shapes their size
+        size = float(len(c.placed.get(name) or job.current or [])) if job.gpus is not None \
+            else _size(job, spec)
         for t in _chain(c, job.tenant):
             q = quotas[t]
             for key in (model, ANY):
                 if key in q.guaranteed or key in q.limit:
-                    out[(t, key)] += _size(job, spec)
+                    out[(t, key)] += size
     return out
 
 
