@@ -52,6 +52,14 @@ def colocation_request() -> dict[str, Any]:
     return copy.deepcopy(_load("colocation.request.json"))
 
 
+def quotas_priority_request() -> dict[str, Any]:
+    """Tenant quotas with a parent (guarantees, limits, borrowing and reclaim) and three
+    priority classes (contract 5.3 / 5.4)."""
+    req = copy.deepcopy(_load("quotas-priority.request.json"))
+    req["policy"] = {"solver": "auto", "time_limit_s": 2}
+    return req
+
+
 def gangs_and_slices_request() -> dict[str, Any]:
     """Two racks: training gangs (one spanning nodes) and inference MIG slices / shares."""
     def node(name: str, model: str, domain: str, mig: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -151,6 +159,13 @@ def plan_request_examples() -> dict[str, Example]:
                         "measured pair factors (contract 5.2): the planner pairs the jobs "
                         "that slow each other least.",
             value=colocation_request(),
+        ),
+        "quotas-priority": Example(
+            summary="Quotas with borrowing and reclaim, priority classes",
+            description="Two tenants under a parent quota: research borrows idle H100s, "
+                        "prod (a higher class) reclaims its guarantee; batch jobs of the "
+                        "lowest class stay within their limit.",
+            value=quotas_priority_request(),
         ),
     }
 

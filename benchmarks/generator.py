@@ -303,11 +303,66 @@ def _make_running(request: PlanRequest, rng: random.Random) -> None:
 
 
 def generate(size: str, seed: int = 0, elastic: float = 0.0,
-             topology: tuple[str, ...] = ()) -> PlanRequest:
+             topology: tuple[str, ...] = (), tenants_quota: int = 0,
+             priority_classes: int = 1) -> PlanRequest:
     """The benchmark instance of `size` (S, M, L or XL) for `seed` (`elastic`: the
-    fraction of whole-GPU jobs that are elastic gangs; `topology` levels: module doc)."""
+    fraction of whole-GPU jobs that are elastic gangs; `topology` levels: module doc), with
+    quotas on the first `tenants_quota` tenants and `priority_classes` classes
+    (`with_levels`)."""
     try:
         gpus, jobs = SIZES[size.upper()]
     except KeyError:
         raise ValueError(f"unknown size {size!r}; expected one of {', '.join(SIZES)}") from None
-    return generate_custom(gpus, jobs, seed, elastic=elastic, topology=topology)
+    request = generate_custom(gpus, jobs, seed, elastic=elastic, topology=topology)
+    if tenants_quota or priority_classes > 1:
+        request = with_levels(request, tenants_quota, priority_classes, seed)
+    return request
+
+
+#: Priority values of the generated classes, lowest first, and each class's share of jobs.
+_CLASS_VALUES = (0, 100, 1000, 10000)
+_CLASS_SHARES = (0.5, 0.3, 0.15, 0.05)
+
+
+def with_levels(request: PlanRequest, tenants_quota: int, priority_classes: int,
+                seed: int = 0) -> PlanRequest:
+    """`request` with quotas (contract 5.3) and priority classes (5.4), deterministic in
+    `seed`:
+
+    - the first `tenants_quota` tenants (by name) get quotas: each is guaranteed its share
+      of 80% of the cluster's GPUs in proportion to its demand (the GPU sizes of its
+      jobs), rounded down, and limited to twice that (at least 8); tenants 0-3 and 4-7
+      have parents `org-a` / `org-b`, guaranteed the sum of their children's guarantees
+      and limited to 60% of the GPUs; every quota is on `"*"`, and each tenant also gets a
+      limit on H100-SXM5-80GB of half its `"*"` limit;
+    - jobs draw a class from the `priority_classes` lowest of (0, 100, 1000, 10000), the
+      lower classes more often (50%, 30%, 15%, 5%, renormalised)."""
+    rng = random.Random(f"gpuplan-levels-{seed}")
+    data = request.model_dump(mode="json", exclude_unset=True)
+    gpus = sum(len(n["gpus"]) for n in data["cluster"]["nodes"])
+    demand: dict[str, float] = {}
+    for job in data["jobs"]:
+        demand[job.get("tenant", "default")] = demand.get(job.get("tenant", "default"), 0.0) \
+            + float(job.get("gpus") or 0.5)
+    tenants = sorted(demand)[:tenants_quota]
+    total = sum(demand[t] for t in tenants) or 1.0
+    quotas: dict[str, Any] = {}
+    for org in ("org-a", "org-b"):
+        quotas[org] = {"guaranteed": {"*": 0.0}, "limit": {"*": float(int(0.6 * gpus))}}
+    for k, t in enumerate(tenants):
+        g = float(int(0.8 * gpus * demand[t] / total))
+        lim = max(8.0, 2 * g)
+        org = "org-a" if k < 4 else "org-b"
+        quotas[t] = {"guaranteed": {"*": g},
+                     "limit": {"*": lim, "H100-SXM5-80GB": float(int(lim / 2))},
+                     "parent": org}
+        quotas[org]["guaranteed"]["*"] += g
+    for org in ("org-a", "org-b"):
+        q = quotas[org]
+        q["limit"]["*"] = max(q["limit"]["*"], q["guaranteed"]["*"])
+    data["cluster"]["quotas"] = quotas if tenants else {}
+    values = _CLASS_VALUES[:max(1, priority_classes)]
+    shares = _CLASS_SHARES[:len(values)]
+    for job in data["jobs"]:
+        job["priority"] = rng.choices(values, weights=shares)[0]
+    return PlanRequest.model_validate(data)

@@ -59,14 +59,25 @@ from heuristics.result import HeuristicResult
 from models import Instance, Placement, PlanRequest
 from models.capacity import DOMAIN, HOST, Topology
 from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
-from models.objective import evaluate, objective_value_of, same_placement, tenant_demands
+from models.objective import (
+    evaluate,
+    level_key,
+    objective_value_of,
+    same_placement,
+    tenant_demands,
+)
 from models.reasons import INSUFFICIENT, StaticReasons
 from models.rules import (
+    HOST_TOL,
     costed_level,
+    fits,
+    lexicographic_levels,
     memory_fits,
     preferred_level,
     priority_key,
     profile_covers,
+    quota_chain,
+    quota_usage,
     required_levels,
     topology_cost,
 )
@@ -99,6 +110,7 @@ class Greedy:
         #: extra value of placing a job (the preemption cost a running job saves)
         self.bonus: dict[str, float] = {}
         self._typical = self._typical_speeds()
+        self._ranked: dict[str, list[str]] = {}
         self._domain_nodes: dict[str | None, list[int]] = {}
         for n in self.state.nodes:
             self._domain_nodes.setdefault(n.domain, []).append(n.idx)
@@ -142,7 +154,14 @@ class Greedy:
         return {m: statistics.median(v) for m, v in speeds.items() if v}
 
     def ranked_models(self, info: JobInfo) -> list[str]:
-        """Eligible models, highest value first; ties by relative speed, then name."""
+        """Eligible models, highest value first; ties by relative speed, then name
+        (computed once per job)."""
+        hit = self._ranked.get(info.name)
+        if hit is None:
+            hit = self._ranked[info.name] = self._rank_models(info)
+        return hit
+
+    def _rank_models(self, info: JobInfo) -> list[str]:
         def key(m: str) -> tuple[float, float, str]:
             rel = info.values[m] / info.size / info.job.weight / max(
                 self._typical.get(m, 1.0), 1e-9)
@@ -236,7 +255,11 @@ class Greedy:
     def find(self, info: JobInfo, models: Iterable[str] | None = None) -> list[Placement] | None:
         """The best-fit placements for `info` in the current state (None if none fits)."""
         finder = self._FINDERS[info.shape]
+        quotas = bool(self.state.quotas)
         for m in (models if models is not None else self.ranked_models(info)):
+            if quotas and not self.state.quota_fits(
+                    info, m, min(info.sizes) if info.elastic else None):
+                continue
             found = finder(self, info, m)
             if found is not None:
                 return found
@@ -281,6 +304,8 @@ class Greedy:
         st = self.state
         if st.model_free.get(model, 0) < k:
             return None
+        if st.quotas and not st.quota_fits(info, model, k):
+            return None   # k GPUs would break a quota limit (contract 5.3)
         part = k / info.gpus
         for ni in st.nodes_with_free(model, k):
             if st.nodes[ni].host_fits(info.cpu * part, info.host_mem * part):
@@ -628,6 +653,58 @@ class Greedy:
         return HeuristicResult(placements=placements, reasons=reasons)
 
 
+def guarantee_models(g: Greedy, info: JobInfo, own: bool = False,
+                     within: bool = False) -> list[str]:
+    """The eligible models (best first) where one more placement of `info` raises the
+    guaranteed usage served: a quota key of its tenant or an ancestor (with `own`, of its
+    tenant itself) there is below its guarantee (with `within`, by at least the job's
+    size)."""
+    quotas = g.state.quotas
+    used = g.state.quota_used
+    tenants = [info.job.tenant] if own else quota_chain(quotas, info.job.tenant)
+    if not any(used.get((t, k), 0.0) < gk - HOST_TOL
+               for t in tenants if t in quotas for k, gk in quotas[t].guaranteed.items()):
+        return []  # nothing below its guarantee: skip ranking the models
+    out = []
+    for m in g.ranked_models(info):
+        need = quota_usage(info.job, g.state.catalog[m]) if within else 0.0
+        for t, k in g.state.quota_keys(info.job.tenant, m):
+            if own and t != info.job.tenant:
+                continue
+            have, g_k = used.get((t, k), 0.0), quotas[t].guaranteed.get(k, 0.0)
+            if have < g_k - HOST_TOL and (not within or fits(need, g_k, have)):
+                out.append(m)
+                break
+    return out
+
+
+def _run_levels(g: Greedy, pending: list[JobInfo], deadline: float | None) -> None:
+    """Contract 5.3 / 5.4 in level order: first the jobs that raise the guaranteed usage
+    served (on the models where they do, classes from the highest down): those that fit
+    within their own tenant's guarantee, those below it, then those below an ancestor's
+    only (so that a tenant does not overshoot its guarantee or fill its parent's, or reach
+    a shared limit, before its siblings have their own); then every class from the
+    highest down in its objective's order (`pending` is in that order within a class)."""
+    # Stable: keeps the order within a class; running jobs that must move stay first.
+    must_move = not g.request.policy.allow_preemption
+    pending = sorted(pending, key=lambda i: (0 if must_move and i.current else 1,
+                                             -i.job.priority))
+    if g.state.quotas:
+        for own, within in ((True, True), (True, False), (False, False)):
+            for info in pending:
+                if info.name in g.state.placed:
+                    continue
+                models = guarantee_models(g, info, own, within)
+                if models:
+                    g.place(info, models)
+    rest = [i for i in pending if i.name not in g.state.placed]
+    if g.request.policy.objective == "fairness":
+        for p in sorted({i.job.priority for i in rest}, reverse=True):
+            _run_fairness(g, [i for i in rest if i.job.priority == p], deadline)
+    else:
+        _run_sequence(g, rest, deadline)
+
+
 def fifo_key(info: JobInfo) -> tuple[float, float, str]:
     """The strict priority order (models.rules.priority_key) of a compiled job."""
     return priority_key(info.job)
@@ -711,7 +788,8 @@ def plan_greedy(
         other = _greedy_once(request, order, seed, deadline, True)
         a = evaluate(request, best.placements)
         b = evaluate(request, other.placements)
-        if (b.objective_value, b.throughput) > (a.objective_value, a.throughput):
+        if ((*level_key(request, other.placements), b.objective_value, b.throughput)
+                > (*level_key(request, best.placements), a.objective_value, a.throughput)):
             best = other
     return best
 
@@ -753,7 +831,9 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
     if not policy.allow_preemption:
         moved = {i.name for i in failed}
         pending.sort(key=lambda i: 0 if i.name in moved else 1)
-    if policy.objective == "fairness" and seed is None:
+    if lexicographic_levels(request):
+        _run_levels(g, pending, deadline)
+    elif policy.objective == "fairness" and seed is None:
         movers = [i for i in pending if i.current]
         _run_sequence(g, movers, deadline, interleave=False)
         _run_fairness(g, [i for i in pending if not i.current], deadline)

@@ -18,7 +18,9 @@
    job's value carries its factor, and a move re-scores the jobs sharing a GPU with the
    jobs it moved (before and after), so a move's value includes what it does to their
    co-residents; the recreate step places classed shared jobs interference-aware
-   (heuristics/colocation.py through the greedy).
+   (heuristics/colocation.py through the greedy). With quotas or priority classes the
+   levels of `models.objective.level_key` come first (recomputed per move), so a move never
+   lowers the guaranteed usage served or a higher class; the placer respects quota limits.
 
 Before the loop, and now and then inside it, an *evict-and-place* move targets the
 unplaced gangs (whole-GPU jobs of 2+ GPUs) that no node has room for although free GPUs
@@ -39,7 +41,9 @@ improves, like every move (a running gang's resize is a migration).
 
 The result is compared with the input by `models.objective.evaluate` and the better one is
 returned, so `improve` never makes a plan worse. For `priority_fifo` only the repair step
-runs in the strict priority order (ruin and recreate could create priority inversions).
+runs in the strict priority order (ruin and recreate could create priority inversions),
+and so it does for requests with levels of more than `LEVEL_MOVES_MAX_JOBS` jobs (each
+move recomputes the levels, which costs a pass over the jobs).
 """
 
 from __future__ import annotations
@@ -54,8 +58,8 @@ from heuristics.greedy import Greedy, fifo_key
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import ClusterState, JobInfo, compile_jobs
-from models.objective import evaluate, same_placement, tenant_demands
-from models.rules import job_value
+from models.objective import evaluate, level_key, same_placement, tenant_demands
+from models.rules import job_value, lexicographic_levels
 
 #: Unplaced jobs offered to one recreate step, at most.
 _CANDIDATES = 40
@@ -67,6 +71,8 @@ _RUIN_NODES = 3
 _ROOM_GANGS = 8
 #: Nodes tried per gang by evict-and-place (fewest evictions first), at most.
 _ROOM_NODES = 2
+#: With quotas or priority classes, moves run up to this many jobs (module doc).
+LEVEL_MOVES_MAX_JOBS = 5000
 
 
 class _Score:
@@ -78,6 +84,7 @@ class _Score:
         self.mig_cost = policy.migration_cost
         self.pre_cost = policy.preemption_cost
         self.fair = policy.objective == "fairness"
+        self.levels = lexicographic_levels(g.request)
         self.demands = tenant_demands(g.request) if self.fair else {}
         self.terms: dict[str, tuple[float, float, float]] = {}
         #: classed shared job -> the GPU it was scored on (co-location, contract 5.2)
@@ -156,13 +163,24 @@ class _Score:
                     out.append(self.g.by_name[name])
         return out
 
-    def value(self) -> tuple[float, float]:
-        """(primary, secondary) objective, larger is better."""
+    def value(self) -> tuple[float, ...]:
+        """(levels..., primary, secondary) objective, larger is better (lexicographic)."""
+        levels = level_key(self.g.request, self.g.state.placed) if self.levels else ()
         if self.fair:
             share = min((self.tenant.get(k, 0.0) / d for k, d in self.demands.items()),
                         default=0.0)
-            return round(share, 6), self.total_thr
-        return self.total, 0.0
+            return *levels, round(share, 6), self.total_thr
+        return *levels, self.total, 0.0
+
+
+def better(now: tuple[float, ...], before: tuple[float, ...], tol: float = 1e-9) -> bool:
+    """Whether `now` beats `before` lexicographically (ties within `tol`)."""
+    for a, b in zip(now, before, strict=True):
+        if a > b + tol:
+            return True
+        if a < b - tol:
+            return False
+    return False
 
 
 class _Search:
@@ -370,7 +388,8 @@ class _Search:
         before = score.value()
         old = {j.name: st.remove(j) for j in evict}
         placed_gang = (st.free_count(ni, model) >= info.gpus
-                       and st.nodes[ni].host_fits(info.cpu, info.host_mem))
+                       and st.nodes[ni].host_fits(info.cpu, info.host_mem)
+                       and st.quota_fits(info, model))
         if placed_gang:
             st.place(info, self.g._take(ni, model, info.gpus))
             for j in self.g.density_order(evict):
@@ -380,7 +399,7 @@ class _Search:
             return True
         return False
 
-    def _keep_or_undo(self, score: _Score, before: tuple[float, float],
+    def _keep_or_undo(self, score: _Score, before: tuple[float, ...],
                       removed: list[JobInfo], old: dict[str, list[Placement] | None],
                       changed: list[JobInfo], possible: bool = True) -> bool:
         """Keep a move when it is `possible` and improves the objective (costs included;
@@ -390,8 +409,7 @@ class _Search:
         st = self.g.state
         score.refresh(changed)
         now = score.value()
-        ok = possible and (now[0] > before[0] + 1e-9 or (
-            now[0] >= before[0] - 1e-9 and now[1] > before[1] + 1e-9))
+        ok = possible and better(now, before)
         if ok and not self.request.policy.allow_preemption:
             ok = all(info.name in st.placed for info in removed if info.current)
         if ok:
@@ -510,15 +528,19 @@ def improve(
         return result
     g = search.g
     fifo = request.policy.objective == "priority_fifo"
+    repair_only = fifo or (lexicographic_levels(request)
+                           and len(request.jobs) > LEVEL_MOVES_MAX_JOBS)
     unplaced = [i for i in g.infos if i.name not in g.state.placed
                 and (i.preemptible or not i.current)]
 
     def stop() -> bool:
         return time.monotonic() >= deadline or (cancel is not None and cancel.is_set())
 
-    search.repair(sorted(unplaced, key=fifo_key) if fifo else g.density_order(unplaced),
-                  stop)
-    if not fifo and search.models:  # no schedulable node: nothing to ruin and recreate
+    order = sorted(unplaced, key=fifo_key) if fifo else g.density_order(unplaced)
+    if lexicographic_levels(request):
+        order.sort(key=lambda i: -i.job.priority)  # stable: classes from the highest
+    search.repair(order, stop)
+    if not repair_only and search.models:  # no schedulable node: nothing to ruin and recreate
         score = _Score(g)
         search.room_pass(score, deadline)
         moves = 0
@@ -538,6 +560,11 @@ def improve(
             out.reasons[name] = reason
     before = evaluate(request, _as_placements(result))
     after = evaluate(request, out.placements)
+    if lexicographic_levels(request):
+        was = level_key(request, _as_placements(result))
+        now = level_key(request, out.placements)
+        if now != was:
+            return out if better(now, was) else result
     if after.objective_value > before.objective_value + 1e-9 or (
             after.objective_value >= before.objective_value - 1e-9
             and after.throughput >= before.throughput - 1e-9):

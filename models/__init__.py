@@ -26,6 +26,7 @@ from models.request import (
     Placement,
     PlanRequest,
     Policy,
+    Quota,
     speed,
 )
 from models.rules import (
@@ -57,6 +58,7 @@ __all__ = [
     "PlanStats",
     "PlanStatus",
     "Policy",
+    "Quota",
     "Unplaced",
     "allowed_sizes",
     "eligible_models",

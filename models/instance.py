@@ -23,6 +23,11 @@ request:
 
   Only healthy GPUs on schedulable nodes enter the indexes (they alone take new
   placements); a kept running job may still occupy an unhealthy GPU or a cordoned node.
+
+  With `cluster.quotas`, it also tracks the usage of every quota key (contract 5.3;
+  `quota_fits`): `conflicts` refuses a placement that would break a limit, except a
+  non-preemptible running job kept in place (it may already exceed it: then nothing else
+  of its tenants may be added on that key).
 - `MigGeometry` caches the MIG layout queries of the placers (positions, options, the
   largest instance still creatable).
 
@@ -45,12 +50,16 @@ from models.objective import objective_value_of
 from models.request import speed
 from models.rules import (
     HOST_TOL,
+    QuotaKey,
     allowed_sizes,
+    fits,
     host_fits,
     host_room,
     job_value,
     mig_profiles_for,
     model_eligible,
+    quota_keys,
+    quota_usage,
     share_fits,
 )
 
@@ -348,6 +357,11 @@ class ClusterState:
                                        set[int]]] = {}
         self._signatures: dict[tuple[frozenset[Instance], frozenset[Instance]],
                                tuple[frozenset[Instance], frozenset[Instance]]] = {}
+        # Quota usage per key, and the part of it non-preemptible kept jobs hold.
+        self.quotas = request.cluster.quotas
+        self.quota_used: dict[QuotaKey, float] = {}
+        self.quota_fixed: dict[QuotaKey, float] = {}
+        self._quota_keys: dict[tuple[str, str], list[QuotaKey]] = {}
         # Assignments: job -> (placements, node -> number of its GPUs there).
         self.placed: dict[str, list[Placement]] = {}
         self._host: dict[str, tuple[float, float, int]] = {}
@@ -458,6 +472,39 @@ class ClusterState:
             return False
         return share_fits(g.share_used, g.share_mem, frac, mem, g.mem)
 
+    def quota_keys(self, tenant: str, model: str) -> list[QuotaKey]:
+        """`models.rules.quota_keys`, cached per tenant and model."""
+        keys = self._quota_keys.get((tenant, model))
+        if keys is None:
+            keys = self._quota_keys[(tenant, model)] = quota_keys(self.quotas, tenant, model)
+        return keys
+
+    def quota_fits(self, info: JobInfo, model: str, n: int | None = None) -> bool:
+        """Whether one more placement of `info` on `model` (an elastic gang: on n GPUs)
+        keeps every quota key of its tenant and ancestors within its limit (always true
+        without quotas)."""
+        if not self.quotas:
+            return True
+        size = quota_usage(info.job, self.catalog[model], n)
+        for key in self.quota_keys(info.job.tenant, model):
+            lim = self.quotas[key[0]].limit.get(key[1])
+            if lim is not None and not fits(size, max(lim, self.quota_fixed.get(key, 0.0)),
+                                            self.quota_used.get(key, 0.0)):
+                return False
+        return True
+
+    def _charge_quota(self, info: JobInfo, placements: Sequence[Placement],
+                      sign: float) -> None:
+        model = self.model_of(placements)
+        # a gang uses the GPUs it got (an elastic gang's n), other shapes their size
+        size = sign * (float(len(placements)) if info.shape == "whole"
+                       else quota_usage(info.job, self.catalog[model]))
+        fixed = info.current is not None and not info.preemptible
+        for key in self.quota_keys(info.job.tenant, model):
+            self.quota_used[key] = self.quota_used.get(key, 0.0) + size
+            if fixed:
+                self.quota_fixed[key] = self.quota_fixed.get(key, 0.0) + size
+
     def value_of_placed(self, infos: Sequence[JobInfo]) -> float:
         """Sum of the policy per-job values of placed jobs (costs excluded)."""
         total = 0.0
@@ -505,6 +552,11 @@ class ClusterState:
             part = k / info.gpus if info.shape == "whole" else 1.0
             if not self.nodes[ni].host_fits(info.cpu * part, info.host_mem * part):
                 return f"host CPU/memory of node {self.nodes[ni].name} exceeded"
+        if self.quotas and (info.preemptible or not info.current) and placements:
+            model = self.model_of(placements)
+            n = len(placements) if info.shape == "whole" else None
+            if not self.quota_fits(info, model, n):
+                return f"a quota limit of tenant {info.job.tenant} on {model} would be exceeded"
         return None
 
     def place(self, info: JobInfo, placements: list[Placement]) -> None:
@@ -527,6 +579,8 @@ class ClusterState:
             part = k / info.gpus if info.shape == "whole" else 1.0
             self.nodes[ni].cpu_used += info.cpu * part
             self.nodes[ni].mem_used += info.host_mem * part
+        if self.quotas and placements:
+            self._charge_quota(info, placements, 1.0)
         self.placed[info.name] = placements
 
     def remove(self, info: JobInfo) -> list[Placement] | None:
@@ -534,6 +588,8 @@ class ClusterState:
         placements = self.placed.pop(info.name, None)
         if placements is None:
             return None
+        if self.quotas and placements:
+            self._charge_quota(info, placements, -1.0)
         per_node: dict[int, int] = {}
         for p in placements:
             g = self.gpus[self.gid_of[(p.node, p.gpu)]]

@@ -14,13 +14,20 @@ from models.catalog import GpuModel
 from models.request import Job, Placement, PlanRequest, speed
 from models.rules import (
     HORIZON_S,
+    QuotaKey,
     best_value,
     colocation_factors,
     eligible_models,
+    guaranteed_served,
     interference_table,
     job_value,
+    lexicographic_levels,
     model_eligible,
     preferred_level,
+    priority_classes,
+    priority_key,
+    quota_keys,
+    quota_usage,
     remaining_on,
     topology_cost,
 )
@@ -59,8 +66,10 @@ def objective_value_of(job: Job, model: str, catalog: Mapping[str, GpuModel],
     return job_value(job, model, catalog, n) * work_factor(job, objective, n)
 
 
-def tenant_demands(request: PlanRequest) -> dict[str, float]:
-    """D_k: per tenant, the sum over its jobs of their best value on an eligible model.
+def tenant_demands(request: PlanRequest, jobs: Sequence[Job] | None = None
+                   ) -> dict[str, float]:
+    """D_k: per tenant, the sum over its jobs (of `jobs`, default all) of their best value
+    on an eligible model.
 
     One pass over the cluster and one over the jobs: linear in GPUs + jobs x models."""
     catalog = request.cluster.catalog()
@@ -71,7 +80,7 @@ def tenant_demands(request: PlanRequest) -> dict[str, float]:
             present[g.mig_enabled].add(g.model)
     gpu_models: dict[tuple[str, int], str] | None = None
     out: dict[str, float] = {}
-    for job in request.jobs:
+    for job in request.jobs if jobs is None else jobs:
         models = [m for m in eligible_models(job, catalog) if m in present[job.shape == "mig"]]
         if job.current:
             # A running job's own model counts even when no longer eligible.
@@ -124,11 +133,15 @@ def interference_loss(values: Mapping[str, float], factors: Mapping[str, float])
                if f < 1.0 and name in values)
 
 
-def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]) -> Evaluation:
+def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+             models: Mapping[tuple[str, int], str] | None = None,
+             factors: Mapping[str, float] | None = None) -> Evaluation:
     """Evaluate `request.policy.objective` for `placements` (job -> placements; absent =
-    unplaced)."""
+    unplaced); `models` is `gpu_models_of(request)` when the caller has it; `factors` the
+    co-location factors (contract 5.2) when they come from a larger plan than
+    `placements` (a priority class's jobs share GPUs with other classes' jobs)."""
     catalog = request.cluster.catalog()
-    models = gpu_models_of(request)
+    models = gpu_models_of(request) if models is None else models
     policy = request.policy
     objective = policy.objective
     migrated: list[str] = []
@@ -136,8 +149,9 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
     gained = 0.0
     thr = 0.0
     placed_value: dict[str, float] = {}
-    factors = colocation_factors(request.jobs, placements,
-                                 interference_table(request.interference))
+    if factors is None:
+        factors = colocation_factors(request.jobs, placements,
+                                     interference_table(request.interference))
     plain: dict[str, float] = {}
     for job in request.jobs:
         pl = placements.get(job.name)
@@ -184,3 +198,90 @@ def eligible_on(job: Job, model: str, catalog: Mapping[str, GpuModel]) -> bool:
     """Whether `model` is eligible for `job` (re-exported for planners)."""
     spec = catalog.get(model)
     return spec is not None and model_eligible(job, model, spec)
+
+
+# ------------------------------------------------ the levels of contract 5.3 / 5.4
+
+
+def quota_usage_of(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+                   models: Mapping[tuple[str, int], str] | None = None
+                   ) -> dict[QuotaKey, float]:
+    """Usage of every quota key (tenant, model or "*") by the placed jobs."""
+    quotas = request.cluster.quotas
+    if not quotas:
+        return {}
+    catalog = request.cluster.catalog()
+    models = gpu_models_of(request) if models is None else models
+    usage: dict[QuotaKey, float] = {}
+    for job in request.jobs:
+        pl = placements.get(job.name)
+        if not pl:
+            continue
+        model = models[(pl[0].node, pl[0].gpu)]
+        # a gang uses the GPUs it got (an elastic gang's n), other shapes their size
+        size = float(len(pl)) if job.gpus is not None else quota_usage(job, catalog[model])
+        for key in quota_keys(quotas, job.tenant, model):
+            usage[key] = usage.get(key, 0.0) + size
+    return usage
+
+
+def _class_evaluation(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+                      priority: int, models: Mapping[tuple[str, int], str]
+                      ) -> tuple[list[Job], Evaluation]:
+    """The jobs of one priority class and `evaluate` over them alone (their own costs;
+    for fairness, the demands of their own jobs)."""
+    jobs = [j for j in request.jobs if j.priority == priority]
+    sub = request.model_copy(update={"jobs": jobs})
+    # a job's co-location factor counts its co-residents of every class
+    factors = colocation_factors(request.jobs, placements,
+                                 interference_table(request.interference))
+    return jobs, evaluate(sub, {j.name: placements[j.name] for j in jobs
+                                if placements.get(j.name)}, models, factors)
+
+
+def level_values(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
+                 ) -> list[tuple[str, float]]:
+    """The lexicographic levels of the plan, highest first: `("quota", guaranteed usage
+    served)` when there are quotas, then `("priority <p>", value)` per class from the
+    highest down, the value being the policy objective over the class's jobs (its own
+    migration and preemption costs included; for fairness its minimum tenant share over
+    its own demands). Empty for a request without levels (it means what it meant in v1)."""
+    if not lexicographic_levels(request):
+        return []
+    out: list[tuple[str, float]] = []
+    models = gpu_models_of(request)
+    if request.cluster.quotas:
+        usage = quota_usage_of(request, placements, models)
+        out.append(("quota", guaranteed_served(request.cluster.quotas, usage)))
+    out.extend((f"priority {p}",
+                _class_evaluation(request, placements, p, models)[1].objective_value)
+               for p in priority_classes(request.jobs))
+    return out
+
+
+def level_key(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
+              ) -> tuple[float, ...]:
+    """The levels as a tuple that ranks plans lexicographically (rounded to 1e-9 so float
+    noise does not decide); empty without levels. Each class contributes what its
+    objective ranks by: `priority_fifo` whether each of its jobs is placed in priority
+    order, then its throughput; `fairness` its minimum share, then its throughput; the
+    other objectives their value."""
+    if not lexicographic_levels(request):
+        return ()
+    out: list[float] = []
+    models = gpu_models_of(request)
+    if request.cluster.quotas:
+        usage = quota_usage_of(request, placements, models)
+        out.append(round(guaranteed_served(request.cluster.quotas, usage), 9))
+    objective = request.policy.objective
+    for p in priority_classes(request.jobs):
+        jobs, ev = _class_evaluation(request, placements, p, models)
+        if objective == "priority_fifo":
+            out.extend(1.0 if placements.get(j.name) else 0.0
+                       for j in sorted(jobs, key=priority_key))
+            out.append(round(ev.throughput, 9))
+        elif objective == "fairness":
+            out.extend((round(ev.objective_value, 9), round(ev.throughput, 9)))
+        else:
+            out.append(round(ev.objective_value, 9))
+    return tuple(out)

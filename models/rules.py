@@ -15,9 +15,10 @@ checks on purpose; nothing else does):
   `job_value` on n GPUs, `remaining_on`), capacity fit with its one tolerance (`HOST_TOL`: `fits`,
   `memory_fits`, `share_fits` for a GPU share, `host_fits` / `host_room` for a node's host
   CPU and memory), the strict priority order (`priority_key`), the objectives' horizon
-  (`HORIZON_S`) and co-location interference (contract 5.2: `interference_table`,
+  (`HORIZON_S`), co-location interference (contract 5.2: `interference_table`,
   `colocation_factor`, `colocation_factors`, `shared_value`, `class_census`,
-  `colocation_factor_cap`);
+  `colocation_factor_cap`), quotas (`quota_chain`, `quota_keys`, `quota_usage`,
+  `guaranteed_served`) and priority classes (`priority_classes`, `lexicographic_levels`);
 - `models.catalog`: MIG geometry (profiles, valid layouts, `MIG_COMPUTE_SLICES`);
 - `models.capacity`: the per-node / per-domain / per-model GPU capacity summary, and the
   domain of a node at each topology level (`Topology`); the gang topology rules
@@ -34,7 +35,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from models.catalog import GpuModel, MigProfileSpec
-from models.request import InterferencePair, Job, Placement, speed
+from models.request import (
+    ANY_MODEL,
+    InterferencePair,
+    Job,
+    Placement,
+    PlanRequest,
+    Quota,
+    speed,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -195,6 +204,8 @@ def remaining_on(job: Job, n: int | None = None) -> float | None:
     if r is None or job.gpus is None or n is None or n == job.gpus:
         return r
     return r * speedup(job, job.gpus) / speedup(job, n)
+
+
 def required_levels(job: Job) -> tuple[str, ...]:
     """The topology levels a gang that may span nodes keeps all of its GPUs in one domain
     of (contract 5.5): v1's `same_domain` is the level "domain" (a node without a
@@ -237,6 +248,8 @@ def within_required(job: Job, nodes: Iterable[str], topology: Topology) -> bool:
     """Whether nodes named `nodes` lie in one domain of every required level of `job`."""
     names = list(nodes)
     return all(len(topology.domains(names, lv)) <= 1 for lv in required_levels(job))
+
+
 #: (class a, class b) -> the speed factor of a job of class a beside a job of class b.
 InterferenceTable = Mapping[tuple[str, str], float]
 
@@ -325,3 +338,63 @@ def colocation_factor_cap(job: Job, census: Mapping[str, tuple[int, float]],
     room = 1.0 - (job.gpu_share or 0.0)
     k = min(count, math.floor((room + HOST_TOL) / smallest))
     return best ** max(k, 0)
+# ---------------------------------------------------------------- quotas (contract 5.3)
+
+#: A quota key: (tenant, model name or "*").
+QuotaKey = tuple[str, str]
+
+
+def quota_chain(quotas: Mapping[str, Quota], tenant: str) -> list[str]:
+    """The tenants whose usage a job of `tenant` counts for: `tenant` itself when it has a
+    quota, then its ancestors (nearest first). Empty for a tenant without a quota. The
+    request's cross-checks guarantee the parent links are acyclic and known."""
+    out: list[str] = []
+    t: str | None = tenant
+    while t is not None and t in quotas and t not in out:
+        out.append(t)
+        t = quotas[t].parent
+    return out
+
+
+def quota_keys(quotas: Mapping[str, Quota], tenant: str, model: str) -> list[QuotaKey]:
+    """The quota keys a placement of a job of `tenant` on `model` adds usage to: for the
+    tenant and each ancestor, `model` and `"*"` where that tenant guarantees or limits them."""
+    out: list[QuotaKey] = []
+    for t in quota_chain(quotas, tenant):
+        q = quotas[t]
+        out.extend((t, key) for key in (model, ANY_MODEL)
+                   if key in q.guaranteed or key in q.limit)
+    return out
+
+
+def quota_usage(job: Job, model: GpuModel, n: int | None = None) -> float:
+    """The usage one placement of `job` on `model` adds to each of its quota keys: its
+    `size` (section 4), the one home of which is `job_size`; an elastic gang placed on n
+    GPUs uses n (contract 5.3)."""
+    if n is not None and job.gpus is not None:
+        return float(n)
+    return job_size(job, model)
+
+
+def quota_limit(quotas: Mapping[str, Quota], key: QuotaKey) -> float | None:
+    """The limit of a quota key (None: unlimited)."""
+    return quotas[key[0]].limit.get(key[1])
+
+
+def guaranteed_served(quotas: Mapping[str, Quota], usage: Mapping[QuotaKey, float]) -> float:
+    """The quota level: sum over tenants and keys of min(usage, guaranteed)."""
+    return sum(min(usage.get((t, key), 0.0), g)
+               for t, q in quotas.items() for key, g in q.guaranteed.items())
+
+
+# ------------------------------------------------------- priority classes (contract 5.4)
+
+def priority_classes(jobs: Iterable[Job]) -> list[int]:
+    """The distinct `priority` values of `jobs`, highest first."""
+    return sorted({j.priority for j in jobs}, reverse=True)
+
+
+def lexicographic_levels(request: PlanRequest) -> bool:
+    """Whether the request has the levels of contract 5.3 / 5.4 (quotas, or more than one
+    priority class); without them it means exactly what it meant in v1."""
+    return bool(request.cluster.quotas) or len(priority_classes(request.jobs)) > 1

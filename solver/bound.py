@@ -36,6 +36,13 @@ re-solved with them integral (HiGHS MIP, part of the time slice): its dual bound
 tighten the LP's, and its incumbent gives `Relaxation.targets`, which
 heuristics/lp_round.py rounds into a plan.
 
+Quota limits (contract 5.3, Q1) are a row family: `quota[k, m]`, the usage of the options
+of tenant k and its descendants on key m (each option's `quota`: the job's size on its
+model) <= max(limit, what fixed jobs use there); jobs of different tenants then group
+apart. Priority classes and the guaranteed usage served are lexicographic levels above the
+objective, not constraints: the LP bounds the objective over every plan within the
+limits, hence also over the lexicographically best ones.
+
 Every feasible plan maps to a feasible LP point of at least its objective (capacities,
 eligibility and gang sizes are relaxations of the contract's constraints), so the LP
 optimum is a valid bound for `throughput`, `jct`, `makespan`, `priority_fifo` (whose
@@ -64,6 +71,7 @@ from models import Gpu, Node, PlanRequest
 from models.capacity import CapacitySummary, usable
 from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import objective_value_of, tenant_demands
+from models.request import Quota
 from models.rules import (
     class_census,
     colocation_factor_cap,
@@ -71,6 +79,8 @@ from models.rules import (
     job_value,
     mig_profiles_for,
     model_eligible,
+    quota_keys,
+    quota_usage,
     required_levels,
 )
 from solver.highs import INF, INFEASIBLE, OPTIMAL, SOLUTION_FEASIBLE, HighsLp, set_integral
@@ -100,6 +110,8 @@ class Option(NamedTuple):
     thr: float
     mem: float
     whole: bool
+    #: the usage it adds to its tenants' quota keys (0 without quotas)
+    quota: float = 0.0
 
 
 class GroupKey(NamedTuple):
@@ -224,7 +236,8 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0) -> Relaxation | No
     solved = _solve_lp(groups, caps.cap, caps.node_free, caps.whole_cap,
                        mem_cap, fair,
                        tenant_demands(request) if fair else {},
-                       max(0.1, time_limit_s - (time.perf_counter() - t0)))
+                       max(0.1, time_limit_s - (time.perf_counter() - t0)),
+                       request.cluster.quotas)
     if solved is None:
         return None
     bound, cols = solved
@@ -258,7 +271,8 @@ def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
         fixed = bool(job.current and not job.preemptible)
         single_k = info.gpus if info.shape == "whole" and job.single_node \
             and not info.elastic else 0
-        key = GroupKey(tuple(sorted(options.values())), job.tenant if fair else "", fixed,
+        split = fair or bool(request.cluster.quotas)
+        key = GroupKey(tuple(sorted(options.values())), job.tenant if split else "", fixed,
                        single_k)
         slot = groups.setdefault(key, GroupCount())
         members.setdefault(key, []).append(info.name)
@@ -335,7 +349,9 @@ def _option(info: JobInfo, m: str, n: int | None, grandfathered: bool, state: Cl
     if pool[0] == "whole" and spec.memory_gib is not None:
         mem = (amount * spec.memory_gib if info.shape == "whole"
                else min(info.gpu_mem, spec.memory_gib))
-    return Option(pool, amount, _round_up(coef), _round_up(thr), mem, info.shape == "whole")
+    quota = quota_usage(job, spec, n) if request.cluster.quotas else 0.0
+    return Option(pool, amount, _round_up(coef), _round_up(thr), mem, info.shape == "whole",
+                  quota)
 
 
 def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
@@ -479,7 +495,8 @@ def _maximal_multisets(c: int, sizes: list[int], cap: int) -> list[tuple[int, ..
 def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
               node_free: dict[str, list[int]], whole_cap: dict[str, int],
               mem_cap: dict[str, float | None], fair: bool,
-              demands: dict[str, float], time_limit_s: float
+              demands: dict[str, float], time_limit_s: float,
+              quotas: dict[str, Quota] | None = None
               ) -> tuple[float, list[float] | None] | None:
     """max sum coef x (or t for fairness) over the aggregated model (the LP above) and the
     optimal column values of its job columns (None with the capacity-free fallback);
@@ -487,7 +504,9 @@ def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
     patterns = _node_patterns(groups, node_free)
     lp = HighsLp()
     _declare_rows(lp, groups, cap, node_free, whole_cap, mem_cap, fair, demands, patterns)
-    gang_cols, fallback = _job_columns(lp, groups, fair, patterns)
+    if quotas:
+        _declare_quota_rows(lp, groups, quotas)
+    gang_cols, fallback = _job_columns(lp, groups, fair, patterns, quotas or {})
     if fair:
         t = lp.add_col(-1.0, hi=1.0)
         gang_cols.append(False)
@@ -540,8 +559,24 @@ def _declare_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount], cap: dict[Poo
             lp.add_row("pattern_gangs", (m, k), hi=0.0)
 
 
+def _declare_quota_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount],
+                        quotas: dict[str, Quota]) -> None:
+    """quota[k, m] (module doc), after every other family: its bound is the limit, or what
+    the fixed (non-preemptible running) jobs already use there when that is more."""
+    fixed: dict[tuple[str, str], float] = {}
+    for key, slot in groups.items():
+        if slot.fixed:
+            for opt in key.options:
+                for qk in quota_keys(quotas, key.tenant, opt.pool[1]):
+                    fixed[qk] = fixed.get(qk, 0.0) + opt.quota * slot.fixed
+    for t in sorted(quotas):
+        for k in sorted(quotas[t].limit):
+            lp.add_row("quota", (t, k), hi=max(quotas[t].limit[k], fixed.get((t, k), 0.0)))
+
+
 def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
-                 patterns: Patterns) -> tuple[list[bool], float]:
+                 patterns: Patterns, quotas: dict[str, Quota] | None = None
+                 ) -> tuple[list[bool], float]:
     """x[G, o] per group and option, in order: whether each is a gang column (whole,
     >= 2 GPUs), and the capacity-free fallback bound (each job's best value)."""
     gang_cols: list[bool] = []
@@ -564,6 +599,9 @@ def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
                 lp.entry("whole_gpus", model, col, opt.amount)
             if fair and lp.has_row("tenant", key.tenant):
                 lp.entry("tenant", key.tenant, col, opt.thr)
+            for qk in quota_keys(quotas, key.tenant, model) if quotas else ():
+                if lp.has_row("quota", qk):
+                    lp.entry("quota", qk, col, opt.quota)
             if on_patterns and usable:
                 lp.entry("pattern_gangs", (model, key.single_k), col, 1.0)
             elif single_gang and opt.pool[0] == "whole" and not on_patterns:

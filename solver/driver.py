@@ -15,15 +15,22 @@ The parts, one job each:
 - solver/levels.py: the lexicographic objectives (fairness, priority_fifo);
 - solver/auto.py: the `auto` size policy and the shared local search;
 - solver/outcome.py: the Outcome (decided once) and how plans rank.
+
+With priority classes, every planner's answer passes `heuristics.levels.restore_displaced`
+before it is dressed: a higher-class running job that a time-limited search left stopped
+where removing only lower-class work would keep it is kept (contract 5.4; a proven
+lexicographic optimum never has one, so it comes back unchanged).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from threading import Event
 
+from heuristics.levels import restore_displaced
 from heuristics.result import HeuristicResult
 from models import Plan, PlanRequest
 from models.objective import same_placement
@@ -108,6 +115,10 @@ def _outcome(ctx: Context) -> Outcome:
         return infeasible(request, request.policy.solver, "; ".join(conflicts[:3]))
     ctx.portfolio.reasons()   # needed at the end; also a first measure of the load
     out = PLANNERS[request.policy.solver](ctx)
+    if out.status != "infeasible":
+        kept = restore_displaced(request, out.result)
+        if kept is not out.result:
+            out = dataclasses.replace(out, result=kept)
     if out.status != "infeasible" and _breaks_running(request, out.result):
         out = _settle_running(ctx, out)
     if ctx.budget.cancelled():

@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 
 from heuristics.result import HeuristicResult
+from models.rules import lexicographic_levels
 from solver.backends import BACKENDS, IncumbentCallback
 from solver.budget import DET_UNITS_PER_S
 from solver.context import Context
@@ -100,7 +101,7 @@ def exact_outcome(ctx: Context, backend: str, prune: int | None = None,
                   compiled: Compiled | None = None) -> Outcome:
     """Solve the request with `backend`: exactly, or on the model restricted to each
     job's `prune` best targets (then at best `feasible`, with the aggregated LP bound)."""
-    from solver.levels import LEVELS  # levels build on `solve` and `finish` below
+    from solver.levels import LEVELS, lexicographic  # levels build on `solve` and `finish`
 
     if compiled is None:
         compiled = compile_model(ctx, prune)
@@ -109,6 +110,8 @@ def exact_outcome(ctx: Context, backend: str, prune: int | None = None,
     if ctx.budget.stopped(need=ctx.budget.reserve + 0.05):
         ctx.notes.append("no time left for the exact search after compiling the model")
         return fallback(ctx)
+    if lexicographic_levels(ctx.request):
+        return lexicographic(ctx, backend, compiled)
     levels = LEVELS.get(ctx.request.policy.objective)
     if levels is not None:
         return levels(ctx, backend, compiled)

@@ -352,9 +352,10 @@ class Portfolio:
         """`plan` with its new shared jobs re-packed exactly by GPU patterns
         (solver/share_packing.py) when that ranks better; throughput-like objectives only,
         with at most `REPACK_SHARE` of the budget. Not in deterministic mode: the re-pack
-        is bounded by wall time only."""
+        is bounded by wall time only. Not with quotas: the pattern model does not count
+        usage against the limits."""
         if (self.request.policy.objective not in LP_ROUND_OBJECTIVES
-                or self.budget.deterministic):
+                or self.budget.deterministic or self.request.cluster.quotas):
             return plan
         stop = self.budget.until(cap_s=REPACK_SHARE * self.budget.limit_s)
         if stop - time.monotonic() < 0.05 or self.budget.cancelled():

@@ -183,7 +183,7 @@ class Builder:
         return (job.shape, job.gpus, job.single_node, job.same_domain, mig, job.mig_profile,
                 job.gpu_share, job.gpu_memory_gib, job.cpu_millicores, job.host_memory_gib,
                 job.tenant, vals, job.name if job.elastic is not None else None,
-                required_levels(job), preferred_level(job), job.colocation_class)
+                required_levels(job), preferred_level(job), job.colocation_class, job.priority)
 
     def topology(self) -> Topology:
         """The domains of the cluster's nodes at every topology level (built once)."""

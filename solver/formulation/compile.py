@@ -12,11 +12,12 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from models import Placement, PlanRequest
+from models.rules import lexicographic_levels
 from solver.formulation import constraints as rows
 from solver.formulation import variables as new
 from solver.formulation.builder import Builder
 from solver.formulation.hints import current_state_hints
-from solver.formulation.objective import add_objective
+from solver.formulation.objective import add_level_terms, add_objective
 from solver.formulation.tables import BinPattern, ClassedShare, Compiled, PatternShare
 
 
@@ -42,6 +43,9 @@ def compile_request(request: PlanRequest, objective: str | None = None,
     add_variables(b)
     add_constraints(b)
     add_objective(b)
+    if lexicographic_levels(request):
+        add_level_terms(b)
+        add_quota_limits(b)
     current_state_hints(b)
     b.m.max_vars = None
     return b.c
@@ -118,6 +122,14 @@ def add_capacity(b: Builder, virtual: Mapping[tuple[str, str], list[int]]) -> No
         rows.add_host_cpu(b, node)
     for node in list(b.host_mem):
         rows.add_host_memory(b, node)
+
+
+def add_quota_limits(b: Builder) -> None:
+    """The quota limit rows (contract 5.3 Q1), after every other family: one per tenant
+    and limited key (their usage terms come from `add_level_terms`)."""
+    for tenant, q in b.req.cluster.quotas.items():
+        for model in q.limit:
+            rows.add_quota_limit(b, (tenant, model))
 
 
 def add_symmetry(b: Builder) -> None:

@@ -467,3 +467,16 @@ def add_pattern_order(b: Builder, first: int, second: int,
     for k, pat in enumerate(patterns[second]):
         terms[pat.var] = terms.get(pat.var, 0.0) - 2.0 * k
     b.m.add(terms, lo=0, name=f"pattern_order[{first},{second}]")
+# ------------------------------------------------------------------- quotas (5.3)
+
+
+def add_quota_limit(b: Builder, key: tuple[str, str]) -> None:
+    """quota[k, m]: tenant k's usage on key m (a model or "*", descendants included) stays
+    within its limit, or within what its non-preemptible running jobs already use:
+    S * U[k, m] <= S * max(limit(k, m), fixed(k, m)), S = quota_scale (objective.py)."""
+    tenant, model = key
+    limit = b.req.cluster.quotas[tenant].limit[model]
+    terms = b.c.quota_terms.get(key, {})
+    fixed = sum(coef for var, coef in terms.items() if b.m.lbs[var] >= 1)
+    b.m.add(terms, hi=max(limit * b.c.quota_scale, fixed),
+            name=f"quota[{tenant},{model}]")

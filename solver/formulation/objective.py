@@ -23,12 +23,26 @@ new_pattern_vars), so a shared job earns F times its value in total.
 
 The same sum with throughput values is kept as `Compiled.throughput_terms`, and per
 tenant as `Compiled.tenant_terms` (the fairness objective's shares).
+
+Levels (contract 5.3 / 5.4) are not written into the objective: for a request with quotas
+or several priority classes, `add_level_terms` splits the same coefficients by the class
+of the job each variable belongs to (`class_terms[p]`, `class_const[p]`: the objective
+over class p's jobs, its own costs included; `class_throughput`, `class_tenant_terms` with
+throughput values) and sums the usage of every quota key,
+
+    U[k, m] = sum_{x places a job j of k or of a descendant on a model counted by m}
+              size(j, model(x)) * x,
+
+as `quota_terms` (scaled by `quota_scale`); solver/levels.py solves the levels on them.
 """
 
 from __future__ import annotations
 
-from models.rules import preferred_level, topology_cost
+import math
+
+from models.rules import preferred_level, quota_keys, quota_usage, topology_cost
 from solver.formulation.builder import Builder
+from solver.linear import Terms
 
 #: Resolution of the fairness objective's minimum share.
 FAIRNESS_STEPS = 10_000
@@ -86,3 +100,73 @@ def add_topology_costs(b: Builder) -> None:
     for var, units in use.items():
         b.m.objective[var] = b.m.objective.get(var, 0.0) - cost * units
         b.c.throughput_terms[var] = b.c.throughput_terms.get(var, 0.0) - cost * units
+
+
+def add_level_terms(b: Builder) -> None:
+    """The per-class objective terms and the quota usage terms (module doc). A variable's
+    coefficient belongs to the class of the job it places (a gang's span variables to the
+    gang, contract 5.5); a co-location correction (contract 5.2) is split over the jobs it
+    scales, each part going to that job's class and tenant."""
+    jobs = b.req.jobs
+    c = b.c
+    owner: dict[int, int] = {v: r for r, vs in b.moves.items() for v in vs}
+    for var, (j, _model) in b.earnings.items():
+        if j >= 0:
+            owner[var] = j
+    for j, gang in c.gangs.items():
+        owner.setdefault(gang.new, j)
+        for v in gang.spans.values():
+            owner.setdefault(v, j)
+    thr = c.throughput_terms
+    scaled: dict[int, dict[int, tuple[float, float]]] = {}   # var -> job -> (obj, thr)
+    for var, parts in b.scaled.items():
+        for j, model, scale in parts:
+            value, throughput = b.values(jobs[j], model)
+            o, t = scaled.setdefault(var, {}).get(j, (0.0, 0.0))
+            scaled[var][j] = (o + value * scale, t + throughput * scale)
+    for var, coef in b.m.objective.items():
+        rest_o, rest_t = coef, thr.get(var, 0.0)
+        for j, (o, t) in scaled.get(var, {}).items():
+            p = jobs[j].priority
+            ct, cth = c.class_terms.setdefault(p, {}), c.class_throughput.setdefault(p, {})
+            ct[var], cth[var] = ct.get(var, 0.0) + o, cth.get(var, 0.0) + t
+            rest_o, rest_t = rest_o - o, rest_t - t
+        if var in owner:
+            p = jobs[owner[var]].priority
+            ct, cth = c.class_terms.setdefault(p, {}), c.class_throughput.setdefault(p, {})
+            ct[var], cth[var] = ct.get(var, 0.0) + rest_o, cth.get(var, 0.0) + rest_t
+        elif abs(rest_o) > 1e-12 or abs(rest_t) > 1e-12:
+            raise ValueError(f"objective variable {b.m.names[var]} places no job")
+    for tenant, terms in c.tenant_terms.items():
+        for var, coef in terms.items():
+            rest = coef
+            for j, (_o, t) in scaled.get(var, {}).items():
+                if jobs[j].tenant == tenant:
+                    tt = c.class_tenant_terms.setdefault(jobs[j].priority, {}).setdefault(
+                        tenant, {})
+                    tt[var] = tt.get(var, 0.0) + t
+                    rest -= t
+            if var in owner:
+                tt = c.class_tenant_terms.setdefault(jobs[owner[var]].priority, {}).setdefault(
+                    tenant, {})
+                tt[var] = tt.get(var, 0.0) + rest
+    for p in {j.priority for j in jobs}:
+        c.class_terms.setdefault(p, {})
+        c.class_throughput.setdefault(p, {})
+        c.class_const.setdefault(p, 0.0)
+    for r in b.running:
+        c.class_const[jobs[r].priority] -= b.req.policy.preemption_cost
+    quotas = b.req.cluster.quotas
+    if not quotas:
+        return
+    c.quota_scale = math.lcm(*{b.catalog[mg.model].compute_slices for mg in b.mig_gpus}) \
+        if b.mig_gpus else 1
+    usage: dict[tuple[str, str], Terms] = {(t, k): {} for t, q in quotas.items()
+                                           for k in {*q.guaranteed, *q.limit}}
+    for var, (j, model) in b.earnings.items():
+        if j < 0:
+            continue
+        size = quota_usage(jobs[j], b.catalog[model], b.earn_sizes.get(var)) * c.quota_scale
+        for key in quota_keys(quotas, jobs[j].tenant, model):
+            usage[key][var] = usage[key].get(var, 0.0) + size
+    c.quota_terms = usage

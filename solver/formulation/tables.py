@@ -220,6 +220,19 @@ class Compiled:
     classed: list[ClassedShare] = field(default_factory=list)
     patterns: list[BinPattern] = field(default_factory=list)
     pattern_shares: list[PatternShare] = field(default_factory=list)
+    #: Levels of contract 5.3 / 5.4 (filled only for requests with quotas or several
+    #: priority classes; objective.py: `add_level_terms`): per priority class the
+    #: objective's terms and constant over its own jobs, the same with throughput values,
+    #: and per tenant its throughput value terms (the class's fairness shares).
+    class_terms: dict[int, Terms] = field(default_factory=dict)
+    class_const: dict[int, float] = field(default_factory=dict)
+    class_throughput: dict[int, Terms] = field(default_factory=dict)
+    class_tenant_terms: dict[int, dict[str, Terms]] = field(default_factory=dict)
+    #: (tenant, model or "*") -> usage terms, in units of 1 / quota_scale GPU
+    quota_terms: dict[tuple[str, str], Terms] = field(default_factory=dict)
+    #: usage terms are multiplied by this (the lcm of the MIG models' compute slices), so
+    #: that MIG sizes (k / 7, k / 4) are integers in the rows CP-SAT sees
+    quota_scale: int = 1
 
     def placed_expr(self, job_index: int) -> tuple[Terms, float]:
         """(terms, threshold): the job is placed iff sum(terms) >= threshold."""

@@ -200,6 +200,8 @@ def new_elastic_size_vars(b: Builder, j: int, gang: Gang) -> None:
             z = b.m.new_var(f"z[{job.name},{m},{n}]")
             gang.sizes[(m, n)] = z
             b.earn_size(z, j, m, n)
+
+
 def level_tag(level: str) -> str:
     """The level's part of a variable or row name: none for v1's level "domain" (its
     names stay v1's), `level:` otherwise."""

@@ -22,6 +22,7 @@ from heuristics.result import HeuristicResult
 from models import Plan, PlanRequest
 from models.objective import evaluate
 from solver.build import build_plan
+from solver.level_report import level_stats
 from solver.validate import RULES, Violation, recompute_objective, validate_plan
 from tests.foundation.helpers import (
     EXAMPLES,
@@ -36,7 +37,8 @@ from tests.foundation.helpers import (
 
 FIXTURE = re.compile(r"^(?P<stem>[\w-]+?)\.(?P<kind>valid|invalid-(?P<rule>[a-z_]+))(-[\w-]+)?$")
 EXPECTED_RULES = ("accounting", "eligibility", "whole_gpu", "elastic", "mig", "shared",
-                  "host_resources", "running", "topology", "objective", "interference")
+                  "host_resources", "running", "topology", "objective", "interference",
+                  "quota", "priority", "levels")
 
 
 def _fixtures() -> list[Path]:
@@ -99,7 +101,7 @@ def test_every_rule_has_an_invalid_fixture() -> None:
     covered = {_parse(p)[1] for p in _fixtures()}
     assert set(EXPECTED_RULES) <= covered
     stems = {_parse(p)[0] for p in _fixtures() if _parse(p)[1] is None}
-    assert {"small-mixed", "mig-puzzle"} <= stems
+    assert {"small-mixed", "mig-puzzle", "quotas-priority"} <= stems
 
 
 @pytest.mark.parametrize("path", _fixtures(), ids=lambda p: p.name)
@@ -561,6 +563,54 @@ def loss_counts_gains(req: dict[str, Any], plan: dict[str, Any]) -> None:
 @case("objective", "colocation.valid")
 def value_without_factors(req: dict[str, Any], plan: dict[str, Any]) -> None:
     plan["objective_value"] = plan["stats"]["throughput"] + plan["stats"]["interference_loss"]
+# quota, priority, levels (contract 5.3 / 5.4)
+def restat(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    """Recompute the plan's running lists, objective and level stats after a mutation."""
+    request = as_request(req)
+    placements = {a["job"]: as_plan(plan).assignments[i].placements
+                  for i, a in enumerate(plan["assignments"])}
+    ev = evaluate(request, placements)
+    plan["preempted"], plan["migrated"] = list(ev.preempted), list(ev.migrated)
+    plan["stats"].update(level_stats(request, placements))
+    repriced(req, plan)
+
+
+def replace(plan: dict[str, Any], job: str, placements: list[dict[str, Any]] | None) -> None:
+    plan["assignments"] = [a for a in plan["assignments"] if a["job"] != job]
+    plan["unplaced"] = [u for u in plan["unplaced"] if u["job"] != job]
+    if placements:
+        plan["assignments"].append({"job": job, "placements": placements})
+    else:
+        plan["unplaced"].append({"job": job, "reason": "preempted", "detail": ""})
+
+
+@case("quota", "quotas-priority.valid")
+def limit_below_usage(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    req["cluster"]["quotas"]["research"]["limit"]["*"] = 2.5
+    plan["stats"]["quota"]["research"]["*"]["limit"] = 2.5
+
+
+@case("quota", "quotas-priority.valid")
+def parent_limit_counts_children(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    req["cluster"]["quotas"]["org"]["limit"]["*"] = 6.5
+    plan["stats"]["quota"]["org"]["*"]["limit"] = 6.5
+
+
+@case("priority", "quotas-priority.valid")
+def lower_class_takes_a_higher_ones_gpu(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    replace(plan, "research-sweep", None)
+    replace(plan, "batch-render-1", [{"node": "a100-node", "gpu": 0}])
+    restat(req, plan)
+
+
+@case("levels", "quotas-priority.valid")
+def quota_usage_misreported(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    plan["stats"]["quota"]["research"]["*"]["usage"] = 2.0
+
+
+@case("levels", "quotas-priority.valid")
+def levels_missing(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    del plan["stats"]["levels"]
 
 
 @pytest.mark.parametrize(("name", "rule", "base", "mutate"), CASES, ids=[c[0] for c in CASES])
@@ -784,3 +834,26 @@ def test_validator_never_raises(assignments: list[dict[str, Any]],
     violations = validate_plan(SMALL_MIXED, plan)
     assert all(isinstance(v, Violation) and v.rule in RULES for v in violations)
     assert all(v.message for v in violations)
+
+
+def test_non_preemptible_running_job_over_its_limit_is_kept() -> None:
+    req = request_dict("quotas-priority")
+    etl = job_of(req, "batch-etl")
+    etl["preemptible"] = False
+    etl["gpus"] = 1
+    req["cluster"]["quotas"]["batch"]["limit"]["*"] = 0.5
+    plan = plan_dict("quotas-priority.valid")
+    replace(plan, "research-train-2", None)
+    replace(plan, "batch-etl", list(etl["current"]))
+    restat(req, plan)
+    assert check(req, plan) == []  # Q1 holds: the excess is grandfathered
+    replace(plan, "batch-render-1", [{"node": "a100-node", "gpu": 2}])
+    restat(req, plan)
+    assert "quota" in rules_of(check(req, plan))
+
+
+def test_reclaim_by_a_guarantee_is_not_a_priority_violation() -> None:
+    # prod (class 100) reclaims research-train-1's GPUs in the valid plan; if prod had no
+    # guarantee and the lower class took them, the rule would fire
+    req, plan = request_dict("quotas-priority"), plan_dict("quotas-priority.valid")
+    assert "research-train-1" in plan["preempted"] and check(req, plan) == []

@@ -13,6 +13,13 @@ without one a domain of its own; a listed level: the node's domains from the wid
 down to it), and `evaluate` charges the preferred level's costs.
 Co-location interference (contract 5.2) is derived here from the contract's words
 (`_contract_factors`) and checked against the shared evaluator on every candidate plan.
+Quotas and priority classes (contract 5.3 / 5.4) are read from the contract here: usage of
+a tenant on a key is the size of its and its descendants' placed jobs on that model (or
+on any, for "*"); a plan breaking a limit (beyond what non-preemptible running jobs kept
+in place use) is infeasible; plans rank by the guaranteed usage served, then by each class
+from the highest down (the policy objective over the class's jobs, as `evaluate` defines
+it on a request holding only them; priority_fifo and fairness by their own order within
+the class), then as without levels.
 """
 
 from __future__ import annotations
@@ -31,8 +38,8 @@ from models import (
     mig_profiles_for,
     model_eligible,
 )
-from models.objective import evaluate, same_placement
-from models.rules import job_value, priority_key
+from models.objective import evaluate, same_placement, topology_costs
+from models.rules import job_size, job_value, priority_key
 
 
 def _sizes(job: Job) -> list[int]:
@@ -208,14 +215,76 @@ def _check_throughput(req: PlanRequest, chosen: dict[str, list[Placement]],
     cat = req.cluster.catalog()
     models = {(n.name, g.index): g.model for n in req.cluster.nodes for g in n.gpus}
     factors = _contract_factors(req, chosen)
-    want = sum(job_value(j, models[(chosen[j.name][0].node, chosen[j.name][0].gpu)], cat)
+    want = sum(job_value(j, models[(chosen[j.name][0].node, chosen[j.name][0].gpu)], cat,
+                         len(chosen[j.name]) if j.elastic is not None else None)
                * factors.get(j.name, 1.0) for j in req.jobs if j.name in chosen)
+    want -= topology_costs(req, chosen)  # contract 5.5's costs, charged as evaluate does
     pol = req.policy
     moved = sum(1 for j in req.jobs if j.current and j.name in chosen
                 and not same_placement(chosen[j.name], j.current))
     stopped = sum(1 for j in req.jobs if j.current and j.name not in chosen)
     want -= pol.migration_cost * moved + pol.preemption_cost * stopped
     assert abs(want - throughput) <= 1e-9 * max(1.0, abs(want)), (want, throughput)
+
+
+def _usage(req: PlanRequest, chosen: dict[str, list[Placement]],
+           only: set[str] | None = None) -> dict[tuple[str, str], float]:
+    """Usage per (tenant, key) of the chosen jobs (of `only`, when given)."""
+    quotas = req.cluster.quotas
+    cat = req.cluster.catalog()
+    models = {(n.name, g.index): g.model for n in req.cluster.nodes for g in n.gpus}
+    out: dict[tuple[str, str], float] = {}
+    for job in req.jobs:
+        pls = chosen.get(job.name)
+        if not pls or (only is not None and job.name not in only):
+            continue
+        model = models[(pls[0].node, pls[0].gpu)]
+        # contract 5.3: an elastic gang uses the n GPUs it got
+        size = float(len(pls)) if job.elastic is not None else job_size(job, cat[model])
+        tenant: str | None = job.tenant
+        while tenant is not None and tenant in quotas:
+            for key in (model, "*"):
+                out[(tenant, key)] = out.get((tenant, key), 0.0) + size
+            tenant = quotas[tenant].parent
+    return out
+
+
+def _within_limits(req: PlanRequest, chosen: dict[str, list[Placement]]) -> bool:
+    """Q1: no usage over its limit, beyond what kept non-preemptible running jobs use."""
+    quotas = req.cluster.quotas
+    if not quotas:
+        return True
+    usage = _usage(req, chosen)
+    fixed = _usage(req, chosen, {j.name for j in req.jobs if j.current and not j.preemptible})
+    return all(usage.get((t, k), 0.0) <= max(lim, fixed.get((t, k), 0.0)) + 1e-9
+               for t, q in quotas.items() for k, lim in q.limit.items())
+
+
+def levels_key(req: PlanRequest, chosen: dict[str, list[Placement]]) -> tuple[float, ...]:
+    """The lexicographic levels of contract 5.3 / 5.4 (empty without them)."""
+    classes = sorted({j.priority for j in req.jobs}, reverse=True)
+    if not req.cluster.quotas and len(classes) < 2:
+        return ()
+    key: list[float] = []
+    if req.cluster.quotas:
+        usage = _usage(req, chosen)
+        key.append(round(sum(min(usage.get((t, k), 0.0), g) for t, q in
+                             req.cluster.quotas.items() for k, g in q.guaranteed.items()), 9))
+    # a job's co-location factor counts its co-residents of every class (contract 5.2)
+    factors = _contract_factors(req, chosen) if req.interference else None
+    for p in classes:
+        jobs = [j for j in req.jobs if j.priority == p]
+        sub = req.model_copy(update={"jobs": jobs})
+        ev = evaluate(sub, {j.name: chosen[j.name] for j in jobs if j.name in chosen},
+                      factors=factors)
+        if req.policy.objective == "priority_fifo":
+            key += [1.0 if j.name in chosen else 0.0 for j in sorted(jobs, key=priority_key)]
+            key.append(round(ev.throughput, 9))
+        elif req.policy.objective == "fairness":
+            key += [round(ev.objective_value, 9), round(ev.throughput, 9)]
+        else:
+            key.append(round(ev.objective_value, 9))
+    return tuple(key)
 
 
 def brute_force(req: PlanRequest) -> tuple[float, dict[str, list[Placement]]] | None:
@@ -225,6 +294,9 @@ def brute_force(req: PlanRequest) -> tuple[float, dict[str, list[Placement]]] | 
     best_key: tuple[float, ...] | None = None
     best: tuple[float, dict[str, list[Placement]]] | None = None
     for chosen in _plans(req):
+        if not _within_limits(req, chosen):
+            continue
+        levels = levels_key(req, chosen)
         ev = evaluate(req, chosen)
         if req.interference:
             _check_throughput(req, chosen, ev.throughput)
@@ -234,6 +306,7 @@ def brute_force(req: PlanRequest) -> tuple[float, dict[str, list[Placement]]] | 
             key = (*(1.0 if j.name in chosen else 0.0 for j in order), ev.throughput)
         else:
             key = (ev.objective_value,)
+        key = (*levels, *key)
         if best_key is None or key > best_key:
             best_key, best = key, (ev.objective_value, chosen)
     return best

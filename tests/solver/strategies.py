@@ -18,6 +18,7 @@ import random
 from typing import Any
 
 from models import BUILTIN_CATALOG, PlanRequest, valid_layouts
+from models.reasons import static_reasons
 
 WHOLE_MODELS = ["V100-32GB", "A100-SXM4-40GB", "H100-SXM5-80GB", "T4-16GB"]
 MIG_MODELS = ["A100-SXM4-40GB", "A30-24GB", "H100-SXM5-80GB"]
@@ -161,7 +162,8 @@ gangs; a few more small nodes; MIG GPUs no job holds mostly become whole ones.""
                 g["model"] = same  # gangs spanning nodes need one model
     names = [*levels, "host", "domain"]
     for job in jobs:
-        if "gpus" in job and "current" not in job and rng.random() < 0.5:
+        if "gpus" in job and "current" not in job and "elastic" not in job \
+                and rng.random() < 0.5:
             job["gpus"] = rng.choice([2, 2, 3, 4])  # more gangs that may span nodes
         if "gpus" in job and same is not None and job.get("throughput"):
             job["throughput"].setdefault(same, round(rng.uniform(0.5, 2.0), 2))
@@ -237,3 +239,69 @@ def _current(rng: random.Random, job: dict[str, Any], nodes: list[dict[str, Any]
                 mig_used.add(key)
                 return [{"node": node["name"], "gpu": g["index"], "mig": dict(inst)}]
     return None
+
+
+LEVEL_OBJECTIVES = ["throughput", "throughput", "jct", "makespan", "priority_fifo"]
+
+
+def random_levels_request(rng: random.Random, *, objective: str | None = None,
+                          solver: str = "cp_sat", **kw: Any) -> PlanRequest:
+    """A random tiny request (as `random_request`) with quotas (a parent `org` over some
+    tenants, guarantees and limits on "*" and on models) and two or three priority classes
+    (contract 5.3 / 5.4)."""
+    req = random_request(rng, objective=objective or rng.choice(LEVEL_OBJECTIVES),
+                         solver=solver, **kw)
+    while len(req.jobs) < 3:  # levels need contention
+        req = random_request(rng, objective=req.policy.objective, solver=solver, **kw)
+    data = req.model_dump(mode="json", exclude_unset=True)
+    data["policy"]["objective"] = req.policy.objective
+    stuck = static_reasons(req)
+    for job in data["jobs"]:
+        if job["name"] in stuck and not job.get("current"):
+            # a job nothing could host makes no contention: a plain whole or shared one
+            for k in ("gpus", "mig", "mig_profile", "gpu_share", "throughput",
+                      "allowed_models", "gpu_memory_gib", "single_node", "same_domain",
+                      "cpu_millicores", "host_memory_gib", "elastic", "topology",
+                      "colocation_class"):
+                job.pop(k, None)
+            if rng.random() < 0.7:
+                job["gpus"] = rng.choice([1, 1, 2])
+            else:
+                job["gpu_share"] = rng.choice([0.3, 0.5, 0.6])
+    classes = sorted(rng.sample([0, 1, 5, 9], rng.choice([2, 3])))
+    inverse = rng.random() < 0.5  # light jobs in high classes: the classes then decide
+    for job in data["jobs"]:
+        job["priority"] = rng.choice(classes)
+        if inverse and job.get("weight", 1.0) <= 1.0:
+            job["priority"] = classes[-1]
+        if rng.random() < 0.5:
+            job.pop("throughput", None)  # eligible on more models: more contention
+    models = sorted({g["model"] for n in data["cluster"]["nodes"] for g in n["gpus"]})
+    amounts = [0.0, 0.5, 1.0, 1.0, 2.0, 3.0]
+    quotas: dict[str, Any] = {}
+    if rng.random() < 0.85:
+        org_g = rng.choice([1.0, 2.0, 3.0, 4.0])
+        quotas["org"] = {"guaranteed": {"*": org_g}}
+        if rng.random() < 0.6:
+            quotas["org"]["limit"] = {"*": org_g + rng.choice([0.0, 0.5, 1.0])}
+        left = org_g
+        for t in rng.sample(["a", "b", "c"], rng.randint(1, 3)):
+            q: dict[str, Any] = {"guaranteed": {}, "limit": {}}
+            if rng.random() < 0.7:
+                q["parent"] = "org"
+                g = min(left, rng.choice(amounts))
+                left -= g
+            else:
+                g = rng.choice(amounts)
+            if g > 0:
+                q["guaranteed"]["*"] = g
+            if rng.random() < 0.8:
+                q["limit"]["*"] = g + rng.choice([0.0, 0.5, 1.0])
+            if rng.random() < 0.3:
+                m = rng.choice(models)
+                q["limit"][m] = rng.choice([0.0, 1.0, 2.0])
+                if q.get("parent") is None and rng.random() < 0.5:
+                    q["guaranteed"][m] = min(q["limit"][m], rng.choice(amounts))
+            quotas[t] = q
+    data["cluster"]["quotas"] = quotas
+    return PlanRequest.model_validate(data)
