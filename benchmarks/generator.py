@@ -33,7 +33,8 @@ for single-node gangs; 64 otherwise), the powers of two in it (and g) as allowed
 and an Amdahl-style curve speedup(n) = n / (1 + c (n - 1)) with the communication share c
 uniform in [0.02, 0.2] (concave, as the Pollux measurements in /work/shared/data/pollux
 are: 2x the GPUs rarely gives 2x the throughput). A running elastic job's nominal size is
-the size it runs at.
+the size it runs at (its host request scaled with it).
+
 With `topology` (level names, widest first, e.g. `("zone", "block", "rack")`), the cluster
 gets those topology levels (contract 5.5): the narrowest groups the nodes of one rack (16
 nodes, the v1 domain), each wider level groups 4 domains of the next narrower one; about
@@ -280,8 +281,15 @@ def _make_running(request: PlanRequest, rng: random.Random) -> None:
         if not pl:
             continue
         job.current = [p.model_copy() for p in pl]
-        if job.elastic is not None:
-            job.gpus = len(pl)  # a running elastic gang's nominal size is its size now
+        if job.elastic is not None and job.gpus and len(pl) != job.gpus:
+            # a running elastic gang's nominal size is its size now; its host request
+            # keeps its rate per GPU
+            scale = len(pl) / job.gpus
+            job.gpus = len(pl)
+            if job.cpu_millicores is not None:
+                job.cpu_millicores *= scale
+            if job.host_memory_gib is not None:
+                job.host_memory_gib *= scale
         job.preemptible = rng.random() >= 0.1
         for p in pl:
             if p.mig is not None:

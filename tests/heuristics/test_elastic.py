@@ -4,6 +4,7 @@ the bound above the exact optimum and every heuristic plan."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from typing import Any
@@ -101,3 +102,23 @@ def test_bound_dominates_exact_and_heuristics_with_elastic_gangs(seed: int) -> N
         if req.policy.objective != "priority_fifo":  # lexicographic on the order first
             assert other.objective_value <= exact.objective_value + 1e-6 * max(
                 1.0, abs(exact.objective_value))
+
+
+def test_generator_makes_a_fraction_of_whole_gpu_jobs_elastic() -> None:
+    from benchmarks.generator import generate_custom
+    from models.rules import allowed_sizes, speedup
+    from solver.reasons import hard_conflicts
+
+    plain = generate_custom(256, 375, seed=4)
+    req = generate_custom(256, 375, seed=4, elastic=0.3)
+    whole = [j for j in req.jobs if j.gpus is not None]
+    elastic = [j for j in whole if j.elastic is not None]
+    assert not any(j.elastic for j in plain.jobs)
+    assert 0.2 * len(whole) <= len(elastic) <= 0.4 * len(whole)
+    assert hard_conflicts(req) == []  # resized running gangs keep a consistent state
+    for job in elastic:
+        sizes = allowed_sizes(job)
+        assert job.gpus in sizes
+        # concave: the speedup per GPU never grows with the size
+        per_gpu = [speedup(job, n) / n for n in sizes]
+        assert all(a >= b - 1e-9 for a, b in itertools.pairwise(per_gpu))

@@ -11,11 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from heuristics.greedy import plan_greedy
 from models import PlanRequest
+from models.objective import evaluate
 from solver import plan
+from solver.build import build_plan
+from solver.formulation import compile_request, decode, encode_hints
 from solver.validate import validate_plan
 from tests.solver.brute import brute_force
 from tests.solver.strategies import random_request
+from tests.solver.test_formulation import NO_PRUNE_NO_SYMMETRY, _objective, _violations
 
 EXACT = ["cp_sat", "milp"]
 A100 = "A100-SXM4-80GB"
@@ -154,3 +159,30 @@ def test_cp_sat_and_milp_agree_with_elastic_gangs(seed: int) -> None:
     assert values["cp_sat"][0] == values["milp"][0]
     tol = 1.5e-4 if req.policy.objective == "fairness" else 1e-6
     assert values["cp_sat"][1] == pytest.approx(values["milp"][1], abs=tol, rel=1e-9)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9),
+       st.sampled_from(["throughput", "jct", "makespan"]))
+def test_elastic_plan_encoded_is_feasible_and_decodes_to_its_objective(
+        seed: int, objective: str) -> None:
+    # the hint encoder sets the size variables z[j, m, n] (and a single-node elastic
+    # gang's node variable): a greedy plan with resized gangs is a feasible point of the
+    # model with its own objective, and decodes back to it
+    req = random_request(random.Random(seed), max_gpus=8, max_jobs=8, max_nodes=3,
+                         objective=objective, elastic=0.8)
+    start = plan_greedy(req)
+    if any(j.current and not j.preemptible and j.name not in start.placements
+           for j in req.jobs):
+        return  # the drawn running state breaks a hard rule (host capacity): no plan is
+        # feasible, so no hint can be
+    c = compile_request(req, prune=NO_PRUNE_NO_SYMMETRY)
+    hints = encode_hints(c, start.placements)
+    x = [hints[v] for v in range(c.model.num_vars)]
+    assert _violations(c.model, x) == []
+    want = evaluate(req, start.placements).objective_value
+    assert _objective(c.model, x) == pytest.approx(want, abs=1e-6)
+    result = build_plan(req, decode(c, x), status="feasible", solver="test")
+    assert validate_plan(req, result) == []
+    assert result.objective_value == pytest.approx(want, abs=1e-6)
