@@ -1,4 +1,5 @@
-"""Async solve records and the service that runs them, on SQLite or PostgreSQL.
+"""Async solve records, planning sessions and the service that runs solves, on SQLite or
+PostgreSQL.
 
 `open_store(url)` picks the backend from the URL (`sqlite:///path` or `postgresql://...`)
 and migrates its schema; `SolveService` runs solves on the worker pool and writes every
@@ -13,6 +14,8 @@ from pathlib import Path
 from api.store.base import (
     LIVE_STATES,
     SchemaTooNew,
+    SessionHead,
+    SessionRecord,
     SolveRecord,
     SolveStore,
     StoreError,
@@ -24,6 +27,8 @@ __all__ = [
     "FAILURE_STATUSES",
     "LIVE_STATES",
     "SchemaTooNew",
+    "SessionHead",
+    "SessionRecord",
     "SolveRecord",
     "SolveService",
     "SolveStore",
