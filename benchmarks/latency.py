@@ -333,10 +333,10 @@ def latency_command(
         stack.enter_context(contended(contend))
         url = None
         if http and size_list:
-            url = stack.enter_context(local_server(1, 2, settings={
-                "max_time_limit_s": str(max(limits) + 1), "max_nodes": "100000",
-                "max_gpus": "100000", "max_jobs": "100000",
-                "max_body_bytes": str(512 * 2**20), "kill_grace_s": "120"}))
+            url = stack.enter_context(local_server(
+                workers=1, queue_size=2, max_time_limit_s=max(limits) + 1, max_nodes=100000,
+                max_gpus=100000, max_jobs=100000, max_body_bytes=512 * 2**20,
+                kill_grace_s=120)).url
         for size, limit in zip(size_list, limits, strict=True):
             rows.append(measure_plan(size, limit, seed, repeats, url))
             typer.echo(format_plans(rows[-1:]).splitlines()[-1], err=True)
