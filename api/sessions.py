@@ -37,7 +37,13 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.errors import NotFound, ServiceError
-from api.store import SessionHead, SessionRecord, SolveService, SolveStore
+from api.store import (
+    SessionHead,
+    SessionRecord,
+    SolveService,
+    SolveStore,
+    expire_periodically,
+)
 from models import Plan, PlanRequest
 from models.events import Event
 from solver.session import EventError, PlanningSession
@@ -230,13 +236,7 @@ class SessionService:
             log.info("expired %d planning sessions", n)
 
     async def _expire_loop(self) -> None:
-        period = min(self.settings.ttl_s, 60.0)
-        while True:
-            await asyncio.sleep(period)
-            try:
-                await self._expire_once()
-            except Exception:  # the database may be away for a while; try again later
-                log.warning("could not expire old sessions", exc_info=True)
+        await expire_periodically(self.settings.ttl_s, self._expire_once, "old sessions")
 
 
 def _same(live: LiveSession, head: SessionHead) -> bool:

@@ -19,9 +19,8 @@ from api.store.base import (
     SolveRecord,
     SolveStore,
     StoreError,
-    request_hash,
 )
-from api.store.service import FAILURE_STATUSES, SolveService
+from api.store.service import FAILURE_STATUSES, SolveService, expire_periodically
 
 __all__ = [
     "FAILURE_STATUSES",
@@ -33,8 +32,8 @@ __all__ = [
     "SolveService",
     "SolveStore",
     "StoreError",
+    "expire_periodically",
     "open_store",
-    "request_hash",
 ]
 
 

@@ -23,7 +23,6 @@ Every method is blocking; async code calls them through `run`.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -91,11 +90,6 @@ class SessionRecord:
         return SessionHead(self.id, self.created_at, self.updated_at, self.version)
 
 
-def request_hash(request: PlanRequest) -> str:
-    """SHA-256 of the request's canonical JSON."""
-    return hashlib.sha256(request.model_dump_json().encode()).hexdigest()
-
-
 class SolveStore(Protocol):
     """What the solve and session services need of a database (SQLite or PostgreSQL)."""
 
@@ -118,8 +112,8 @@ class SolveStore(Protocol):
         """Insert or move a record forward (renewing its lease while it is live); False
         when the stored record is already further along (finished records never change)."""
 
-    def put_request(self, solve_id: str, request: PlanRequest) -> None:
-        """Keep the request a solve answers (the plan view draws its cluster)."""
+    def put_request(self, solve_id: str, request_json: str) -> None:
+        """Keep the request a solve answers, as JSON (the plan view draws its cluster)."""
 
     def get_request(self, solve_id: str) -> PlanRequest | None:
         """The request of a solve, or None."""

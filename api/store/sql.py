@@ -188,10 +188,10 @@ class SqlStore(ABC):
              rec.started_at, rec.finished_at, rec.plan_json, rec.error, rec.owner))
         return n > 0
 
-    def put_request(self, solve_id: str, request: PlanRequest) -> None:
-        """Keep the request a solve answers (written once)."""
+    def put_request(self, solve_id: str, request_json: str) -> None:
+        """Keep the request a solve answers, as JSON (written once)."""
         self._run("INSERT INTO solve_requests (id, request) VALUES (?, ?) "
-                  "ON CONFLICT (id) DO NOTHING", (solve_id, request.model_dump_json()))
+                  "ON CONFLICT (id) DO NOTHING", (solve_id, request_json))
 
     def get_request(self, solve_id: str) -> PlanRequest | None:
         """The request of a solve, or None."""

@@ -17,6 +17,7 @@ from tests.api.conftest import Server, wait_for
 from tests.api.store.conftest import PgServer
 from tests.api.store.test_replicas import replica
 from tests.api.test_service import tiny
+from tests.api.test_sessions import _state
 
 TTL_S = 20.0
 
@@ -39,13 +40,6 @@ def _open(c: httpx.Client, *jobs: str) -> str:
     assert r.status_code == 201, r.text
     sid: str = r.json()["id"]
     return sid
-
-
-def _state(c: httpx.Client, sid: str) -> dict[str, Any]:
-    r = c.get(f"/v1/sessions/{sid}")
-    assert r.status_code == 200, r.text
-    out: dict[str, Any] = r.json()
-    return out
 
 
 def _submit(name: str) -> dict[str, Any]:
