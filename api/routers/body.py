@@ -57,7 +57,7 @@ def unparsed_body_errors(adapter: TypeAdapter[Any], body: bytes) -> RequestValid
         return RequestValidationError([{"type": "missing", "loc": ("body",),
                                         "msg": "Field required", "input": None}])
     try:
-        adapter.validate_python(body)
+        adapter.validate_python(body, from_attributes=True)  # as FastAPI validates
     except ValidationError as e:
         return RequestValidationError([{**err, "loc": ("body", *err["loc"])}
                                        for err in e.errors(include_url=False)])

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Body, Depends, FastAPI, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.errors import Unavailable, error_responses
+from api.routers.body import ThreadedBodyRoute
 from api.routers.deps import ServiceDep, SettingsDep, check_limits
 from api.routers.plans import PlanRequestBody
 from api.sessions import LiveSession, SessionService, SessionSettings
@@ -42,7 +43,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await service.stop()
 
 
-router = APIRouter(prefix="/sessions", tags=["sessions"], lifespan=_lifespan)
+# Bodies are parsed strictly and off the event loop, as on every other /v1 route.
+router = APIRouter(prefix="/sessions", tags=["sessions"], lifespan=_lifespan,
+                   route_class=ThreadedBodyRoute)
 
 
 def get_sessions(request: Request) -> SessionService:

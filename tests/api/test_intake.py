@@ -13,6 +13,7 @@ import signal
 import pytest
 
 from api.intake import PreparedRequest, cap_request, prepare_body
+from api.robustness import http_corpus
 from api.settings import Settings
 from benchmarks.generator import generate
 from models import PlanRequest
@@ -68,3 +69,33 @@ def test_a_killed_intake_process_is_replaced(fake_server: Server) -> None:
             ["body", "jobs", 0, "gpus"]
         assert len(fake_server.intake_pids()) == 1
         assert not set(fake_server.intake_pids()) & set(pids)
+
+
+def _bad_bodies() -> list[tuple[str, bytes, dict[str, str]]]:
+    """The robustness corpus's PlanRequest bodies, and bodies FastAPI itself refuses."""
+    js = {"Content-Type": "application/json"}
+    out = [(c.name, c.body, {"Content-Type": c.content_type}) for c in http_corpus()
+           if c.path in ("/v1/plans", "/v1/solves")]
+    good = json.dumps(tiny()).encode()
+    return [*out,
+            ("empty", b"", js), ("empty, no type", b"", {}), ("text/plain", good,
+                                                               {"Content-Type": "text/plain"}),
+            ("form", b"a=1", {"Content-Type": "application/x-www-form-urlencoded"}),
+            ("no content type", good, {}), ("null", b"null", js), ("list", b"[]", js),
+            ("number", b"123", js), ("malformed", b'{"cluster": [1,', js),
+            ("extra field", json.dumps({**tiny(), "zzz": 1}).encode(), js),
+            ("over max_jobs", json.dumps(tiny(*(f"j{i}" for i in range(11)))).encode(), js),
+            ("duplicate job", json.dumps(tiny("a", "a")).encode(), js)]
+
+
+def test_the_intake_answers_the_same_422_as_an_in_process_parse(fake_server: Server) -> None:
+    """`POST /v1/sessions` parses the same PlanRequest in the API process (api/routers/
+    body.py): every bad body gets the very same answer from the intake of /v1/plans and
+    /v1/solves."""
+    with fake_server.client() as c:
+        for name, body, headers in _bad_bodies():
+            ref = c.post("/v1/sessions", content=body, headers=headers)
+            assert ref.status_code in (413, 422), (name, ref.text)
+            for path in ("/v1/plans", "/v1/solves"):
+                r = c.post(path, content=body, headers=headers)
+                assert (r.status_code, r.json()) == (ref.status_code, ref.json()), (name, path)
