@@ -23,6 +23,8 @@ bytes are unpickled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import hashlib
 import logging
 import multiprocessing as mp
@@ -119,13 +121,26 @@ def prepare_body(body: bytes, settings: Settings, record: bool) -> PreparedReque
     return prepare_request(request, settings, record)
 
 
+#: The name an intake process gives itself (Linux `comm`: `ps`, `/proc/PID/comm`).
+PROCESS_NAME = b"gpuplan-intake"
+_PR_SET_NAME = 15
+
+
+def _name_process() -> None:
+    """Initializer of an intake process: name it `PROCESS_NAME`, so that operators (and
+    the tests) can tell it from the solver workers, forked from the same forkserver.
+    Linux only; elsewhere the name stays."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(_PR_SET_NAME, PROCESS_NAME, 0, 0, 0)
+
+
 def _warm() -> None:
     """Nothing: submitted once at start so that the process exists before the first body."""
 
 
 class Intake:
-    """`size` intake processes, started with `spawn`: children of the API process, apart
-    from the solver pool's forkserver and its workers (whose kill does not touch them)."""
+    """`size` intake processes, forked from the solver pool's forkserver (which has
+    imported this module) like the solver workers; they name themselves `PROCESS_NAME`."""
 
     def __init__(self, settings: Settings, size: int) -> None:
         self.settings = settings
@@ -133,7 +148,9 @@ class Intake:
         self._executor: ProcessPoolExecutor | None = None
 
     def _new_executor(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.size, mp_context=mp.get_context("spawn"))
+        return ProcessPoolExecutor(max_workers=self.size,
+                                   mp_context=mp.get_context("forkserver"),
+                                   initializer=_name_process)
 
     async def start(self) -> None:
         """Start the processes and wait until each has imported the validators."""

@@ -249,7 +249,7 @@ class SolverPool:
 
     async def start(self) -> None:
         """Start the forkserver and every worker; returns when all are up."""
-        self._ctx.set_forkserver_preload(["models", "solver", "api.pool"])
+        self._ctx.set_forkserver_preload(["models", "solver", "api.pool", "api.intake"])
         loop = asyncio.get_running_loop()
         workers = [_Worker(self._ctx, self.planner, self.nice, loop) for _ in range(self.size)]
         for w in workers:

@@ -184,12 +184,15 @@ class LocalServer:
 
     def worker_pids(self) -> list[int]:
         """PIDs of the solver workers (grandchildren through the forkserver)."""
-        return [g for k in _children(self.proc.pid) for g in _children(k)
-                if "forkserver" in _cmdline(g)]
+        return [g for g in self._forked() if _comm(g) != INTAKE_NAME]
 
     def intake_pids(self) -> list[int]:
-        """PIDs of the request intake processes (children started with `spawn`)."""
-        return [k for k in _children(self.proc.pid) if "spawn_main" in _cmdline(k)]
+        """PIDs of the request intake processes (forked there too, named apart)."""
+        return [g for g in self._forked() if _comm(g) == INTAKE_NAME]
+
+    def _forked(self) -> list[int]:
+        return [g for k in _children(self.proc.pid) for g in _children(k)
+                if "forkserver" in _cmdline(g)]
 
     def log(self, chars: int = 3000) -> str:
         """The end of the server's output."""
@@ -283,6 +286,17 @@ def _children(pid: int) -> list[int]:
         if fields[0] != "Z" and int(fields[1]) == pid:
             out.append(int(entry))
     return out
+
+
+#: What the service's intake processes call themselves (api/intake.py: PROCESS_NAME).
+INTAKE_NAME = "gpuplan-intake"
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _cmdline(pid: int) -> str:

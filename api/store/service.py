@@ -85,7 +85,8 @@ class SolveService:
         expiry loops."""
         await self._reap_once()
         await self._expire_once()
-        await asyncio.gather(self.pool.start(), self.intake.start())
+        await self.pool.start()  # first: it starts the forkserver the intake forks from
+        await self.intake.start()
         self._background = [asyncio.create_task(self._expire_loop()),
                             asyncio.create_task(self._lease_loop())]
         log.info("replica %s uses store %s (lease %g s)", self.replica_id,
