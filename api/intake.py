@@ -28,10 +28,13 @@ import ctypes
 import hashlib
 import logging
 import multiprocessing as mp
+import os
 import pickle
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
@@ -126,12 +129,23 @@ PROCESS_NAME = b"gpuplan-intake"
 _PR_SET_NAME = 15
 
 
-def _name_process() -> None:
-    """Initializer of an intake process: name it `PROCESS_NAME`, so that operators (and
-    the tests) can tell it from the solver workers, forked from the same forkserver.
-    Linux only; elsewhere the name stays."""
+def _init_process() -> None:
+    """Initializer of an intake process: exit as soon as the API process is gone (a
+    process pool's workers would otherwise wait for work forever), and take the name
+    `PROCESS_NAME`, so that operators (and the tests) can tell it from the solver workers
+    forked from the same forkserver (Linux only; elsewhere the name stays)."""
+    parent = mp.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True,
+                         name="gpuplan-intake-lifeline").start()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(_PR_SET_NAME, PROCESS_NAME, 0, 0, 0)
+
+
+def _exit_with(sentinel: int) -> None:
+    """Wait until the API process ends (its sentinel turns readable), then exit."""
+    wait([sentinel])
+    os._exit(1)
 
 
 def _warm() -> None:
@@ -150,7 +164,7 @@ class Intake:
     def _new_executor(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=self.size,
                                    mp_context=mp.get_context("forkserver"),
-                                   initializer=_name_process)
+                                   initializer=_init_process)
 
     async def start(self) -> None:
         """Start the processes and wait until each has imported the validators."""

@@ -9,6 +9,7 @@ import json
 import os
 import pickle
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,21 @@ def test_the_intake_answers_the_same_422_as_an_in_process_parse(fake_server: Ser
             for path in ("/v1/plans", "/v1/solves"):
                 r = c.post(path, content=body, headers=headers)
                 assert (r.status_code, r.json()) == (ref.status_code, ref.json()), (name, path)
+
+
+def test_intake_processes_end_with_a_killed_server(tmp_path: Path) -> None:
+    server = Server(tmp_path, workers=1).start()
+    try:
+        intake = server.intake_pids()
+        assert len(intake) == 1
+    finally:
+        server.stop(signal.SIGKILL)
+    wait_for(lambda: not Path(f"/proc/{intake[0]}").exists()
+             or _state(intake[0]) == "Z", timeout=30)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
