@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import uuid
 from collections import OrderedDict
@@ -50,8 +51,11 @@ from solver.session import EventError, PlanningSession
 
 log = logging.getLogger("gpuplan.sessions")
 
-#: Times an event batch is applied again after losing a race with another replica.
-EVENT_RETRIES = 5
+#: Times an event batch is applied again after losing a race with another replica (each
+#: lost race means another change was written: the session moves on, nothing livelocks).
+EVENT_RETRIES = 20
+#: Longest pause before a retry, in seconds, times the tries so far (with jitter).
+RETRY_PAUSE_S = 0.01
 
 
 class SessionSettings(BaseSettings):
@@ -155,7 +159,9 @@ class SessionService:
         apply; `check` may refuse the resulting state (e.g. over the server's limits).
         A batch that loses a race with another replica is applied to the newer state."""
         async with self._lock(session_id):
-            for _ in range(EVENT_RETRIES):
+            for attempt in range(EVENT_RETRIES):
+                if attempt:
+                    await asyncio.sleep(random.uniform(0, RETRY_PAUSE_S * attempt))
                 live = await self.get(session_id)
                 draft = PlanningSession(live.session.request, live.session.last_plan,
                                         live.session.version)

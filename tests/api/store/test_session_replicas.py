@@ -73,13 +73,14 @@ def test_concurrent_batches_on_both_replicas_all_land(pair: tuple[Server, Server
         sid = _open(ca, "seed")
         _state(cb, sid)  # both replicas hold the session parsed at version 0
 
-        def post(i: int) -> int:
+        def post(i: int) -> tuple[int, str]:
             c = ca if i % 2 else cb
-            return c.post(f"/v1/sessions/{sid}/events", json=_submit(f"j{i}")).status_code
+            r = c.post(f"/v1/sessions/{sid}/events", json=_submit(f"j{i}"))
+            return r.status_code, r.text
 
         with ThreadPoolExecutor(6) as pool:
-            codes = list(pool.map(post, range(24)))
-        assert codes == [200] * 24
+            answers = list(pool.map(post, range(24)))
+        assert [code for code, _ in answers] == [200] * 24, answers
         state = _state(ca, sid)
         assert state["version"] == 24
         assert sorted(j["name"] for j in state["request"]["jobs"]) == \
