@@ -17,6 +17,7 @@ from models.catalog import (
 from models.plan import Assignment, MigChange, Plan, PlanStats, PlanStatus, Unplaced
 from models.request import (
     Cluster,
+    Elastic,
     Gpu,
     Job,
     MigDemand,
@@ -28,6 +29,7 @@ from models.request import (
     speed,
 )
 from models.rules import (
+    allowed_sizes,
     eligible_models,
     job_size,
     job_value,
@@ -39,6 +41,7 @@ __all__ = [
     "BUILTIN_CATALOG",
     "Assignment",
     "Cluster",
+    "Elastic",
     "Gpu",
     "GpuModel",
     "Instance",
@@ -55,6 +58,7 @@ __all__ = [
     "PlanStatus",
     "Policy",
     "Unplaced",
+    "allowed_sizes",
     "eligible_models",
     "instance_positions",
     "is_maximal_layout",
