@@ -73,6 +73,7 @@ COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("ftf_rho_max", "FTF ρ max", lambda v: f"{v:.1f}"),
     ("preemptions", "preempt", str),
     ("migrations", "migr", str),
+    ("resizes", "resize", str),
     ("planner_p50_s", "plan p50 ms", lambda v: f"{v * 1000:.1f}"),
     ("planner_p99_s", "plan p99 ms", lambda v: f"{v * 1000:.1f}"),
     ("wall_s", "wall s", lambda v: f"{v:.1f}"),
