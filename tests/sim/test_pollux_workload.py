@@ -39,6 +39,7 @@ def test_workload_1_as_jobs() -> None:
             assert tj.job.elastic is None
         else:
             assert tj.job.elastic is not None
+            assert not tj.job.single_node
             assert tj.job.gpus in allowed_sizes(tj.job)
             assert speedup(tj.job, 1) == 1.0
         work_1 = pollux.SAMPLES[app] / curves[app].throughput_1

@@ -75,7 +75,7 @@ def pollux_job(name: str, app: str, nominal: int, *, max_gang: int = 64,
         return job, work_1 / curve.speedup[nominal]
     sizes = allowed_curve(curve.speedup, nominal, max_gang)
     job = Job.model_validate({
-        "name": name, "gpus": nominal, "throughput": {MODEL: 1.0},
+        "name": name, "gpus": nominal, "single_node": False, "throughput": {MODEL: 1.0},
         "elastic": {"min_gpus": min(sizes), "max_gpus": max(sizes),
                     "speedup": {str(n): s for n, s in sizes.items()}}})
     return job, work_1 / sizes[nominal]
