@@ -9,7 +9,9 @@ models/capacity.py and models/objective.py): speed, size and value of a job (`_s
 `_size`, `_value`), the objective terms and their horizon (`HORIZON_S`), the fairness
 demands D_k, MIG demand cover (`_check_mig_covers`), gang topology (one model, one node,
 one domain, a node without a domain being a domain of its own), whole-GPU exclusivity, and
-every capacity sum (shares, GPU memory, host CPU / memory) with its own `CAPACITY_TOL`
+the elastic gangs' allowed sizes, speedups and remaining times on n GPUs (`_allowed`,
+`_speedup`, `_remaining`), every capacity sum (shares, GPU memory, host CPU / memory)
+with its own `CAPACITY_TOL`
 (equal to the planners' `models.rules.HOST_TOL`, so that nothing a planner accepts is
 rejected here; a test pins the two constants and the two horizons together).
 Shared with the planners, because they are the contract's definitions rather than
@@ -24,7 +26,8 @@ Rule names (`Violation.rule`), one per invariant:
   eligible model; every placement's kind matches the job's shape and the GPU's mode; a
   shared placement's fraction is the job's `gpu_share`; a MIG instance covers the demand.
 - `whole_gpu`: a whole GPU hosts at most one whole-GPU job; a gang has exactly `gpus`
-  distinct GPUs of one model, on one node (`single_node`) or in one domain (`same_domain`).
+  (an elastic gang: its chosen number of) distinct GPUs of one model, on one node
+  (`single_node`) or in one domain (`same_domain`).
 - `mig`: final layouts (current - destroy + create) are valid; destroy/create are
   consistent with the current layout; MIG changes only on MIG GPUs and only when
   reconfiguration is allowed; an instance hosts at most one job and exists in the final
@@ -33,6 +36,9 @@ Rule names (`Violation.rule`), one per invariant:
   never on a MIG GPU, never beside a whole-GPU job.
 - `host_resources`: per node, `cpu_millicores` and `memory_gib` hold the placed jobs' host
   requests (a gang's request split pro rata over its GPUs).
+- `elastic` (E1, contract 5.1): a placed elastic gang has an allowed number of GPUs (an
+  integer of [min_gpus, max_gpus] that is a key of a non-empty `speedup`). A running
+  elastic job whose GPU set changes in any way, size included, is moved (`running`).
 - `running`: non-preemptible running jobs are kept; with `allow_preemption: false` no
   running job is stopped; `preempted` / `migrated` list exactly the stopped / moved jobs.
 - `objective`: `objective_value` is the recomputed objective; `best_bound` and `gap` agree.
@@ -254,7 +260,7 @@ def _check_whole_gpu(c: _Ctx) -> None:
 def _check_gang(c: _Ctx, job: Job, pls: list[Placement]) -> None:
     name = job.name
     keys = [(p.node, p.gpu) for p in pls]
-    if len(pls) != job.gpus:
+    if job.elastic is None and len(pls) != job.gpus:
         c.add("whole_gpu", f"gang needs {job.gpus} GPUs, got {len(pls)}", job=name)
     if len(set(keys)) != len(keys):
         c.add("whole_gpu", "gang lists the same GPU more than once", job=name)
@@ -274,6 +280,31 @@ def _check_gang(c: _Ctx, job: Job, pls: list[Placement]) -> None:
         domains = {c.nodes[n].topology_domain or f"(node {n})" for n in nodes}
         if len(domains) > 1:
             c.add("whole_gpu", f"same-domain gang spans domains {', '.join(sorted(domains))}",
+                  job=name)
+
+
+# ---------------------------------------------------------------- E1. elastic gangs
+
+
+def _allowed(job: Job, n: int) -> bool:
+    """Whether an elastic gang may get n GPUs: n in [min_gpus, max_gpus] and, when the
+    speedup curve is given, one of its keys."""
+    el = job.elastic
+    assert el is not None
+    if not el.min_gpus <= n <= el.max_gpus:
+        return False
+    return not el.speedup or str(n) in el.speedup
+
+
+def _check_elastic(c: _Ctx) -> None:
+    """E1: a placed elastic gang has an allowed number of GPUs."""
+    for name, pls in c.placed.items():
+        job = c.jobs[name]
+        if job.elastic is not None and job.gpus is not None and not _allowed(job, len(pls)):
+            el = job.elastic
+            sizes = (", ".join(sorted(el.speedup, key=int)) if el.speedup
+                     else f"{el.min_gpus}..{el.max_gpus}")
+            c.add("elastic", f"elastic gang placed on {len(pls)} GPUs; allowed: {sizes}",
                   job=name)
 
 
@@ -458,9 +489,19 @@ def _speed(job: Job, model: str, spec: GpuModel) -> float:
     return spec.relative_speed
 
 
-def _size(job: Job, spec: GpuModel) -> float:
+def _speedup(job: Job, n: int) -> float:
+    """speedup_j[n]: the curve's entry for an elastic gang with a curve, else n."""
+    el = job.elastic
+    if el is None or not el.speedup:
+        return float(n)
+    return el.speedup.get(str(n), 0.0)
+
+
+def _size(job: Job, spec: GpuModel, n: int | None = None) -> float:
+    """size_j in the value: speedup_j[n] for an elastic gang on n GPUs (contract 5.1)."""
     if job.gpus is not None:
-        return float(job.gpus)
+        return _speedup(job, n) if job.elastic is not None and n is not None \
+            else float(job.gpus)
     if job.gpu_share is not None:
         return job.gpu_share
     if job.mig is not None:
@@ -471,29 +512,37 @@ def _size(job: Job, spec: GpuModel) -> float:
     return demanded / spec.compute_slices
 
 
-def _value(job: Job, model: str, spec: GpuModel) -> float:
-    """value_j(m) = weight_j * size_j(m) * speed_j(m)."""
-    return job.weight * _size(job, spec) * _speed(job, model, spec)
+def _value(job: Job, model: str, spec: GpuModel, n: int | None = None) -> float:
+    """value_j(m) = weight_j * size_j(m) * speed_j(m), on n GPUs for an elastic gang."""
+    return job.weight * _size(job, spec, n) * _speed(job, model, spec)
 
 
-def _remaining(job: Job) -> float:
-    return max(job.remaining_work, 1.0) if job.remaining_work is not None else HORIZON_S
+def _remaining(job: Job, n: int | None = None) -> float:
+    """max(R, 1) (H when absent); an elastic gang on n GPUs: R * speedup[gpus] /
+    speedup[n] in place of R."""
+    if job.remaining_work is None:
+        return HORIZON_S
+    r = job.remaining_work
+    if job.elastic is not None and job.gpus is not None and n is not None and n != job.gpus:
+        r = r * _speedup(job, job.gpus) / _speedup(job, n)
+    return max(r, 1.0)
 
 
-def _job_term_throughput(job: Job, model: str, spec: GpuModel) -> float:
-    return _value(job, model, spec)
+def _job_term_throughput(job: Job, model: str, spec: GpuModel, n: int) -> float:
+    return _value(job, model, spec, n)
 
 
-def _job_term_jct(job: Job, model: str, spec: GpuModel) -> float:
-    return job.weight * _speed(job, model, spec) * HORIZON_S / _remaining(job)
+def _job_term_jct(job: Job, model: str, spec: GpuModel, n: int) -> float:
+    return job.weight * _speed(job, model, spec) * HORIZON_S / _remaining(job, n)
 
 
-def _job_term_makespan(job: Job, model: str, spec: GpuModel) -> float:
-    return _value(job, model, spec) * _remaining(job) / HORIZON_S
+def _job_term_makespan(job: Job, model: str, spec: GpuModel, n: int) -> float:
+    return _value(job, model, spec, n) * _remaining(job, n) / HORIZON_S
 
 
-#: Per-job contribution of each additive objective (before migration/preemption costs).
-_ADDITIVE: Mapping[str, Callable[[Job, str, GpuModel], float]] = {
+#: Per-job contribution of each additive objective (before migration/preemption costs),
+#: for a job placed on `n` placements.
+_ADDITIVE: Mapping[str, Callable[[Job, str, GpuModel, int], float]] = {
     "throughput": _job_term_throughput,
     "priority_fifo": _job_term_throughput,
     "jct": _job_term_jct,
@@ -527,10 +576,15 @@ def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]]) -> float:
             cur = c.gpus.get((job.current[0].node, job.current[0].gpu))
             if cur is not None and cur.model in c.catalog:
                 options.add(cur.model)
+        sizes: list[int | None] = [None]
+        if job.elastic is not None:
+            el = job.elastic
+            sizes = [n for n in range(el.min_gpus, el.max_gpus + 1) if _allowed(job, n)]
         if options:
-            demand[job.tenant] += max(_value(job, m, c.catalog[m]) for m in options)
+            demand[job.tenant] += max(_value(job, m, c.catalog[m], n)
+                                      for m in options for n in sizes)
         if name in models:
-            got[job.tenant] += _value(job, *models[name])
+            got[job.tenant] += _value(job, *models[name], len(c.placed[name]))
     return min((got[k] / d for k, d in demand.items() if d > 0), default=0.0)
 
 
@@ -549,7 +603,8 @@ def _objective(c: _Ctx) -> float:
     policy = c.request.policy
     costs = policy.migration_cost * len(moved) + policy.preemption_cost * len(stopped)
     term = _ADDITIVE[objective]
-    return sum(term(c.jobs[n], *models[n]) for n in c.jobs if n in models) - costs
+    return sum(term(c.jobs[n], *models[n], len(c.placed[n]))
+               for n in c.jobs if n in models) - costs
 
 
 def _check_objective(c: _Ctx) -> None:
@@ -603,6 +658,7 @@ CHECKS: Mapping[str, Callable[[_Ctx], None]] = {
     "accounting": _check_accounting,
     "eligibility": _check_eligibility,
     "whole_gpu": _check_whole_gpu,
+    "elastic": _check_elastic,
     "mig": _check_mig,
     "shared": _check_shared,
     "host_resources": _check_host_resources,

@@ -35,8 +35,8 @@ from tests.foundation.helpers import (
 )
 
 FIXTURE = re.compile(r"^(?P<stem>[\w-]+?)\.(?P<kind>valid|invalid-(?P<rule>[a-z_]+))(-[\w-]+)?$")
-EXPECTED_RULES = ("accounting", "eligibility", "whole_gpu", "mig", "shared", "host_resources",
-                  "running", "objective")
+EXPECTED_RULES = ("accounting", "eligibility", "whole_gpu", "elastic", "mig", "shared",
+                  "host_resources", "running", "objective")
 
 
 def _fixtures() -> list[Path]:
@@ -377,6 +377,58 @@ def host_memory_over(req: dict[str, Any], plan: dict[str, Any]) -> None:
 @case("host_resources", "host-tight.valid")
 def gang_share_over_cpu(req: dict[str, Any], plan: dict[str, Any]) -> None:
     job_of(req, "ddp")["cpu_millicores"] = 8002
+
+
+# elastic (E1)
+@case("elastic", "elastic.valid")
+def elastic_size_not_a_curve_key(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    # resnet-elastic's curve has 1, 2 and 4 GPUs; 3 is inside the range but not allowed.
+    assignment(plan, "resnet-elastic")["placements"] = [
+        {"node": "n1", "gpu": i} for i in range(3)]
+    repriced(req, plan)
+
+
+@case("elastic", "elastic.valid")
+def elastic_above_max_gpus(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    job_of(req, "bert-elastic")["elastic"]["max_gpus"] = 3
+    repriced(req, plan)
+
+
+@case("whole_gpu", "elastic.valid")
+def elastic_gang_same_gpu_twice(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    assignment(plan, "bert-elastic")["placements"][3] = {"node": "n2", "gpu": 0}
+    repriced(req, plan)
+
+
+@case("running", "elastic.valid")
+def elastic_resize_not_listed_as_migrated(req: dict[str, Any],
+                                          plan: dict[str, Any]) -> None:
+    # Growing onto a superset of its current GPUs is a migration all the same.
+    plan["migrated"] = []
+    repriced(req, plan)
+
+
+@case("running", "elastic.valid")
+def elastic_shrink_not_listed_as_migrated(req: dict[str, Any],
+                                          plan: dict[str, Any]) -> None:
+    assignment(plan, "resnet-elastic")["placements"] = [{"node": "n1", "gpu": 0}]
+    plan["migrated"] = []
+    repriced(req, plan)
+
+
+@case("objective", "elastic.valid")
+def elastic_valued_at_nominal_size(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    # resnet-elastic on 4 GPUs is worth speedup[4] = 3.4, not speedup[2] = 1.9 or 4.
+    plan["objective_value"] = 1.9 + 8.0 - 0.5
+
+
+@case("objective", "elastic.valid")
+def elastic_jct_remaining_time_at_nominal_size(req: dict[str, Any],
+                                               plan: dict[str, Any]) -> None:
+    req["policy"]["objective"] = "jct"
+    job_of(req, "resnet-elastic")["remaining_work"] = 3600.0
+    # On 4 GPUs it has 3600 * 1.9 / 3.4 s left, so it contributes 3.4 / 1.9, not 1.
+    plan["objective_value"] = 1.0 + 2.0 - 0.5
 
 
 # running
