@@ -1,0 +1,57 @@
+"""`gpuplan bench elastic`: workload parsing, the published averages, the target lines, a
+small run through the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import app
+from benchmarks.elastic import parse_workloads, published_averages, target_lines
+from benchmarks.paths import data_dir
+
+needs_data = pytest.mark.skipif(not (data_dir() / "pollux").is_dir(),
+                                reason="../shared/data/pollux is not available")
+
+
+def test_parse_workloads() -> None:
+    assert parse_workloads("1-8") == list(range(1, 9))
+    assert parse_workloads("3,1,3") == [1, 3]
+    for bad in ("0", "9", "", "2-9"):
+        with pytest.raises(ValueError, match="1 to 8"):
+            parse_workloads(bad)
+
+
+def test_target_lines_say_met_or_missed() -> None:
+    lines = target_lines({"gpuplan": 70.0, "gpuplan_fixed": 100.0, "afs_elastic": 69.0})
+    assert lines[0].startswith("gpuplan vs gpuplan_fixed: 30.0% lower") and "met" in lines[0]
+    assert lines[1].endswith("MISSED")
+    assert target_lines({"afs_elastic": 1.0}) == []
+
+
+@needs_data
+def test_published_averages_are_the_papers_means() -> None:
+    pub = published_averages()
+    assert round(pub["Pollux"]["mean"]) == 2751
+    assert round(pub["Tiresias+TunedJobs"]["mean"]) == 4038
+    assert round(pub["Optimus+Oracle"]["mean"]) == 5682
+    assert round(pub["Pollux"]["workload-6"]) == 2446
+
+
+@needs_data
+def test_cli_runs_a_small_comparison(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["bench", "elastic", "--workloads", "2", "--jobs", "12",
+                                   "--policies", "tiresias_las,afs_elastic",
+                                   "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "| 2 |" in res.output
+    assert {p.name for p in tmp_path.iterdir()} == {"summary.json", "summary.md",
+                                                   "jct_cdf.png"}
+
+
+def test_cli_rejects_bad_input_with_exit_2() -> None:
+    for args in (["--workloads", "9"], ["--policies", "nope"]):
+        res = CliRunner().invoke(app, ["bench", "elastic", *args])
+        assert res.exit_code == 2, res.output
