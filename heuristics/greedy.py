@@ -21,6 +21,15 @@ beside it (existing free instances first, none created when `allow_mig_reconfigu
 false). Unhealthy GPUs and cordoned nodes take no new placement. Host CPU/memory is
 checked per node, pro rata for gangs. A job left unplaced gets its static reason
 (`models.reasons`, the same as the solver's) or `insufficient_capacity`.
+
+Elastic gangs (contract 5.1) take, on each model, the allowed size with the best value per
+GPU that fits (ties: the larger size), so that capacity goes first to where it earns the
+most per GPU and to as many jobs as possible (in the policy's order, priority_fifo
+included: a size that fits is always tried before the job is left out). Once every job
+had its turn, `grow_elastic` hands the GPUs still free to the placed elastic gangs, the
+largest marginal value per extra GPU first (AFS's rule), each re-placed at a larger
+allowed size when that pays more than it loses (a running job's migration cost
+included); a non-preemptible running job keeps its size.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from typing import ClassVar
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
-from models.objective import evaluate, objective_value_of, tenant_demands
+from models.objective import evaluate, objective_value_of, same_placement, tenant_demands
 from models.reasons import INSUFFICIENT, StaticReasons
 from models.rules import memory_fits, priority_key, profile_covers
 
@@ -94,13 +103,31 @@ class Greedy:
             return (-round(info.obj_values[m], 9), -rel, m)
         return sorted(info.values, key=key)
 
-    def value_on(self, info: JobInfo, model: str) -> float:
-        """The policy per-job value of `info` on `model` (grandfathered models included)."""
+    def value_on(self, info: JobInfo, model: str, n: int | None = None) -> float:
+        """The policy per-job value of `info` on `model` (grandfathered models included);
+        an elastic gang on n GPUs (None: its nominal size)."""
+        if info.elastic and n is not None:
+            v = info.size_obj_values[n].get(model) if n in info.size_obj_values else None
+            if v is None:
+                v = objective_value_of(info.job, model, self.state.catalog,
+                                       self.request.policy.objective, n)
+            return v
         v = info.obj_values.get(model)
         if v is None:
             v = objective_value_of(info.job, model, self.state.catalog,
                                    self.request.policy.objective)
         return v
+
+    def value_at(self, info: JobInfo, placements: Sequence[Placement]) -> float:
+        """The policy per-job value of `info` placed as `placements` (model and size)."""
+        return self.value_on(info, self.state.model_of(placements), len(placements))
+
+    def size_order(self, info: JobInfo, model: str) -> list[int]:
+        """An elastic gang's allowed sizes on `model`, best value per GPU first (ties: the
+        larger size); `[gpus]` for any other whole-GPU job."""
+        if not info.elastic:
+            return [info.gpus]
+        return sorted(info.sizes, key=lambda n: (-self.value_on(info, model, n) / n, -n))
 
     # ------------------------------------------------------------ running jobs
     def current_ok(self, info: JobInfo) -> bool:
@@ -177,8 +204,8 @@ class Greedy:
         if info.current and self.current_ok(info) and self.state.conflicts(
                 info, info.current) is None:
             # Keep it unless moving elsewhere is worth more than the migration cost.
-            stay = self.value_on(info, self.state.model_of(info.current))
-            move = (self.value_on(info, self.state.model_of(found))
+            stay = self.value_at(info, info.current)
+            move = (self.value_at(info, found)
                     - self.request.policy.migration_cost) if found else float("-inf")
             if not info.preemptible or stay >= move - 1e-9:
                 return self.try_keep(info)
@@ -189,12 +216,23 @@ class Greedy:
         return True
 
     def _find_whole(self, info: JobInfo, model: str) -> list[Placement] | None:
+        """A whole-GPU gang's best fit on `model`; an elastic gang at the first size of
+        `size_order` that fits."""
+        for k in self.size_order(info, model):
+            found = self.find_gang(info, model, k)
+            if found is not None:
+                return found
+        return None
+
+    def find_gang(self, info: JobInfo, model: str, k: int) -> list[Placement] | None:
+        """The best fit of gang `info` on k GPUs of `model` (k: `gpus`, or an allowed size
+        of an elastic gang); host requests pro rata, k / gpus of the job's."""
         st = self.state
-        k = info.gpus
         if st.model_free.get(model, 0) < k:
             return None
+        part = k / info.gpus
         for ni in st.nodes_with_free(model, k):
-            if st.nodes[ni].host_fits(info.cpu, info.host_mem):
+            if st.nodes[ni].host_fits(info.cpu * part, info.host_mem * part):
                 return self._take(ni, model, k)
         if info.job.single_node or k == 1:
             return None
@@ -203,7 +241,7 @@ class Greedy:
                 (c, d) for (d, m), c in st.domain_free.items()
                 if m == model and c >= k and d is not None)
             for _, d in domains:
-                found = self._spread(info, model, self._domain_nodes.get(d, []))
+                found = self._spread(info, model, self._domain_nodes.get(d, []), k)
                 if found is not None:
                     return found
             return None
@@ -211,18 +249,20 @@ class Greedy:
         buckets = st.buckets.get(model, [])
         for c in range(len(buckets) - 1, 0, -1):
             nodes.extend(buckets[c])
-        return self._spread(info, model, nodes)
+        return self._spread(info, model, nodes, k)
 
-    def _spread(self, info: JobInfo, model: str, nodes: Iterable[int]) -> list[Placement] | None:
-        """A multi-node gang over few nodes: largest free first, best fit for the rest."""
+    def _spread(self, info: JobInfo, model: str, nodes: Iterable[int],
+                k: int) -> list[Placement] | None:
+        """A multi-node gang of k GPUs over few nodes: largest free first, best fit for
+        the rest."""
         st = self.state
-        k = info.gpus
         cands: list[tuple[int, int]] = []
+        g = info.gpus
         for ni in nodes:
             free = st.free_count(ni, model)
             if free <= 0:
                 continue
-            room = st.nodes[ni].host_room(info.cpu / k, info.host_mem / k)
+            room = st.nodes[ni].host_room(info.cpu / g, info.host_mem / g)
             use = min(free, room)
             if use > 0:
                 cands.append((use, ni))
@@ -292,6 +332,79 @@ class Greedy:
         "share": _find_share,
         "mig": _find_mig,
     }
+
+    # ------------------------------------------------------------ elastic gangs
+    def net_value(self, info: JobInfo, placements: Sequence[Placement]) -> float:
+        """The value of `info` placed as `placements`, minus the migration cost when it
+        runs elsewhere now (any change of its GPU set, size included)."""
+        moved = bool(info.current) and not same_placement(placements, info.current or [])
+        return self.value_at(info, placements) - (
+            self.request.policy.migration_cost if moved else 0.0)
+
+    def grow_gain(self, info: JobInfo) -> tuple[float, int] | None:
+        """The best growth of placed elastic gang `info` on its model: (net value gained
+        per extra GPU, size) over its larger allowed sizes (a running job pays its
+        migration cost when it leaves its current GPUs); None when no size pays."""
+        pl = self.state.placed.get(info.name)
+        if not pl or not info.elastic or (info.current and not info.preemptible):
+            return None
+        model = self.state.model_of(pl)
+        now = self.net_value(info, pl)
+        cost = self.request.policy.migration_cost if info.current else 0.0
+        best: tuple[float, int] | None = None
+        for n in info.sizes:
+            if n <= len(pl):
+                continue
+            gain = (self.value_on(info, model, n) - cost - now) / (n - len(pl))
+            if gain > 1e-9 and (best is None or gain > best[0]):
+                best = (gain, n)
+        return best
+
+    def grow(self, info: JobInfo) -> bool:
+        """Re-place placed elastic gang `info` at a larger size on its model when that
+        earns more net of migration costs (the best rate per extra GPU first); True when
+        it grew, else it stays where it was."""
+        pl = self.state.placed.get(info.name)
+        if not pl or self.grow_gain(info) is None:
+            return False
+        model = self.state.model_of(pl)
+        now = self.net_value(info, pl)
+        rate = {n: (self.value_on(info, model, n) - now) / (n - len(pl))
+                for n in info.sizes if n > len(pl)}
+        self.state.remove(info)
+        for n in sorted((n for n, r in rate.items() if r > 1e-9),
+                        key=lambda n: (-rate[n], n)):
+            found = self.find_gang(info, model, n)
+            if found is not None and self.net_value(info, found) > now + 1e-9:
+                self.state.place(info, found)
+                return True
+        self.state.place(info, list(pl))
+        return False
+
+    def grow_elastic(self, deadline: float | None = None) -> int:
+        """Hand free GPUs to the placed elastic gangs, the largest net gain per extra GPU
+        first (module doc): a heap of gangs by their `grow_gain` rate; a gang that grew
+        goes back with its next rate, one that could not grow leaves. Returns how many
+        growths were made."""
+        heap: list[tuple[float, str]] = []
+        for info in self.infos:
+            if info.elastic and info.name in self.state.placed:
+                gain = self.grow_gain(info)
+                if gain is not None:
+                    heap.append((-gain[0], info.name))
+        heapq.heapify(heap)
+        grown = 0
+        while heap:
+            if deadline is not None and grown % 16 == 0 and time.monotonic() > deadline:
+                break
+            _, name = heapq.heappop(heap)
+            info = self.by_name[name]
+            if self.grow(info):
+                grown += 1
+                gain = self.grow_gain(info)
+                if gain is not None:
+                    heapq.heappush(heap, (-gain[0], name))
+        return grown
 
     # ------------------------------------------------------------ orders
     def density_order(self, infos: Iterable[JobInfo]) -> list[JobInfo]:
@@ -439,4 +552,5 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
         _run_fairness(g, [i for i in pending if not i.current], deadline)
     else:
         _run_sequence(g, pending, deadline)
+    g.grow_elastic(deadline)
     return g.result()

@@ -26,6 +26,13 @@ only when the objective, migration and preemption costs included, improves. Ruin
 recreate rarely finds this: the evicted jobs are denser than the gang and take back their
 own GPUs first.
 
+Elastic gangs (contract 5.1): a job put back by recreate takes the greedy's size (best
+value per GPU that fits) and then grows into what is still free (`Greedy.grow`); and now
+and then a *resize* move picks a placed elastic gang at random and either grows it to a
+larger allowed size on its model, or shrinks it to a smaller one and offers the GPUs it
+frees to the densest unplaced jobs of that model. Both are kept only when the objective
+improves, like every move (a running gang's resize is a migration).
+
 The result is compared with the input by `models.objective.evaluate` and the better one is
 returned, so `improve` never makes a plan worse. For `priority_fifo` only the repair step
 runs in the strict priority order (ruin and recreate could create priority inversions).
@@ -85,10 +92,11 @@ class _Score:
         cost = 0.0
         if info.current and not same_placement(pl, info.current):
             cost = -self.mig_cost
-        thr = info.values.get(model)
+        n = len(pl) if info.elastic else None
+        thr = info.values.get(model) if n is None else info.size_values.get(n, {}).get(model)
         if thr is None:
-            thr = job_value(info.job, model, self.g.state.catalog)
-        return self.g.value_on(info, model) + cost, thr + cost, thr
+            thr = job_value(info.job, model, self.g.state.catalog, n)
+        return self.g.value_on(info, model, n) + cost, thr + cost, thr
 
     def _add(self, info: JobInfo) -> None:
         t = self._terms(info)
@@ -145,6 +153,7 @@ class _Search:
         for n in self.g.state.nodes:
             self.domain_nodes.setdefault(n.domain, []).append(n.idx)
         self.has_multi = any(i.shape == "whole" and not i.job.single_node for i in infos)
+        self.elastic = [i for i in infos if i.elastic and (i.preemptible or not i.current)]
 
     def _load(self, result: HeuristicResult) -> bool:
         st = self.g.state
@@ -240,7 +249,7 @@ class _Search:
                 pl = st.placed.get(info.name)
                 if not pl or (info.current and not info.preemptible):
                     continue
-                here = self.g.value_on(info, st.model_of(pl))
+                here = self.g.value_at(info, pl)
                 gain = info.obj_values[m] - here - (cost if info.current else 0.0)
                 if gain > 1e-9:
                     gains.append((-gain, info.name, info))
@@ -390,8 +399,37 @@ class _Search:
             noise = {i.name: self.rng.uniform(0.7, 1.3) for i in pool}
             pool.sort(key=lambda i: (-i.density * noise[i.name], i.name))
         placed_now = [info for info in pool if self.g.place(info)]
+        for info in placed_now:
+            if info.elastic:
+                self.g.grow(info)
         changed = removed + [i for i in placed_now if i.name not in old]
         return self._keep_or_undo(score, before, removed, old, changed)
+
+    def resize(self, score: _Score) -> bool:
+        """The grow / shrink move of an elastic gang (module doc); True when kept."""
+        st = self.g.state
+        placed = [i for i in self.elastic if i.name in st.placed]
+        if not placed:
+            return False
+        info = self.rng.choice(placed)
+        pl = st.placed[info.name]
+        model = st.model_of(pl)
+        grow = self.rng.random() < 0.5
+        sizes = [n for n in info.sizes if (n > len(pl) if grow else n < len(pl))]
+        if not sizes:
+            return False
+        before = score.value()
+        old = {info.name: st.remove(info)}
+        found = self.g.find_gang(info, model, self.rng.choice(sizes))
+        if found is None:
+            st.place(info, pl)
+            return False
+        st.place(info, found)
+        placed_now: list[JobInfo] = []
+        if not grow:
+            cands = self.g.density_order(self.candidates({model}, _CANDIDATES))
+            placed_now = [c for c in cands if self.g.place(c)]
+        return self._keep_or_undo(score, before, [info], old, [info, *placed_now])
 
 
 def st_value(g: Greedy, info: JobInfo) -> float:
@@ -444,7 +482,10 @@ def improve(
         search.room_pass(score, deadline)
         moves = 0
         while not stop() and (max_moves is None or moves < max_moves):
-            search.move(score)
+            if search.elastic and search.rng.random() < 0.25:
+                search.resize(score)
+            else:
+                search.move(score)
             moves += 1
             if moves % 200 == 0:
                 search._prune()

@@ -98,6 +98,9 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
         if info.name not in st.placed and targets[info.name] in info.values:
             g.place(info, [targets[info.name]])
     _complete(g, clock)
+    # Elastic gangs were placed at their nominal size (on the LP's model) or by the
+    # greedy's size rule; free GPUs then go to them by marginal gain (greedy.py).
+    g.grow_elastic(deadline)
     return g.result()
 
 

@@ -104,12 +104,20 @@ class JobInfo:
 
     @property
     def best_value(self) -> float:
-        """The highest objective value of the job on any eligible present model."""
+        """The highest objective value of the job on any eligible present model (an
+        elastic gang: at any allowed size)."""
+        if self.size_values:
+            return max((v for by_model in self.size_obj_values.values()
+                        for v in by_model.values()), default=0.0)
         return max(self.obj_values.values(), default=0.0)
 
     @property
     def density(self) -> float:
-        """Best objective value per GPU equivalent."""
+        """Best objective value per GPU equivalent (an elastic gang: per GPU at its best
+        size for that)."""
+        if self.size_values:
+            return max((v / n for n, by_model in self.size_obj_values.items()
+                        for v in by_model.values()), default=0.0)
         return self.best_value / self.size if self.size > 0 else 0.0
 
 
@@ -438,8 +446,11 @@ class ClusterState:
         for info in infos:
             pl = self.placed.get(info.name)
             if pl:
-                total += info.obj_values.get(self.gpus[self.gid_of[(pl[0].node, pl[0].gpu)]]
-                                             .model, 0.0)
+                model = self.gpus[self.gid_of[(pl[0].node, pl[0].gpu)]].model
+                if info.elastic:
+                    total += info.size_obj_values.get(len(pl), {}).get(model, 0.0)
+                else:
+                    total += info.obj_values.get(model, 0.0)
         return total
 
     # ------------------------------------------------------------- mutations

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from models.capacity import CapacitySummary, Pool
 from models.request import Job, PlanRequest
-from models.rules import host_fits, mig_profiles_for, model_eligible
+from models.rules import allowed_sizes, host_fits, mig_profiles_for, model_eligible
 
 Reason = tuple[str, str]
 
@@ -31,7 +31,8 @@ def _signature(job: Job) -> tuple[object, ...]:
             None if job.mig is None else (job.mig.compute_slices, job.mig.memory_gib),
             job.gpu_memory_gib, tuple(sorted(job.throughput or {})),
             None if job.allowed_models is None else tuple(sorted(job.allowed_models)),
-            job.cpu_millicores, job.host_memory_gib)
+            job.cpu_millicores, job.host_memory_gib,
+            None if job.elastic is None else min(allowed_sizes(job)))
 
 
 def accepted_models(job: Job) -> str:
@@ -93,8 +94,11 @@ class StaticReasons:
         mig = job.shape == "mig"
         ok = self._eligible(job)
         g = job.gpus or 1
+        # an elastic gang needs its smallest allowed size, and that part of its host
+        # request (docs/semantics.md: the request is per `gpus` GPUs, pro rata)
+        need = min(allowed_sizes(job)) if job.elastic is not None else g
         whole_multi = job.shape == "whole" and not job.single_node and g > 1
-        share = 1.0 / g if whole_multi else 1.0
+        share = 1.0 / g if whole_multi else need / g if job.elastic is not None else 1.0
         cpu, mem = (job.cpu_millicores or 0.0) * share, (job.host_memory_gib or 0.0) * share
         # (node, model) -> eligible GPUs there that can take the job now
         per_node: dict[tuple[str, str], int] = {}
@@ -117,7 +121,7 @@ class StaticReasons:
             if too_large is not None:
                 return too_large
             fits = bool(host_ok) if whole_multi else any(
-                n >= g and node in host_ok for (node, _), n in per_node.items())
+                n >= need and node in host_ok for (node, _), n in per_node.items())
         else:
             fits = bool(host_ok)
         if not fits:
@@ -126,8 +130,8 @@ class StaticReasons:
 
     def _gang_too_large(self, job: Job, models: list[str]) -> Reason | None:
         """`gang_too_large` when no node / domain / the cluster has the gang's GPUs of one
-        eligible model (whole jobs)."""
-        g = job.gpus or 1
+        eligible model (whole jobs; an elastic gang's smallest allowed size)."""
+        g = min(allowed_sizes(job)) if job.elastic is not None else job.gpus or 1
         cap = self.capacity
         if job.single_node or g == 1:
             best = max(cap.most_on_one_node((m, False)) for m in models)

@@ -80,7 +80,7 @@ def estimate_vars(request: PlanRequest) -> int:
          None if j.mig is None else (j.mig.compute_slices, j.mig.memory_gib), j.gpu_share,
          j.gpu_memory_gib, tuple(sorted((j.throughput or {}).items())),
          tuple(j.allowed_models or ()), j.cpu_millicores, j.host_memory_gib, j.tenant,
-         j.weight)
+         j.weight, j.name if j.elastic is not None else None)
         for j in request.jobs if not j.current}
     running = sum(1 for j in request.jobs if j.current)
     return (len(shapes) + running) * max(1, len(request.cluster.nodes))

@@ -11,6 +11,13 @@
   instance it gets takes). Options that can never be used are left out: ineligible models
   (a running job's current model stays, it is grandfathered), gangs larger than any node
   (`single_node`), any domain (`same_domain`) or the pool;
+- an elastic gang (contract 5.1) has one option per model and allowed size n (columns
+  per allowed size: n GPUs of the pool, earning its value on n GPUs), so that every size
+  a plan may choose is a point of the LP, priced exactly, whatever the curve's shape (a
+  max speedup-per-GPU relaxation would be looser on concave curves and wrong for the
+  time-based objectives, whose value is not proportional to n). Its options are not
+  single-node gang columns (`single_k` = 0): node patterns and threshold rows ignore it,
+  which only relaxes them. A fixed (non-preemptible running) one keeps its size;
 - jobs with identical options (and tenant, for fairness) form a group of n jobs:
   sum of the group's option variables <= n, == n for non-preemptible running jobs;
 - objective: each option earns the job's per-job objective value; a running job also
@@ -222,7 +229,8 @@ def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
                 return None
             continue
         fixed = bool(job.current and not job.preemptible)
-        single_k = info.gpus if info.shape == "whole" and job.single_node else 0
+        single_k = info.gpus if info.shape == "whole" and job.single_node \
+            and not info.elastic else 0
         key = GroupKey(tuple(sorted(options.values())), job.tenant if fair else "", fixed,
                        single_k)
         slot = groups.setdefault(key, GroupCount())
@@ -238,8 +246,6 @@ def _job_options(info: JobInfo, request: PlanRequest, state: ClusterState,
     """Per model, the job's option (module doc): eligible models, plus the current one
     of a running job (only that one if it is fixed), where the job can ever fit."""
     job = info.job
-    policy = request.policy
-    pre_cost = 0.0 if fair else policy.preemption_cost
     models = set(info.values)
     cur_model = None
     if job.current:
@@ -247,45 +253,65 @@ def _job_options(info: JobInfo, request: PlanRequest, state: ClusterState,
         models.add(cur_model)
     if job.current and not job.preemptible:
         models = {cur_model} if cur_model is not None else set()
+    # elastic gangs: one option per allowed size (a fixed running one keeps its size)
+    sizes: list[int | None] = [None]
+    if info.elastic:
+        sizes = [info.gpus] if job.current and not job.preemptible else list(info.sizes)
     options: dict[str, Option] = {}
     for m in sorted(models):
         spec = state.catalog[m]
         grandfathered = m == cur_model
         if not grandfathered and not model_eligible(job, m, spec):
             continue
-        use = _option_use(info, m, grandfathered, state, caps)
-        if use is None:
-            continue
-        pool, amount = use
-        if caps.cap.get(pool, 0) <= 0 or amount > caps.cap[pool] + 1e-9:
-            continue
-        if fair:
-            coef = 0.0
-            thr = info.values.get(m)
-            if thr is None:
-                thr = job_value(job, m, state.catalog)
-        else:
-            thr = 0.0
-            coef_ = info.obj_values.get(m)
-            coef = coef_ if coef_ is not None else objective_value_of(
-                job, m, state.catalog, policy.objective)
-        if job.current:
-            coef += pre_cost
-            if m != cur_model and not fair:
-                coef -= policy.migration_cost  # placed on another model = migrated
-        mem = 0.0
-        if pool[0] == "whole" and spec.memory_gib is not None:
-            mem = (info.gpus * spec.memory_gib if info.shape == "whole"
-                   else min(info.gpu_mem, spec.memory_gib))
-        options[m] = Option(pool, amount, _round_up(coef), _round_up(thr), mem,
-                            info.shape == "whole")
+        for n in sizes:
+            key = m if n is None else f"{m}:{n}"
+            opt = _option(info, m, n, grandfathered, state, caps, request, fair)
+            if opt is not None:
+                options[key] = opt
     return options
 
 
+def _option(info: JobInfo, m: str, n: int | None, grandfathered: bool, state: ClusterState,
+            caps: _Capacity, request: PlanRequest, fair: bool) -> Option | None:
+    """The job's option on model `m` (an elastic gang: on n GPUs of it), None if it never
+    fits."""
+    job = info.job
+    policy = request.policy
+    pre_cost = 0.0 if fair else policy.preemption_cost
+    cur_model = state.model_of(job.current) if job.current else None
+    spec = state.catalog[m]
+    use = _option_use(info, m, grandfathered, state, caps, n)
+    if use is None:
+        return None
+    pool, amount = use
+    if caps.cap.get(pool, 0) <= 0 or amount > caps.cap[pool] + 1e-9:
+        return None
+    if fair:
+        coef = 0.0
+        thr = info.values.get(m) if n is None else info.size_values[n].get(m)
+        if thr is None:
+            thr = job_value(job, m, state.catalog, n)
+    else:
+        thr = 0.0
+        coef_ = info.obj_values.get(m) if n is None else info.size_obj_values[n].get(m)
+        coef = coef_ if coef_ is not None else objective_value_of(
+            job, m, state.catalog, policy.objective, n)
+    if job.current:
+        coef += pre_cost
+        if m != cur_model and not fair:
+            coef -= policy.migration_cost  # placed on another model = migrated
+    mem = 0.0
+    if pool[0] == "whole" and spec.memory_gib is not None:
+        mem = (amount * spec.memory_gib if info.shape == "whole"
+               else min(info.gpu_mem, spec.memory_gib))
+    return Option(pool, amount, _round_up(coef), _round_up(thr), mem, info.shape == "whole")
+
+
 def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
-                caps: _Capacity) -> tuple[Pool, float] | None:
-    """The pool and amount of it the job takes on model `m`; None if it never fits (no
-    MIG profile covers it, or a gang larger than any node, domain or the pool)."""
+                caps: _Capacity, n: int | None = None) -> tuple[Pool, float] | None:
+    """The pool and amount of it the job takes on model `m` (an elastic gang: on n GPUs);
+    None if it never fits (no MIG profile covers it, or a gang larger than any node,
+    domain or the pool)."""
     job = info.job
     spec = state.catalog[m]
     if info.shape == "mig":
@@ -297,7 +323,8 @@ def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
             return None
         return ("mig", m), min(p.compute_slices for p in profs) / spec.compute_slices
     pool: Pool = ("whole", m)
-    amount = float(info.gpus) if info.shape == "whole" else info.share
+    gpus = info.gpus if n is None else n
+    amount = float(gpus) if info.shape == "whole" else info.share
     if grandfathered and info.shape == "share" and job.current:
         amount = min(amount, job.current[0].fraction or amount)
     if info.shape == "whole" and not grandfathered:
@@ -308,7 +335,7 @@ def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
                          if mm == m and d is not None), default=0)
         else:
             limit = caps.cap.get(pool, 0)
-        if info.gpus > limit:
+        if gpus > limit:
             return None
     return pool, amount
 

@@ -104,6 +104,8 @@ class Builder:
         self.mig_use: dict[tuple[int, str], Terms] = defaultdict(dict)
         #: what each variable earns, in the order the objective lists its terms
         self.earnings: dict[int, Earning] = {}
+        #: elastic size variables z[j, m, n] -> n (they earn the value on n GPUs)
+        self.earn_sizes: dict[int, int] = {}
         #: keep[r] variables, and new placements of running jobs (migrations)
         self.keeps: set[int] = set()
         self.moved: set[int] = set()
@@ -164,9 +166,11 @@ class Builder:
         vals = tuple(round(self.values(job, m)[0], 12) if self.eligible(job, m) else None
                      for m in models)
         mig = (job.mig.compute_slices, job.mig.memory_gib) if job.mig else None
+        # Elastic gangs are never grouped (each gets its own gang variables); the last
+        # entry is None for every other job, so their groups are those of v1.
         return (job.shape, job.gpus, job.single_node, job.same_domain, mig, job.mig_profile,
                 job.gpu_share, job.gpu_memory_gib, job.cpu_millicores, job.host_memory_gib,
-                job.tenant, vals)
+                job.tenant, vals, job.name if job.elastic is not None else None)
 
     def model_of(self, node: str, gpu: int) -> str:
         """The model of GPU `gpu` of `node`."""
@@ -183,11 +187,12 @@ class Builder:
         return {v: 1.0 for p, v in mg.pos_vars.items() if p.profile == profile}, 0.0
 
     # ------------------------------------------------------------- job rules
-    def values(self, job: Job, model: str) -> tuple[float, float]:
-        """(objective coefficient, throughput value) of `job` on `model`."""
-        thr = job_value(job, model, self.catalog)
+    def values(self, job: Job, model: str, n: int | None = None) -> tuple[float, float]:
+        """(objective coefficient, throughput value) of `job` on `model` (an elastic gang
+        on n GPUs; None: its nominal size)."""
+        thr = job_value(job, model, self.catalog, n)
         if self.objective in ("jct", "makespan"):
-            return objective_value_of(job, model, self.catalog, self.objective), thr
+            return objective_value_of(job, model, self.catalog, self.objective, n), thr
         return thr, thr
 
     def eligible(self, job: Job, model: str) -> bool:
@@ -257,6 +262,11 @@ class Builder:
     def earn(self, var: int, job: int, model: str) -> None:
         """`var` places job `job` (request index) on `model`: it earns its value there."""
         self.earnings[var] = (job, model)
+
+    def earn_size(self, var: int, job: int, model: str, n: int) -> None:
+        """`var` places elastic gang `job` on n GPUs of `model`: it earns its value there."""
+        self.earnings[var] = (job, model)
+        self.earn_sizes[var] = n
 
     def earn_keep(self, var: int) -> None:
         """`var` is keep[r] of a running job (it earns back the preemption cost)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 
-from models import Instance
+from models import Instance, allowed_sizes
 from models.capacity import domain_of
 from solver.formulation.builder import Builder, profile_of
 from solver.formulation.tables import MigGpu, Pool, PoolKey
@@ -153,6 +153,18 @@ def add_gang(b: Builder, j: int) -> None:
         add_gang_model_link(b, j, y, key)
         add_gang_domain_link(b, j, y, key)
     add_gang_all_or_nothing(b, j)
+    if b.c.gangs[j].sizes:
+        for m in b.c.gangs[j].models:
+            add_gang_size(b, j, m)
+
+
+def add_gang_size(b: Builder, j: int, m: str) -> None:
+    """gang_size[j, m]: an elastic gang on model m runs at one allowed size:
+    sum_n z[j, m, n] = u[j, m]."""
+    gang = b.c.gangs[j]
+    zs = {z: 1.0 for (model, _n), z in gang.sizes.items() if model == m}
+    b.m.add({**zs, gang.models[m]: -1.0}, lo=0, hi=0,
+            name=f"gang_size[{b.req.jobs[j].name},{m}]")
 
 
 def add_gang_one_model(b: Builder, j: int) -> None:
@@ -163,17 +175,21 @@ def add_gang_one_model(b: Builder, j: int) -> None:
 
 
 def add_gang_one_domain(b: Builder, j: int) -> None:
-    """gang_domain[j]: one topology domain (same_domain gangs): sum_D d[j, D] = new[j]."""
+    """gang_domain[j]: one topology domain (same_domain gangs; one node for a single-node
+    elastic gang): sum_D d[j, D] = new[j]."""
     job = b.req.jobs[j]
     gang = b.c.gangs[j]
-    if job.same_domain:
+    if job.same_domain or gang.node_domains:
         b.m.add({**dict.fromkeys(gang.domains.values(), 1.0), gang.new: -1.0}, lo=0, hi=0,
                 name=f"gang_domain[{job.name}]")
 
 
 def _part_cap(b: Builder, j: int, key: PoolKey) -> float:
-    """The most GPUs gang j may take in pool `key`: min(g, |U_p|)."""
-    return float(min(b.req.jobs[j].gpus or 1, len(b.pools[key].usable)))
+    """The most GPUs gang j may take in pool `key`: min(g, |U_p|) (g: an elastic gang's
+    largest allowed size)."""
+    job = b.req.jobs[j]
+    g = max(allowed_sizes(job)) if job.elastic is not None else job.gpus or 1
+    return float(min(g, len(b.pools[key].usable)))
 
 
 def add_gang_model_link(b: Builder, j: int, y: int, key: PoolKey) -> None:
@@ -185,22 +201,29 @@ def add_gang_model_link(b: Builder, j: int, y: int, key: PoolKey) -> None:
 
 
 def add_gang_domain_link(b: Builder, j: int, y: int, key: PoolKey) -> None:
-    """gang_use_domain[j, p]: GPUs only in the chosen domain (same_domain gangs):
-    y[j, p] <= min(g, |U_p|) * d[j, domain(p)]."""
+    """gang_use_domain[j, p]: GPUs only in the chosen domain (same_domain gangs; the
+    chosen node for a single-node elastic gang): y[j, p] <= min(g, |U_p|) * d[j, D(p)]."""
     job = b.req.jobs[j]
-    if not job.same_domain:
+    gang = b.c.gangs[j]
+    if not job.same_domain and not gang.node_domains:
         return
     node = b.pools[key].node
-    d = b.c.gangs[j].domains[domain_of(node, b.nodes[node].topology_domain)]
+    d = gang.domains[node if gang.node_domains
+                     else domain_of(node, b.nodes[node].topology_domain)]
     b.m.add({y: 1.0, d: -_part_cap(b, j, key)}, hi=0,
             name=f"gang_use_domain[{job.name},{key}]")
 
 
 def add_gang_all_or_nothing(b: Builder, j: int) -> None:
-    """gang[j]: all of the gang or nothing: sum_p y[j, p] = g * new[j]."""
+    """gang[j]: all of the gang or nothing: sum_p y[j, p] = g * new[j]; for an elastic
+    gang, its chosen size: sum_p y[j, p] = sum_{m, n} n z[j, m, n]."""
     job = b.req.jobs[j]
     gang = b.c.gangs[j]
     ys = {y: 1.0 for y, _key in gang.parts}
+    if gang.sizes:
+        ys.update({z: -float(n) for (_m, n), z in gang.sizes.items()})
+        b.m.add(ys, lo=0, hi=0, name=f"gang[{job.name}]")
+        return
     b.m.add({**ys, gang.new: -float(job.gpus or 1)}, lo=0, hi=0, name=f"gang[{job.name}]")
 
 

@@ -84,9 +84,12 @@ class _Encoder:
         model = self.model_of[(pls[0].node, pls[0].gpu)]
         if model in gang.models:
             self.hints[gang.models[model]] = 1
+        z = gang.sizes.get((model, len(pls)))
+        if z is not None:
+            self.hints[z] = 1
         nodes = {q.node for q in pls}
+        doms = nodes if gang.node_domains else {node_domain(self.c.request, n) for n in nodes}
         for dm, v in gang.domains.items():
-            doms = {node_domain(self.c.request, n) for n in nodes}
             self.hints[v] = int(doms == {dm})
         for y, key in gang.parts:
             self.hints[y] = sum(1 for q in pls if q.node == key[0]

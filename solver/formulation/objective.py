@@ -5,7 +5,8 @@
              - migration_cost * sum_r moved[r]                           (moves cost)
 
 over every variable x that places a job on a model (keep[r] on r's current model, the
-count and move variables on their target's, a gang's u[j, m] on m), where moved[r] sums
+count and move variables on their target's, a fixed gang's u[j, m] on m, an elastic
+gang's z[j, m, n] on n GPUs of m, valued weight * speedup[n] * speed(m)), where moved[r] sums
 running job r's new placements: a running job stopped costs `preemption_cost`, one
 moved costs `migration_cost`. value is the policy's per-job objective value (jct and
 makespan), or the throughput value for throughput, fairness and priority_fifo (the
@@ -35,7 +36,7 @@ def add_objective(b: Builder) -> None:
         o = t = 0.0
         if j >= 0:
             job = jobs[j]
-            value, throughput = b.values(job, model)
+            value, throughput = b.values(job, model, b.earn_sizes.get(var))
             o, t = o + value, t + throughput
             tt = tenants.setdefault(job.tenant, {})
             tt[var] = 0.0 + throughput

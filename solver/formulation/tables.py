@@ -111,6 +111,11 @@ class Gang:
     models: dict[str, int] = field(default_factory=dict)
     #: d[j, D] per topology domain (same_domain gangs only): the gang runs in domain D
     domains: dict[str, int] = field(default_factory=dict)
+    #: elastic gangs: z[j, m, n] per eligible model m and allowed size n (the gang runs on
+    #: n GPUs of m), keyed (m, n); empty for a fixed gang
+    sizes: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: whether `domains` are the nodes (a single-node elastic gang), not topology domains
+    node_domains: bool = False
 
 
 class GroupOnBin(NamedTuple):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from models import mig_profiles_for
+from models import allowed_sizes, mig_profiles_for
 from models.capacity import domain_of
 from solver.formulation.builder import Builder
 from solver.formulation.tables import (
@@ -111,7 +111,8 @@ def new_group_vars(b: Builder, gi: int) -> None:
         b.c.group_of[j] = GroupRank(gi, rank)
     b.c.group_terms[gi] = {}
     job = b.req.jobs[grp.members[0]]
-    if grp.shape == "whole" and single_node_whole(job.gpus, job.single_node):
+    if grp.shape == "whole" and job.elastic is None \
+            and single_node_whole(job.gpus, job.single_node):
         new_whole_group_vars(b, gi, grp)
     elif grp.shape == "whole":
         for j in grp.members:
@@ -144,28 +145,57 @@ def new_whole_group_vars(b: Builder, gi: int, grp: Group) -> None:
 
 
 def new_gang_vars(b: Builder, j: int) -> Gang:
-    """A gang that may span nodes: new[j] in {0, 1}, u[j, m] in {0, 1} per eligible model,
-    d[j, D] in {0, 1} per domain (same_domain), y[j, p] in [0, min(g, |U_p|)] GPUs per
-    pool. The model variables earn the gang's value."""
+    """A gang that may span nodes, or an elastic gang: new[j] in {0, 1}, u[j, m] in {0, 1}
+    per eligible model, d[j, D] in {0, 1} per domain (same_domain; per node for a
+    single-node elastic gang), y[j, p] in [0, min(g, |U_p|)] GPUs per pool (g: the largest
+    allowed size). The model variables earn the gang's value; an elastic gang's size
+    variables (`new_elastic_size_vars`) earn it instead."""
     job = b.req.jobs[j]
-    g = job.gpus or 1
+    g = max(allowed_sizes(job)) if job.elastic is not None else job.gpus or 1
     gang = Gang(b.m.new_var(f"new[{job.name}]"))
     b.c.gangs[j] = gang
     pools = [(key, p) for key, p in b.pools.items()
              if p.usable and b.eligible(job, p.model)]
     models = sorted({p.model for _, p in pools})
     gang.models = {m: b.m.new_var(f"u[{job.name},{m}]") for m in models}
-    if job.same_domain:
+    if job.elastic is not None and job.single_node:
+        gang.node_domains = True
+        doms = sorted({p.node for _, p in pools})
+        gang.domains = {dm: b.m.new_var(f"d[{job.name},{dm}]") for dm in doms}
+    elif job.same_domain:
         doms = sorted({domain_of(p.node, b.nodes[p.node].topology_domain) for _, p in pools})
         gang.domains = {dm: b.m.new_var(f"d[{job.name},{dm}]") for dm in doms}
     for key, p in pools:
         y = b.m.new_var(f"y[{job.name},{key}]", 0, min(g, len(p.usable)))
         b.charge(b.pool_use, key, y, 1.0)
-        b.charge_host(p.node, y, job, 1.0 / g)
+        # host request per `gpus` GPUs, pro rata (an elastic gang on n needs n / gpus)
+        b.charge_host(p.node, y, job, 1.0 / (job.gpus or 1))
         gang.parts.append(GangPart(y, key))
+    if job.elastic is not None:
+        new_elastic_size_vars(b, j, gang)
+        return gang
     for m, v in gang.models.items():
         b.earn(v, j, m)
     return gang
+
+
+def new_elastic_size_vars(b: Builder, j: int, gang: Gang) -> None:
+    """z[j, m, n] in {0, 1} per eligible model m and allowed size n of elastic gang j: it
+    runs on n GPUs of m, and earns weight * speedup[n] * speed(m).
+
+    Why one binary per (model, size): the value is a product of the model's speed and
+    the size's speedup, and the time-based objectives divide by the remaining time on n
+    GPUs, so neither is linear in an integer size; a binary per pair prices every pair
+    exactly for any curve (concave or not, with gaps between the allowed sizes), costs
+    only |models| x |sizes| binaries per gang (curves list a handful of sizes), and its
+    LP relaxation stays as tight as the fixed gang's (a fixed gang is the case of one
+    size). The gang's GPU count is sum_{m, n} n z[j, m, n] (`add_gang_size`)."""
+    job = b.req.jobs[j]
+    for m in gang.models:
+        for n in allowed_sizes(job):
+            z = b.m.new_var(f"z[{job.name},{m},{n}]")
+            gang.sizes[(m, n)] = z
+            b.earn_size(z, j, m, n)
 
 
 def new_share_group_vars(b: Builder, gi: int, grp: Group) -> None:
@@ -225,7 +255,8 @@ def new_move_vars(b: Builder, r: int) -> None:
     job = b.req.jobs[r]
     if not job.preemptible:
         return
-    if job.shape == "whole" and single_node_whole(job.gpus, job.single_node):
+    if job.shape == "whole" and job.elastic is None \
+            and single_node_whole(job.gpus, job.single_node):
         new_vars = _whole_moves(b, r)
     elif job.shape == "whole":
         new_vars = [new_gang_vars(b, r).new]

@@ -1,8 +1,9 @@
 """A brute-force reference planner for tiny requests (<= 4 GPUs, <= 5 jobs).
 
-It enumerates every placement of every job (whole-GPU gangs as GPU subsets, shared jobs per
-GPU, MIG jobs per instance position, running jobs also at their current placement) and
-every combination of them, keeps the combinations that satisfy the contract, and returns
+It enumerates every placement of every job (whole-GPU gangs as GPU subsets, of every
+allowed size for an elastic gang (contract 5.1), shared jobs per GPU, MIG jobs per
+instance position, running jobs also at their current placement) and every combination
+of them, keeps the combinations that satisfy the contract, and returns
 the best by the policy's objective, lexicographic where the objective is. It shares no code
 with the solver's formulation: only the domain models and the objective definition.
 """
@@ -26,6 +27,16 @@ from models.objective import evaluate, same_placement
 from models.rules import priority_key
 
 
+def _sizes(job: Job) -> list[int]:
+    """The gang sizes contract 5.1 allows: `gpus`, or for an elastic gang the integers of
+    [min_gpus, max_gpus] that are keys of `speedup` (all of them without a curve)."""
+    el = job.elastic
+    if el is None:
+        return [job.gpus or 1]
+    return [n for n in range(el.min_gpus, el.max_gpus + 1)
+            if not el.speedup or str(n) in el.speedup]
+
+
 def _options(req: PlanRequest, job: Job) -> list[list[Placement]]:
     cat = req.cluster.catalog()
     opts: list[list[Placement]] = []
@@ -37,7 +48,9 @@ def _options(req: PlanRequest, job: Job) -> list[list[Placement]]:
             if n.schedulable and g.healthy and model_eligible(job, g.model, cat[g.model])]
     if job.shape == "whole":
         plain = [(n, g) for n, g in gpus if not g.mig_enabled]
-        for combo in itertools.combinations(plain, job.gpus or 1):
+        combos = itertools.chain.from_iterable(
+            itertools.combinations(plain, n) for n in _sizes(job))
+        for combo in combos:
             if len({g.model for _, g in combo}) != 1:
                 continue
             nodes = {n.name for n, _ in combo}
@@ -86,7 +99,9 @@ def _feasible(req: PlanRequest, chosen: dict[str, list[Placement]]) -> bool:
                 share.setdefault(key, []).append((p.fraction, job.gpu_memory_gib or 0.0))
             else:
                 whole[key] = whole.get(key, 0) + 1
-            part = 1.0 / len(pls) if job.shape == "whole" else 1.0
+            # a gang's host request is per `gpus` GPUs, pro rata (an elastic gang on n
+            # GPUs needs n / gpus of it)
+            part = 1.0 / job.gpus if job.gpus else 1.0
             cpu[p.node] = cpu.get(p.node, 0.0) + (job.cpu_millicores or 0.0) * part
             mem[p.node] = mem.get(p.node, 0.0) + (job.host_memory_gib or 0.0) * part
     for key, n in whole.items():

@@ -2,7 +2,10 @@
 
 Running jobs get current placements drawn from a feasible state, so that the instances mix
 every feature: gangs, MIG (with existing layouts), shared GPUs, host limits, running jobs
-(preemptible or not), topology domains, unhealthy GPUs and cordoned nodes.
+(preemptible or not), topology domains, unhealthy GPUs and cordoned nodes. With
+`elastic` (a probability), whole-GPU gangs are made elastic (contract 5.1): a size range
+around `gpus`, and either no curve (linear) or a curve over some sizes of the range,
+concave or not; the random stream of a request drawn without it is unchanged.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ OBJECTIVES = ["throughput", "throughput", "fairness", "priority_fifo", "jct", "m
 
 def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
                    max_nodes: int = 2, objective: str | None = None,
-                   solver: str = "cp_sat") -> PlanRequest:
-    """A random consistent request."""
+                   solver: str = "cp_sat", elastic: float = 0.0) -> PlanRequest:
+    """A random consistent request (`elastic`: the chance that a whole-GPU job is an
+    elastic gang)."""
     n_gpus = rng.randint(1, max_gpus)
     n_nodes = rng.randint(1, min(max_nodes, n_gpus))
     sizes = [1] * n_nodes
@@ -63,6 +67,8 @@ def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
             if job["gpus"] > 1 and rng.random() < 0.4:
                 job["single_node"] = False
                 job["same_domain"] = rng.random() < 0.5
+            if elastic and rng.random() < elastic:
+                job["elastic"] = elastic_spec(rng, job["gpus"], max_gpus)
         elif kind < 0.7:
             job["gpu_share"] = rng.choice([0.25, 0.3, 0.5, 0.6])
             if rng.random() < 0.4:
@@ -103,6 +109,20 @@ def random_request(rng: random.Random, *, max_gpus: int = 4, max_jobs: int = 5,
     }
     return PlanRequest.model_validate({"cluster": {"nodes": nodes}, "jobs": jobs,
                                        "policy": policy})
+
+
+def elastic_spec(rng: random.Random, gpus: int, max_gpus: int) -> dict[str, Any]:
+    """An `elastic` object whose allowed sizes include `gpus`: a range around it and, half
+    the time, a speedup curve over some of its sizes (concave, or with a random dip)."""
+    lo = rng.randint(1, gpus)
+    hi = rng.randint(gpus, max(gpus, min(max_gpus, gpus + 2)))
+    spec: dict[str, Any] = {"min_gpus": lo, "max_gpus": hi}
+    if rng.random() < 0.5:
+        sizes = sorted({gpus, *(n for n in range(lo, hi + 1) if rng.random() < 0.6)})
+        alpha = rng.choice([0.5, 0.7, 0.9, 1.0])
+        spec["speedup"] = {str(n): round(n ** alpha * rng.uniform(0.85, 1.0), 3)
+                           for n in sizes}
+    return spec
 
 
 def _current(rng: random.Random, job: dict[str, Any], nodes: list[dict[str, Any]],
