@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -69,11 +71,11 @@ def parse_workloads(spec: str) -> list[int]:
 Progress = Callable[[int, str, int, int], None]
 
 
-def run(workloads: Sequence[int], policies: Sequence[str], *, round_s: float = 60.0,
-        restart_overhead_s: float = 30.0, time_limit_s: float = 2.0,
-        deterministic: bool = True, limit: int | None = None,
-        progress: Progress | None = None) -> dict[int, Any]:
-    """Simulate each workload under each policy: {K: Comparison}."""
+def run_one(k: int, policies: Sequence[str], *, round_s: float = 60.0,
+            restart_overhead_s: float = 30.0, time_limit_s: float = 2.0,
+            deterministic: bool = True, limit: int | None = None,
+            progress: Progress | None = None) -> Any:
+    """Simulate workload k under each policy: its Comparison."""
     from benchmarks.sim.cluster import load_cluster
     from benchmarks.sim.engine import SimConfig
     from benchmarks.sim.runner import compare
@@ -83,16 +85,30 @@ def run(workloads: Sequence[int], policies: Sequence[str], *, round_s: float = 6
     config = SimConfig(round_s=round_s, restart_overhead_s=restart_overhead_s)
     over = {p: {"time_limit_s": time_limit_s, "deterministic": deterministic}
             for p in policies if p.startswith("gpuplan")}
-    out: dict[int, Any] = {}
-    for k in workloads:
-        trace = load_trace(f"pollux:{k}", limit=limit, max_gang=64, gpus_per_node=4)
+    trace = load_trace(f"pollux:{k}", limit=limit, max_gang=64, gpus_per_node=4)
 
-        def tick(name: str, done: int, total: int, _k: int = k) -> None:
-            if progress is not None:
-                progress(_k, name, done, total)
+    def tick(name: str, done: int, total: int) -> None:
+        if progress is not None:
+            progress(k, name, done, total)
 
-        out[k] = compare(cluster, trace, policies, config, overrides=over, progress=tick)
-    return out
+    return compare(cluster, trace, policies, config, overrides=over, progress=tick)
+
+
+def run(workloads: Sequence[int], policies: Sequence[str], *, workers: int = 1,
+        progress: Progress | None = None, **kw: Any) -> dict[int, Any]:
+    """Simulate each workload under each policy: {K: Comparison}. With `workers` > 1 the
+    workloads run in that many processes (forkserver); in deterministic mode the results
+    are the same either way. `progress` is called in this process only (workers = 1)."""
+    if workers <= 1 or len(workloads) <= 1:
+        return {k: run_one(k, policies, progress=progress, **kw) for k in workloads}
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = {k: pool.submit(run_one, k, list(policies), **kw) for k in workloads}
+        out = {}
+        for k, fut in futures.items():
+            out[k] = fut.result()
+            log.info("workload %d done", k)
+        return out
 
 
 def mean_jcts(results: Mapping[int, Any], policies: Sequence[str]) -> dict[str, float]:
@@ -173,6 +189,8 @@ def elastic_command(
     deterministic: Annotated[bool, typer.Option(
         help="gpuplan: policy.deterministic (results independent of machine load).")] = True,
     jobs: Annotated[int | None, typer.Option(min=1, help="Replay the first N jobs.")] = None,
+    workers: Annotated[int, typer.Option(
+        min=1, max=8, help="Workloads simulated at once, one process each.")] = 1,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("elastic_out"),
 ) -> None:
     """Pollux's workloads on 64 GPUs: gpuplan with and without elasticity, AFS, Tiresias,
@@ -198,10 +216,11 @@ def elastic_command(
 
     results = run(ks, names, round_s=round_s, restart_overhead_s=restart_overhead,
                   time_limit_s=time_limit, deterministic=deterministic, limit=jobs,
-                  progress=tick)
+                  workers=workers, progress=tick)
     meta = {"workloads": ks, "policies": names, "round_s": round_s,
             "restart_overhead_s": restart_overhead, "gpuplan_time_limit_s": time_limit,
-            "gpuplan_deterministic": deterministic, "jobs": jobs, "cluster": "pollux-64"}
+            "gpuplan_deterministic": deterministic, "jobs": jobs, "cluster": "pollux-64",
+            "workers": workers}
     paths = write(results, names, out, meta)
     typer.echo(paths["md"].read_text())
     typer.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
