@@ -55,3 +55,16 @@ def test_cli_rejects_bad_input_with_exit_2() -> None:
     for args in (["--workloads", "9"], ["--policies", "nope"]):
         res = CliRunner().invoke(app, ["bench", "elastic", *args])
         assert res.exit_code == 2, res.output
+
+
+@needs_data
+def test_workers_give_the_same_results_as_one_process() -> None:
+    from benchmarks.elastic import run
+
+    kw = {"limit": 10, "round_s": 60.0}
+    one = run([1, 2], ["tiresias_las", "afs_elastic"], workers=1, **kw)
+    two = run([1, 2], ["tiresias_las", "afs_elastic"], workers=2, **kw)
+    for k in (1, 2):
+        for p in ("tiresias_las", "afs_elastic"):
+            a, b = one[k].summaries[p], two[k].summaries[p]
+            assert (a["avg_jct_s"], a["resizes"]) == (b["avg_jct_s"], b["resizes"])
