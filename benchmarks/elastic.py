@@ -111,23 +111,33 @@ def run(workloads: Sequence[int], policies: Sequence[str], *, workers: int = 1,
         return out
 
 
-def mean_jcts(results: Mapping[int, Any], policies: Sequence[str]) -> dict[str, float]:
+def workload_doc(cmp: Any, policies: Sequence[str]) -> dict[str, Any]:
+    """One workload's figures as plain data: per policy its summary and per-job JCTs."""
+    from benchmarks.sim.metrics import jcts
+
+    return {"summaries": {p: cmp.summaries[p] for p in policies},
+            "jct_s": {p: jcts(cmp.results[p]) for p in policies}}
+
+
+def mean_jcts(docs: Mapping[int, Mapping[str, Any]], policies: Sequence[str]
+              ) -> dict[str, float]:
     """Each policy's average JCT, averaged over the workloads (the paper's `mean`)."""
-    return {p: sum(c.summaries[p]["avg_jct_s"] for c in results.values()) / len(results)
+    return {p: sum(d["summaries"][p]["avg_jct_s"] for d in docs.values()) / len(docs)
             for p in policies}
 
 
-def markdown_table(results: Mapping[int, Any], policies: Sequence[str],
+def markdown_table(docs: Mapping[int, Mapping[str, Any]], policies: Sequence[str],
                    published: Mapping[str, Mapping[str, float]]) -> str:
     """Average JCT (s) per workload and policy, ours then the published ones."""
     heads = ["workload", *policies, *(f"{p} (published)" for p in published)]
     lines = ["| " + " | ".join(heads) + " |", "|---|" + "---:|" * (len(heads) - 1)]
-    for k, cmp in results.items():
-        ours = [f"{cmp.summaries[p]['avg_jct_s']:,.0f}" for p in policies]
+    for k in sorted(docs):
+        ours = [f"{docs[k]['summaries'][p]['avg_jct_s']:,.0f}" for p in policies]
         theirs = [f"{pub.get(f'workload-{k}', float('nan')):,.0f}" for pub in published.values()]
         lines.append(f"| {k} | " + " | ".join([*ours, *theirs]) + " |")
-    means = mean_jcts(results, policies)
-    pub_means = [f"**{pub['mean']:,.0f}**" if len(results) == 8 else "-"
+    means = mean_jcts(docs, policies)
+    pub_means = [f"**{pub['mean']:,.0f}**" if len(docs) == 8 else
+                 f"{sum(pub[f'workload-{k}'] for k in docs) / len(docs):,.0f}"
                  for pub in published.values()]
     lines.append("| **mean** | " + " | ".join(
         [*(f"**{means[p]:,.0f}**" for p in policies), *pub_means]) + " |")
@@ -152,28 +162,43 @@ def target_lines(means: Mapping[str, float]) -> list[str]:
     return out
 
 
-def write(results: Mapping[int, Any], policies: Sequence[str], out: Path,
+def write(docs: Mapping[int, Mapping[str, Any]], policies: Sequence[str], out: Path,
           meta: Mapping[str, Any]) -> dict[str, Path]:
     """summary.json, summary.md and jct_cdf.png in `out`."""
-    from benchmarks.sim.metrics import jcts
     from benchmarks.sim.plots import plot_jct_cdf
 
     out.mkdir(parents=True, exist_ok=True)
     published = published_averages()
-    means = mean_jcts(results, policies)
-    pooled = {p: [x for c in results.values() for x in jcts(c.results[p])] for p in policies}
+    means = mean_jcts(docs, policies)
+    pooled = {p: [x for k in sorted(docs) for x in docs[k]["jct_s"][p]] for p in policies}
     paths = {"json": out / "summary.json", "md": out / "summary.md",
              "jct_cdf": plot_jct_cdf(pooled, out / "jct_cdf.png",
-                                     f"Pollux workloads {', '.join(map(str, results))}: "
+                                     f"Pollux workloads {', '.join(map(str, sorted(docs)))}: "
                                      "JCT CDF, 64 GPUs")}
     doc = {"meta": dict(meta), "mean_avg_jct_s": means, "published": published,
-           "workloads": {str(k): {"summaries": c.summaries,
-                                  "jct_s": {p: jcts(c.results[p]) for p in policies}}
-                         for k, c in results.items()}}
+           "workloads": {str(k): docs[k] for k in sorted(docs)}}
     paths["json"].write_text(json.dumps(doc, indent=1, default=float) + "\n")
-    paths["md"].write_text(markdown_table(results, policies, published) + "\n\n"
+    paths["md"].write_text(markdown_table(docs, policies, published) + "\n\n"
                            + "\n".join(f"- {line}" for line in target_lines(means)) + "\n")
     return paths
+
+
+def combine(paths: Sequence[Path]) -> tuple[dict[int, Any], list[str], dict[str, Any]]:
+    """The workloads of several `summary.json` files of this command (later files win),
+    the policies they all have, and their merged meta."""
+    docs: dict[int, Any] = {}
+    policies: list[str] | None = None
+    meta: dict[str, Any] = {}
+    for path in paths:
+        f = path / "summary.json" if path.is_dir() else path
+        doc = json.loads(f.read_text())
+        meta.update({k: v for k, v in doc["meta"].items() if k != "workloads"})
+        names = list(doc["meta"]["policies"])
+        policies = names if policies is None else [p for p in policies if p in names]
+        docs.update({int(k): v for k, v in doc["workloads"].items()})
+    meta["workloads"] = sorted(docs)
+    meta["policies"] = policies or []
+    return docs, policies or [], meta
 
 
 def elastic_command(
@@ -191,6 +216,9 @@ def elastic_command(
     jobs: Annotated[int | None, typer.Option(min=1, help="Replay the first N jobs.")] = None,
     workers: Annotated[int, typer.Option(
         min=1, max=8, help="Workloads simulated at once, one process each.")] = 1,
+    combine_from: Annotated[list[Path] | None, typer.Option(
+        "--combine", help="Simulate nothing: merge the summary.json of earlier runs "
+                          "(one workload each, say) into one table and plot.")] = None,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("elastic_out"),
 ) -> None:
     """Pollux's workloads on 64 GPUs: gpuplan with and without elasticity, AFS, Tiresias,
@@ -199,6 +227,15 @@ def elastic_command(
 
     from benchmarks.sim.policies import POLICIES
 
+    if combine_from:
+        try:
+            docs, names, meta = combine(combine_from)
+        except (OSError, ValueError, KeyError) as e:
+            raise typer.BadParameter(f"cannot merge: {e}", param_hint="--combine") from e
+        paths = write(docs, names, out, meta)
+        typer.echo(paths["md"].read_text())
+        typer.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
+        return
     try:
         ks = parse_workloads(workloads)
     except ValueError as e:
@@ -221,6 +258,7 @@ def elastic_command(
             "restart_overhead_s": restart_overhead, "gpuplan_time_limit_s": time_limit,
             "gpuplan_deterministic": deterministic, "jobs": jobs, "cluster": "pollux-64",
             "workers": workers}
-    paths = write(results, names, out, meta)
+    docs = {k: workload_doc(cmp, names) for k, cmp in results.items()}
+    paths = write(docs, names, out, meta)
     typer.echo(paths["md"].read_text())
     typer.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
