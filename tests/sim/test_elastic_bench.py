@@ -68,3 +68,26 @@ def test_workers_give_the_same_results_as_one_process() -> None:
         for p in ("tiresias_las", "afs_elastic"):
             a, b = one[k].summaries[p], two[k].summaries[p]
             assert (a["avg_jct_s"], a["resizes"]) == (b["avg_jct_s"], b["resizes"])
+
+
+def test_combine_merges_single_workload_runs(tmp_path: Path) -> None:
+    import json
+
+    from benchmarks.elastic import combine, markdown_table, mean_jcts
+
+    def doc(k: int, jct: dict[str, float]) -> dict[str, object]:
+        return {"meta": {"policies": list(jct), "round_s": 120.0, "workloads": [k]},
+                "workloads": {str(k): {"summaries": {p: {"avg_jct_s": v} for p, v in jct.items()},
+                                       "jct_s": {p: [v] for p, v in jct.items()}}}}
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "summary.json").write_text(json.dumps(doc(1, {"x": 10.0, "y": 30.0})))
+    (tmp_path / "b.json").write_text(json.dumps(doc(2, {"x": 20.0, "y": 50.0, "z": 1.0})))
+    docs, policies, meta = combine([tmp_path / "a", tmp_path / "b.json"])
+    assert sorted(docs) == [1, 2] and policies == ["x", "y"]
+    assert meta["workloads"] == [1, 2] and meta["round_s"] == 120.0
+    assert mean_jcts(docs, policies) == {"x": 15.0, "y": 40.0}
+    table = markdown_table(docs, policies, {"P": {"workload-1": 5.0, "workload-2": 7.0,
+                                                   "mean": 9.0}})
+    # Fewer than 8 workloads: the published mean is taken over the same workloads.
+    assert table.splitlines()[-1] == "| **mean** | **15** | **40** | 6 |"
