@@ -39,7 +39,8 @@ Elasticity (contract 5.1): the requests carry each job's `Job.elastic`, so the p
 picks an elastic gang's size (a running one is sent at its current size, see the engine);
 the backfill places waiting jobs at their nominal size. `elastic=False` (registry name
 `gpuplan_fixed`) sends every job without `elastic`: fixed sizes, the same planner
-otherwise.
+otherwise. `deterministic=True` sets `policy.deterministic` (a work-unit budget instead of
+wall seconds), so that a simulation's figures do not depend on the machine's load.
 
 Sessions (`sessions=True`, `gpuplan simulate --sessions`): the rounds go through one
 `solver.session.PlanningSession` instead of a fresh request each: the first round opens it
