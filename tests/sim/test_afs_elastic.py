@@ -74,3 +74,13 @@ def test_afs_replays_a_pollux_workload_and_resizes() -> None:
                     SimConfig(round_s=60.0)).run()
     assert all(r.finish is not None for r in res.jobs)
     assert sum(r.resizes for r in res.jobs) > 0
+
+
+def test_afs_places_shared_and_mig_jobs_after_the_gangs() -> None:
+    from benchmarks.sim.workloads import load_trace as load
+
+    trace = load("synthetic", limit=40, seed=3, max_gang=8, gpus_per_node=4)
+    assert {tj.job.shape for tj in trace} == {"whole", "share", "mig"}
+    cluster = load_cluster("hetero-24")
+    res = Simulator(cluster, trace, AfsElastic(), SimConfig()).run()
+    assert all(r.finish is not None for r in res.jobs)

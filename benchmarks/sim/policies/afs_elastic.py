@@ -14,8 +14,12 @@ Steps go, best score first (earliest arrival, then name, on ties), while the clu
 GPUs for them. Placement: jobs that keep their size keep their GPUs; the others are placed
 packed (`packed_fit`), largest first. As in AFS, the allocation is recomputed when the set
 of jobs changes (an arrival or a completion), not at every round: between those events the
-jobs keep their GPUs, so a resize is paid for only when the competition changed.
+jobs keep their GPUs, so a resize is paid for only when the competition changed (and
+when nothing runs, so that a job the last allocation could not place is tried again).
 Jobs are preemptible: a running job that gets no step goes back to the queue.
+AFS sizes whole-GPU gangs; jobs of the other shapes (a GPU share, a MIG slice) come after
+them in arrival order, each keeping its place when it runs or placed first fit into what
+the gangs leave.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from benchmarks.sim.engine import Decision, JobRun, RoundView
+from benchmarks.sim.occupancy import CapacityError
 from benchmarks.sim.policies.base import fresh_occupancy, packed_fit
 from models.rules import allowed_sizes, remaining_on, speedup
 
@@ -75,11 +80,11 @@ class AfsElastic:
         """Keep the allocation while the job set is unchanged; else recompute it."""
         jobs = view.active
         names = frozenset(r.name for r in jobs)
-        if names == self.last_jobs:
+        if names == self.last_jobs and view.running:
             return {r.name: list(r.placements) for r in view.running if r.placements}
         self.last_jobs = names
         gpus = sum(1 for g in view.occupancy.gpus.values() if not g.mig)
-        sizes = afs_sizes(jobs, gpus)
+        sizes = afs_sizes([r for r in jobs if r.job.shape == "whole"], gpus)
         occ = fresh_occupancy(view)
         decision: Decision = {}
         for r in view.running:
@@ -95,4 +100,17 @@ class AfsElastic:
             if pl is not None:
                 occ.add(r.job, pl)
                 decision[name] = pl
+        for r in sorted((r for r in jobs if r.job.shape != "whole"),
+                        key=lambda r: (r.placements is None, r.submit, r.name)):
+            if r.placements is not None:
+                try:
+                    occ.add(r.job, r.placements)
+                    decision[r.name] = list(r.placements)
+                    continue
+                except CapacityError:
+                    pass
+            pl = occ.find(r.job)
+            if pl is not None:
+                occ.add(r.job, pl)
+                decision[r.name] = pl
         return decision
