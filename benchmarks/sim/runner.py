@@ -54,6 +54,8 @@ def compare(cluster: Cluster, trace: Sequence[TraceJob], policies: Sequence[str]
         used = getattr(sim.policy, "backend_used", None)
         if used:
             out.summaries[name]["backends"] = dict(used)
+        if getattr(sim.policy, "deterministic", False):
+            out.summaries[name]["wall_cuts"] = sim.policy.wall_cuts  # type: ignore[attr-defined]
     return out
 
 

@@ -91,3 +91,14 @@ def test_combine_merges_single_workload_runs(tmp_path: Path) -> None:
                                                    "mean": 9.0}})
     # Fewer than 8 workloads: the published mean is taken over the same workloads.
     assert table.splitlines()[-1] == "| **mean** | **15** | **40** | 6 |"
+
+
+@needs_data
+def test_gpuplan_in_deterministic_mode_reports_its_wall_cuts() -> None:
+    from benchmarks.elastic import run_one
+
+    cmp = run_one(3, ["gpuplan_fixed", "gpuplan"], limit=4, round_s=300.0)
+    for p in ("gpuplan_fixed", "gpuplan"):
+        s = cmp.summaries[p]
+        assert isinstance(s["wall_cuts"], int) and 0 <= s["wall_cuts"] <= s["rounds"]
+        assert all(r.finish is not None for r in cmp.results[p].jobs)

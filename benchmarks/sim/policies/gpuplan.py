@@ -40,7 +40,9 @@ picks an elastic gang's size (a running one is sent at its current size, see the
 the backfill places waiting jobs at their nominal size. `elastic=False` (registry name
 `gpuplan_fixed`) sends every job without `elastic`: fixed sizes, the same planner
 otherwise. `deterministic=True` sets `policy.deterministic` (a work-unit budget instead of
-wall seconds), so that a simulation's figures do not depend on the machine's load.
+wall seconds), so that a simulation's figures do not depend on the machine's load; the
+wall deadline stays as the planner's safety net, and the rounds it cut are counted in
+`wall_cuts` (the runner reports them): those plans may differ between runs.
 
 Sessions (`sessions=True`, `gpuplan simulate --sessions`): the rounds go through one
 `solver.session.PlanningSession` instead of a fresh request each: the first round opens it
@@ -86,6 +88,7 @@ class GpuPlan:
     backend_used: dict[str, int] = field(default_factory=dict)
     session: PlanningSession | None = None
     events_sent: int = 0
+    wall_cuts: int = 0
 
     def weight(self, r: JobRun, now: float) -> float:
         """1 + age / aging_s."""
@@ -169,6 +172,9 @@ class GpuPlan:
     def _plan(self, request: PlanRequest) -> dict[str, list[Placement]]:
         result = self._session_plan(request) if self.sessions else plan(request)
         self.backend_used[result.solver] = self.backend_used.get(result.solver, 0) + 1
+        if any(note.startswith("deterministic mode: the time limit cut")
+               for note in result.explanation):
+            self.wall_cuts += 1
         return {a.job: a.placements for a in result.assignments}
 
     def _session_plan(self, request: PlanRequest) -> Plan:
