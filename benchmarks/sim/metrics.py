@@ -14,7 +14,8 @@
   GPU-time over capacity alone rewards running jobs on slow GPUs; this figure says how
   much of the allocation turned into progress (higher = faster GPUs, fewer stalls).
 - ideal JCT: every job alone on its fastest eligible GPUs from its arrival, never
-  queued, never restarted: `work_j / max speed over the cluster's eligible GPUs`. No
+  queued, never restarted: `work_j / max speed over the cluster's eligible GPUs` (an
+  elastic gang also at its fastest allowed size that the cluster holds, `gang_factor`). No
   policy can beat it on any job, so `avg_jct_s / ideal_avg_jct_s` (`jct_over_ideal`,
   >= 1) says how far a policy is from the physical limit of the cluster and trace.
 - finish-time fairness (Themis, NSDI'20): rho_j = JCT_j / T_iso_j, where T_iso_j is the
@@ -31,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.sim.engine import JobRun, SimResult, job_units
+from benchmarks.sim.engine import JobRun, SimResult, gang_factor, job_units
 from benchmarks.sim.workloads.trace import TraceJob
 from models import Cluster, Job, speed
-from models.rules import model_eligible
+from models.rules import allowed_sizes, model_eligible
 
 
 def eligible_speeds(job: Job, cluster: Cluster) -> list[float]:
@@ -54,9 +55,13 @@ def isolated_time(r: JobRun, cluster: Cluster) -> float:
 
 
 def ideal_time(tj: TraceJob, cluster: Cluster) -> float:
-    """The job's JCT alone on its fastest eligible GPUs: work / max eligible speed."""
+    """The job's JCT alone on its fastest eligible GPUs: work / max eligible speed (and
+    / the best `gang_factor` of an elastic gang over the sizes that fit the cluster)."""
     speeds = eligible_speeds(tj.job, cluster)
-    return tj.work / (max(speeds) if speeds else 1.0)
+    total = sum(len(n.gpus) for n in cluster.nodes)
+    factor = max((gang_factor(tj.job, n) for n in allowed_sizes(tj.job) if n <= total),
+                 default=1.0) if tj.job.elastic is not None else 1.0
+    return tj.work / (max(speeds) if speeds else 1.0) / factor
 
 
 def ideal_avg_jct(trace: Sequence[TraceJob], cluster: Cluster) -> float:
@@ -117,6 +122,7 @@ def summarize(res: SimResult, cluster: Cluster) -> dict[str, Any]:
         "ftf_rho_max": float(rho.max()),
         "preemptions": sum(r.preemptions for r in jobs),
         "migrations": sum(r.migrations for r in jobs),
+        "resizes": sum(r.resizes for r in jobs),
         "mig_reconfigurations": res.reconfigurations,
         "rounds": res.rounds,
         "planner_p50_s": float(np.percentile(rt, 50)),

@@ -54,6 +54,8 @@ def compare(cluster: Cluster, trace: Sequence[TraceJob], policies: Sequence[str]
         used = getattr(sim.policy, "backend_used", None)
         if used:
             out.summaries[name]["backends"] = dict(used)
+        if getattr(sim.policy, "deterministic", False):
+            out.summaries[name]["wall_cuts"] = sim.policy.wall_cuts  # type: ignore[attr-defined]
     return out
 
 
@@ -73,6 +75,7 @@ COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("ftf_rho_max", "FTF ρ max", lambda v: f"{v:.1f}"),
     ("preemptions", "preempt", str),
     ("migrations", "migr", str),
+    ("resizes", "resize", str),
     ("planner_p50_s", "plan p50 ms", lambda v: f"{v * 1000:.1f}"),
     ("planner_p99_s", "plan p99 ms", lambda v: f"{v * 1000:.1f}"),
     ("wall_s", "wall s", lambda v: f"{v:.1f}"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from benchmarks.sim.engine import SchedulingPolicy
+from benchmarks.sim.policies.afs_elastic import AfsElastic
 from benchmarks.sim.policies.fifo_firstfit import FifoFirstFit
 from benchmarks.sim.policies.gavel_maxmin import GavelMaxMin
 from benchmarks.sim.policies.gpuplan import GpuPlan
@@ -17,6 +18,8 @@ POLICIES: dict[str, Callable[[], SchedulingPolicy]] = {
     "tiresias_las": TiresiasLas,
     "gavel_maxmin": GavelMaxMin,
     "gpuplan": GpuPlan,
+    "afs_elastic": AfsElastic,
+    "gpuplan_fixed": lambda: GpuPlan(elastic=False, name="gpuplan_fixed"),
 }
 
-__all__ = ["POLICIES", "FifoFirstFit", "GavelMaxMin", "GpuPlan", "TiresiasLas"]
+__all__ = ["POLICIES", "AfsElastic", "FifoFirstFit", "GavelMaxMin", "GpuPlan", "TiresiasLas"]

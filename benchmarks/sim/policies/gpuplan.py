@@ -35,6 +35,15 @@ values a long job's speed-up by `speed / remaining`, so the planner leaves it on
 GPU next to idle fast ones although every hour it gains is an hour off its own JCT, and
 the last such job sets the makespan.
 
+Elasticity (contract 5.1): the requests carry each job's `Job.elastic`, so the planner
+picks an elastic gang's size (a running one is sent at its current size, see the engine);
+the backfill places waiting jobs at their nominal size. `elastic=False` (registry name
+`gpuplan_fixed`) sends every job without `elastic`: fixed sizes, the same planner
+otherwise. `deterministic=True` sets `policy.deterministic` (a work-unit budget instead of
+wall seconds), so that a simulation's figures do not depend on the machine's load; the
+wall deadline stays as the planner's safety net, and the rounds it cut are counted in
+`wall_cuts` (the runner reports them): those plans may differ between runs.
+
 Sessions (`sessions=True`, `gpuplan simulate --sessions`): the rounds go through one
 `solver.session.PlanningSession` instead of a fresh request each: the first round opens it
 with the round's request, each later round sends only the events that turn the session's
@@ -73,10 +82,13 @@ class GpuPlan:
     preemption_cost: float = 1.0
     upgrade_min_s: float | None = 3600.0
     sessions: bool = False
+    elastic: bool = True
+    deterministic: bool = False
     name: str = "gpuplan"
     backend_used: dict[str, int] = field(default_factory=dict)
     session: PlanningSession | None = None
     events_sent: int = 0
+    wall_cuts: int = 0
 
     def weight(self, r: JobRun, now: float) -> float:
         """1 + age / aging_s."""
@@ -93,9 +105,13 @@ class GpuPlan:
         jobs = [*view.running, *waiting[: self.max_queue]]
         policy = Policy(objective="jct", solver=self.solver, time_limit_s=self.time_limit_s,
                         migration_cost=self.migration_cost,
-                        preemption_cost=self.preemption_cost, seed=0, threads=1)
+                        preemption_cost=self.preemption_cost, seed=0, threads=1,
+                        deterministic=self.deterministic)
         request = view.request(policy, jobs,
                                weights={r.name: self.weight(r, view.now) for r in jobs})
+        if not self.elastic:
+            request = request.model_copy(update={"jobs": [
+                j.model_copy(update={"elastic": None}) for j in request.jobs]})
         placements = self._plan(request)
         decision: Decision = {j: list(p) for j, p in placements.items() if p}
         occ = fresh_occupancy(view)
@@ -156,6 +172,9 @@ class GpuPlan:
     def _plan(self, request: PlanRequest) -> dict[str, list[Placement]]:
         result = self._session_plan(request) if self.sessions else plan(request)
         self.backend_used[result.solver] = self.backend_used.get(result.solver, 0) + 1
+        if any(note.startswith("deterministic mode: the time limit cut")
+               for note in result.explanation):
+            self.wall_cuts += 1
         return {a.job: a.placements for a in result.assignments}
 
     def _session_plan(self, request: PlanRequest) -> Plan:

@@ -1,7 +1,9 @@
-"""Workloads for the simulator: ITP traces, Alibaba PAI 2023 pods and a synthetic mix.
+"""Workloads for the simulator: ITP traces, Alibaba PAI 2023 pods, Pollux's elastic
+workloads and a synthetic mix.
 
-`load_trace(spec, ...)` picks the loader from the file's CSV header (ITP or PAI) or the
-word `synthetic`; each loader documents its mapping from trace rows to jobs.
+`load_trace(spec, ...)` picks the loader from the file's CSV header (ITP, PAI or Pollux),
+the word `synthetic`, or `pollux:K` (Pollux's workload K, 1-8, from the shared data); each
+loader documents its mapping from trace rows to jobs.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import csv
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.sim.workloads import itp, pai, synthetic
+from benchmarks.sim.workloads import itp, pai, pollux, synthetic
 from benchmarks.sim.workloads.trace import TraceJob, rebase
 
 
@@ -29,7 +31,8 @@ def _header(path: Path) -> tuple[str, ...]:
 Loader = Callable[..., list[TraceJob]]
 
 #: Recognised CSV headers (their first columns) -> loader.
-LOADERS: dict[tuple[str, ...], Loader] = {itp.HEADER: itp.load_itp, pai.HEADER: pai.load_pai}
+LOADERS: dict[tuple[str, ...], Loader] = {itp.HEADER: itp.load_itp, pai.HEADER: pai.load_pai,
+                                          pollux.HEADER: pollux.load_pollux}
 
 
 def load_trace(spec: str, *, limit: int | None = None, seed: int = 0, max_gang: int = 64,
@@ -42,13 +45,18 @@ def load_trace(spec: str, *, limit: int | None = None, seed: int = 0, max_gang: 
         return synthetic.generate(limit or 500, seed=seed, arrival_scale=arrival_scale,
                                   max_gang=max_gang, gpus_per_node=gpus_per_node)
     path = Path(spec)
+    if spec.startswith("pollux:"):
+        k = spec.removeprefix("pollux:")
+        if not k.isdigit() or not 1 <= int(k) <= 8:
+            raise TraceError(f"{spec}: Pollux workloads are pollux:1 to pollux:8")
+        path = pollux.workload_path(int(k))
     header = _header(path)
     for prefix, loader in LOADERS.items():
         if header[: len(prefix)] == prefix:
             return loader(path, limit=limit, seed=seed, max_gang=max_gang,
                           gpus_per_node=gpus_per_node, arrival_scale=arrival_scale)
-    raise TraceError(f"{spec}: unrecognised trace (expected an ITP or PAI CSV header, "
-                     "or 'synthetic')")
+    raise TraceError(f"{spec}: unrecognised trace (expected an ITP, PAI or Pollux CSV "
+                     "header, 'synthetic' or 'pollux:K')")
 
 
 __all__ = ["TraceError", "TraceJob", "load_trace", "rebase"]
