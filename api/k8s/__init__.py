@@ -10,6 +10,7 @@
 docs/kubernetes.md documents the labels, annotations and alias table.
 """
 
+from api.importing import ImportIssue, SnapshotError
 from api.k8s.export import K8sExport, apply_script, bindings_yaml, export_plan, mig_parted_yaml
 from api.k8s.extender import (
     ExtenderArgs,
@@ -21,7 +22,6 @@ from api.k8s.extender import (
     extender_filter,
     extender_prioritize,
 )
-from api.k8s.issues import ImportIssue, SnapshotError
 from api.k8s.names import PRODUCT_ALIASES
 from api.k8s.snapshot import Snapshot, build_snapshot
 from api.k8s.state import K8sSettings, K8sState

@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from api.importing import ImportIssue, SnapshotError, assemble_request, wire_gpu
 from api.k8s import names
-from api.k8s.issues import ImportIssue, SnapshotError
 from api.k8s.nodes import NodeProblem, NodeState, is_gpu_node, parse_node
 from api.k8s.pods import (
     PodInfo,
@@ -33,8 +33,6 @@ from api.k8s.pods import (
 )
 from models import (
     BUILTIN_CATALOG,
-    Cluster,
-    Gpu,
     GpuModel,
     Instance,
     Job,
@@ -407,11 +405,7 @@ class _Builder:
             Node(name=s.name, labels=s.labels, schedulable=s.schedulable,
                  topology_domain=s.topology_domain, cpu_millicores=s.cpu_millicores,
                  memory_gib=s.memory_gib,
-                 gpus=[Gpu(index=g.index, model=s.model, healthy=g.healthy,
-                           mig_enabled=g.mig_enabled,
-                           mig_instances=[MigInstance(profile=i.profile, start=i.start)
-                                          for i in g.instances])
-                       for g in s.gpus])
+                 gpus=[wire_gpu(g, s.model) for g in s.gpus])
             for s in self.nodes.values()
         ]
 
@@ -441,13 +435,9 @@ def build_snapshot(
     pending = [p for p in all_pods if not p.running]
     b.add_running(running)
     b.add_pending(pending, running)
-    try:
-        request = PlanRequest(
-            cluster=Cluster(nodes=b.node_models(), gpu_models={
-                **(gpu_models or {}),
-                **{s.model: s.variant for s in b.nodes.values() if s.variant is not None}}),
-            jobs=b.jobs, policy=policy or Policy())
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise SnapshotError(tuple(err["loc"]), err["msg"]) from e
+    request = assemble_request(
+        {"nodes": b.node_models(), "gpu_models": {
+            **(gpu_models or {}),
+            **{s.model: s.variant for s in b.nodes.values() if s.variant is not None}}},
+        b.jobs, policy or Policy())
     return Snapshot(request=request, issues=b.issues, nodes=b.nodes, job_pods=b.job_pods)
