@@ -25,6 +25,7 @@ from models.request import (
     Placement,
     PlanRequest,
     Policy,
+    Quota,
     speed,
 )
 from models.rules import (
@@ -54,6 +55,7 @@ __all__ = [
     "PlanStats",
     "PlanStatus",
     "Policy",
+    "Quota",
     "Unplaced",
     "eligible_models",
     "instance_positions",

@@ -21,6 +21,16 @@ needs every scaled coefficient, and sums of them, inside 64-bit integers):
 | `Job.submitted_at` | 1e12 s (seconds, not milliseconds) | Unix time now: ~1.8e9 |
 | `Policy.migration_cost`, `Policy.preemption_cost` | 1e6 | objective units |
 | `Gpu.index`, `Placement.gpu` | 65,535 | GPUs per node: <= 16 |
+| `Quota.guaranteed`, `Quota.limit` values | 1e7 (GPUs) | largest clusters: ~1e5 GPUs |
+| `Job.priority` | -2^31 .. 2^31 - 1 | Kubernetes PriorityClass values: int32 |
+
+Quotas (contract 5.3, `Cluster.quotas`) are checked as a whole (`quota_errors`): a parent
+must be a tenant of the map, the parent links must not form a cycle, a key is `"*"` or a
+model the catalog knows, the children of a tenant guarantee on each key no more than the
+tenant itself (a model key the parent does not name is compared with the parent's `"*"`
+guarantee), and a tenant's guarantee on a key never exceeds its own limit on that key (a
+guarantee above the limit could never be served: we reject it rather than guess which of
+the two the user meant).
 """
 
 from __future__ import annotations
@@ -52,6 +62,9 @@ MAX_REMAINING_WORK_S = 1e9
 MAX_SUBMITTED_AT_S = 1e12
 MAX_COST = 1e6
 MAX_GPU_INDEX = 65535
+MAX_QUOTA = 1e7
+#: The quota key that counts usage over every model.
+ANY_MODEL = "*"
 
 Millicores = Annotated[float, Field(ge=0, le=MAX_MILLICORES, allow_inf_nan=False)]
 HostMemory = Annotated[float, Field(ge=0, le=MAX_HOST_MEMORY_GIB, allow_inf_nan=False)]
@@ -147,11 +160,30 @@ class Node(_Wire):
         return gpus
 
 
+QuotaAmount = Annotated[float, Field(ge=0, le=MAX_QUOTA, allow_inf_nan=False)]
+
+
+class Quota(_Wire):
+    """A tenant's quota (contract 5.3): GPUs guaranteed and GPUs at most, per model name or
+    `"*"` (all models), and an optional parent whose usage includes this tenant's.
+
+    Usage on a key is the sum of the `size` of the tenant's placed jobs there (a MIG slice
+    counts its compute fraction, a share its fraction). A key absent from `guaranteed`
+    guarantees nothing; a key absent from `limit` is unlimited."""
+
+    guaranteed: dict[str, QuotaAmount] = Field(default_factory=dict,
+                                               examples=[{"*": 8, "H100-SXM5-80GB": 4}])
+    limit: dict[str, QuotaAmount] = Field(default_factory=dict, examples=[{"*": 16}])
+    parent: str | None = Field(default=None, min_length=1)
+
+
 class Cluster(_Wire):
-    """The cluster snapshot: nodes and optional GPU model overrides."""
+    """The cluster snapshot: nodes, optional GPU model overrides and tenant quotas."""
 
     nodes: list[Node] = Field(default_factory=list)
     gpu_models: dict[str, GpuModel] = Field(default_factory=dict)
+    #: tenant -> its quota (contract 5.3); tenants absent are not limited.
+    quotas: dict[str, Quota] = Field(default_factory=dict)
 
     def catalog(self) -> dict[str, GpuModel]:
         """The effective catalog: built-in models overridden/extended by `gpu_models`."""
@@ -201,6 +233,8 @@ class Job(_Wire):
                                          allow_inf_nan=False)
     submitted_at: float | None = Field(default=None, ge=0, le=MAX_SUBMITTED_AT_S,
                                        allow_inf_nan=False)
+    #: Strict priority class (contract 5.4): higher classes are served first.
+    priority: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
 
     @model_validator(mode="after")
     def _one_shape(self) -> Job:
@@ -375,7 +409,65 @@ def _request_errors(req: PlanRequest) -> list[InitErrorDetails]:
             elif held.mig_enabled:
                 errors.append(_err(ploc, f"whole or shared placement on MIG GPU "
                                          f"{p.node}/{p.gpu}"))
+    errors.extend(_err(loc, msg) for loc, msg in quota_errors(req.cluster.quotas, catalog))
     return errors
+
+
+def quota_errors(quotas: Mapping[str, Quota], catalog: Mapping[str, GpuModel]
+                 ) -> list[tuple[tuple[str | int, ...], str]]:
+    """(field path, message) of each inconsistency of `cluster.quotas` (module doc)."""
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    base: tuple[str, ...] = ("cluster", "quotas")
+    for tenant, q in quotas.items():
+        for part in ("guaranteed", "limit"):
+            out.extend(((*base, tenant, part, key), unknown_model_message(key, catalog))
+                       for key in getattr(q, part) if key != ANY_MODEL and key not in catalog)
+        for key, g in q.guaranteed.items():
+            lim = q.limit.get(key)
+            if lim is not None and g > lim:
+                out.append(((*base, tenant, "guaranteed", key),
+                            f"tenant {tenant!r} guarantees {g:g} on {key!r}, above its "
+                            f"limit {lim:g}"))
+        if q.parent is not None and q.parent not in quotas:
+            out.append(((*base, tenant, "parent"),
+                        f"parent {q.parent!r} of tenant {tenant!r} has no quota entry"))
+    cyclic = _quota_cycle(quotas)
+    if cyclic:
+        out.append(((*base, cyclic[0], "parent"),
+                    "quota parents form a cycle: " + " -> ".join([*cyclic, cyclic[0]])))
+        return out
+    children: dict[str, list[str]] = {}
+    for tenant, q in quotas.items():
+        if q.parent is not None and q.parent in quotas:
+            children.setdefault(q.parent, []).append(tenant)
+    for parent, kids in children.items():
+        keys = {k for kid in kids for k in quotas[kid].guaranteed}
+        for key in sorted(keys):
+            total = sum(quotas[kid].guaranteed.get(key, 0.0) for kid in kids)
+            own = quotas[parent].guaranteed
+            cap = own.get(key, own.get(ANY_MODEL, 0.0))
+            if total > cap * (1 + 1e-12) + 1e-9:
+                out.append(((*base, parent, "guaranteed", key),
+                            f"the children of {parent!r} ({', '.join(sorted(kids))}) "
+                            f"guarantee {total:g} on {key!r}, more than its {cap:g}"))
+    return out
+
+
+def _quota_cycle(quotas: Mapping[str, Quota]) -> list[str]:
+    """The tenants of one cycle of parent links (empty when there is none)."""
+    done: set[str] = set()
+    for start in quotas:
+        path: list[str] = []
+        on_path: set[str] = set()
+        t: str | None = start
+        while t is not None and t in quotas and t not in done:
+            if t in on_path:
+                return path[path.index(t):]
+            path.append(t)
+            on_path.add(t)
+            t = quotas[t].parent
+        done.update(path)
+    return []
 
 
 def speed(job: Job, model_name: str, catalog: Mapping[str, GpuModel]) -> float:

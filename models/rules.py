@@ -13,8 +13,9 @@ checks on purpose; nothing else does):
   `profile_covers`), size and value (`job_size`, `job_value`; speed is
   `models.request.speed`), capacity fit with its one tolerance (`HOST_TOL`: `fits`,
   `memory_fits`, `share_fits` for a GPU share, `host_fits` / `host_room` for a node's host
-  CPU and memory), the strict priority order (`priority_key`) and the objectives' horizon
-  (`HORIZON_S`);
+  CPU and memory), the strict priority order (`priority_key`), the objectives' horizon
+  (`HORIZON_S`), quotas (`quota_chain`, `quota_keys`, `quota_usage`, `guaranteed_served`)
+  and priority classes (`priority_classes`, `lexicographic_levels`);
 - `models.catalog`: MIG geometry (profiles, valid layouts, `MIG_COMPUTE_SLICES`);
 - `models.capacity`: the per-node / per-domain / per-model GPU capacity summary;
 - `models.reasons`: the static reasons a job cannot be placed whatever the plan;
@@ -25,11 +26,11 @@ checks on purpose; nothing else does):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 from models.catalog import GpuModel, MigProfileSpec
-from models.request import Job, speed
+from models.request import ANY_MODEL, Job, PlanRequest, Quota, speed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -142,3 +143,62 @@ def job_value(job: Job, name: str, catalog: Mapping[str, GpuModel]) -> float:
     """weight_j * size_j * speed_j(model): the job's throughput value on model `name`."""
     model = catalog[name]
     return job.weight * job_size(job, model) * speed(job, name, catalog)
+
+
+# ---------------------------------------------------------------- quotas (contract 5.3)
+
+#: A quota key: (tenant, model name or "*").
+QuotaKey = tuple[str, str]
+
+
+def quota_chain(quotas: Mapping[str, Quota], tenant: str) -> list[str]:
+    """The tenants whose usage a job of `tenant` counts for: `tenant` itself when it has a
+    quota, then its ancestors (nearest first). Empty for a tenant without a quota. The
+    request's cross-checks guarantee the parent links are acyclic and known."""
+    out: list[str] = []
+    t: str | None = tenant
+    while t is not None and t in quotas and t not in out:
+        out.append(t)
+        t = quotas[t].parent
+    return out
+
+
+def quota_keys(quotas: Mapping[str, Quota], tenant: str, model: str) -> list[QuotaKey]:
+    """The quota keys a placement of a job of `tenant` on `model` adds usage to: for the
+    tenant and each ancestor, `model` and `"*"` where that tenant guarantees or limits them."""
+    out: list[QuotaKey] = []
+    for t in quota_chain(quotas, tenant):
+        q = quotas[t]
+        out.extend((t, key) for key in (model, ANY_MODEL)
+                   if key in q.guaranteed or key in q.limit)
+    return out
+
+
+def quota_usage(job: Job, model: GpuModel) -> float:
+    """The usage one placement of `job` on `model` adds to each of its quota keys: its
+    `size` (section 4), the one home of which is `job_size`."""
+    return job_size(job, model)
+
+
+def quota_limit(quotas: Mapping[str, Quota], key: QuotaKey) -> float | None:
+    """The limit of a quota key (None: unlimited)."""
+    return quotas[key[0]].limit.get(key[1])
+
+
+def guaranteed_served(quotas: Mapping[str, Quota], usage: Mapping[QuotaKey, float]) -> float:
+    """The quota level: sum over tenants and keys of min(usage, guaranteed)."""
+    return sum(min(usage.get((t, key), 0.0), g)
+               for t, q in quotas.items() for key, g in q.guaranteed.items())
+
+
+# ------------------------------------------------------- priority classes (contract 5.4)
+
+def priority_classes(jobs: Iterable[Job]) -> list[int]:
+    """The distinct `priority` values of `jobs`, highest first."""
+    return sorted({j.priority for j in jobs}, reverse=True)
+
+
+def lexicographic_levels(request: PlanRequest) -> bool:
+    """Whether the request has the levels of contract 5.3 / 5.4 (quotas, or more than one
+    priority class); without them it means exactly what it meant in v1."""
+    return bool(request.cluster.quotas) or len(priority_classes(request.jobs)) > 1
