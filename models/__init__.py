@@ -17,6 +17,7 @@ from models.catalog import (
 from models.plan import Assignment, MigChange, Plan, PlanStats, PlanStatus, Unplaced
 from models.request import (
     Cluster,
+    Elastic,
     Gpu,
     Job,
     MigDemand,
@@ -29,6 +30,7 @@ from models.request import (
     speed,
 )
 from models.rules import (
+    allowed_sizes,
     eligible_models,
     job_size,
     job_value,
@@ -40,6 +42,7 @@ __all__ = [
     "BUILTIN_CATALOG",
     "Assignment",
     "Cluster",
+    "Elastic",
     "Gpu",
     "GpuModel",
     "Instance",
@@ -57,6 +60,7 @@ __all__ = [
     "Policy",
     "Quota",
     "Unplaced",
+    "allowed_sizes",
     "eligible_models",
     "instance_positions",
     "is_maximal_layout",

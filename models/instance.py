@@ -43,6 +43,7 @@ from models.objective import objective_value_of
 from models.request import speed
 from models.rules import (
     HOST_TOL,
+    allowed_sizes,
     host_fits,
     host_room,
     job_value,
@@ -78,6 +79,28 @@ class JobInfo:
     size: float
     current: list[Placement] | None
     preemptible: bool
+    #: elastic gangs (contract 5.1): allowed size n -> model -> value on n GPUs, and the
+    #: same for the policy objective's value; empty for every other job
+    size_values: dict[int, dict[str, float]] = field(default_factory=dict)
+    size_obj_values: dict[int, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def elastic(self) -> bool:
+        """Whether the planner picks this job's GPU count (an elastic gang)."""
+        return bool(self.size_values)
+
+    @property
+    def sizes(self) -> list[int]:
+        """The GPU counts this job may get, ascending (`[gpus]` for a fixed gang)."""
+        return sorted(self.size_values) if self.size_values else [self.gpus]
+
+    def value_on(self, model: str, n: int) -> float:
+        """Throughput value on n GPUs of `model` (n is ignored unless elastic)."""
+        return self.size_values[n][model] if self.size_values else self.values[model]
+
+    def obj_value_on(self, model: str, n: int) -> float:
+        """The policy objective's value on n GPUs of `model` (n ignored unless elastic)."""
+        return self.size_obj_values[n][model] if self.size_values else self.obj_values[model]
 
     @property
     def best_value(self) -> float:
@@ -184,6 +207,13 @@ def _compile(request: PlanRequest) -> list[JobInfo]:
                 profiles[m] = profs
             values[m] = job_value(job, m, catalog)
             obj[m] = objective_value_of(job, m, catalog, objective)
+        size_values: dict[int, dict[str, float]] = {}
+        size_obj: dict[int, dict[str, float]] = {}
+        if job.elastic is not None:
+            for n in allowed_sizes(job):
+                size_values[n] = {m: job_value(job, m, catalog, n) for m in values}
+                size_obj[n] = {m: objective_value_of(job, m, catalog, objective, n)
+                               for m in values}
         if shape == "whole":
             size = float(job.gpus or 1)
         elif shape == "share":
@@ -196,6 +226,7 @@ def _compile(request: PlanRequest) -> list[JobInfo]:
             cpu=job.cpu_millicores or 0.0, host_mem=job.host_memory_gib or 0.0,
             values=values, obj_values=obj, profiles=profiles, size=max(size, 1e-6),
             current=job.current, preemptible=job.preemptible,
+            size_values=size_values, size_obj_values=size_obj,
         ))
     return out
 

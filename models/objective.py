@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 from models.catalog import GpuModel
 from models.request import Job, Placement, PlanRequest, speed
-from models.rules import HORIZON_S, eligible_models, job_value, model_eligible
+from models.rules import (
+    HORIZON_S,
+    best_value,
+    eligible_models,
+    job_value,
+    model_eligible,
+    remaining_on,
+)
 
 
 def same_placement(a: Sequence[Placement], b: Sequence[Placement]) -> bool:
@@ -26,9 +33,11 @@ def gpu_models_of(request: PlanRequest) -> dict[tuple[str, int], str]:
     return {(n.name, g.index): g.model for n in request.cluster.nodes for g in n.gpus}
 
 
-def work_factor(job: Job, objective: str) -> float:
-    """The per-job multiplier of the `jct` / `makespan` objectives (1 otherwise)."""
-    r = max(job.remaining_work, 1.0) if job.remaining_work is not None else HORIZON_S
+def work_factor(job: Job, objective: str, n: int | None = None) -> float:
+    """The per-job multiplier of the `jct` / `makespan` objectives (1 otherwise); an
+    elastic gang on n GPUs uses its remaining time there (`models.rules.remaining_on`)."""
+    rem = remaining_on(job, n)
+    r = max(rem, 1.0) if rem is not None else HORIZON_S
     if objective == "jct":
         return HORIZON_S / r
     if objective == "makespan":
@@ -37,11 +46,12 @@ def work_factor(job: Job, objective: str) -> float:
 
 
 def objective_value_of(job: Job, model: str, catalog: Mapping[str, GpuModel],
-                       objective: str) -> float:
-    """The contribution of placing `job` on `model` under `objective` (before costs)."""
+                       objective: str, n: int | None = None) -> float:
+    """The contribution of placing `job` on `model` (a whole-GPU gang on n GPUs, default
+    its nominal `gpus`) under `objective` (before costs)."""
     if objective == "jct":
-        return job.weight * speed(job, model, catalog) * work_factor(job, objective)
-    return job_value(job, model, catalog) * work_factor(job, objective)
+        return job.weight * speed(job, model, catalog) * work_factor(job, objective, n)
+    return job_value(job, model, catalog, n) * work_factor(job, objective, n)
 
 
 def tenant_demands(request: PlanRequest) -> dict[str, float]:
@@ -65,7 +75,7 @@ def tenant_demands(request: PlanRequest) -> dict[str, float]:
             models.append(gpu_models[(job.current[0].node, job.current[0].gpu)])
         if not models:
             continue
-        best = max(job_value(job, m, catalog) for m in models)
+        best = max(best_value(job, m, catalog) for m in models)
         out[job.tenant] = out.get(job.tenant, 0.0) + best
     return {k: v for k, v in out.items() if v > 0}
 
@@ -103,11 +113,12 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
         if job.current and not same_placement(pl, job.current):
             migrated.append(job.name)
         model = models[(pl[0].node, pl[0].gpu)]
-        v = job_value(job, model, catalog)
+        n = len(pl) if job.elastic is not None else None
+        v = job_value(job, model, catalog, n)
         thr += v
         placed_value[job.tenant] = placed_value.get(job.tenant, 0.0) + v
         if objective in ("jct", "makespan"):
-            gained += objective_value_of(job, model, catalog, objective)
+            gained += objective_value_of(job, model, catalog, objective, n)
     costs = policy.migration_cost * len(migrated) + policy.preemption_cost * len(preempted)
     thr -= costs
     min_share: float | None = None

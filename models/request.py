@@ -23,6 +23,7 @@ needs every scaled coefficient, and sums of them, inside 64-bit integers):
 | `Gpu.index`, `Placement.gpu` | 65,535 | GPUs per node: <= 16 |
 | `Quota.guaranteed`, `Quota.limit` values | 1e7 (GPUs) | largest clusters: ~1e5 GPUs |
 | `Job.priority` | -2^31 .. 2^31 - 1 | Kubernetes PriorityClass values: int32 |
+| `Elastic.speedup` values | 1e4 | a linear curve reaches 4,096 |
 
 Quotas (contract 5.3, `Cluster.quotas`) are checked as a whole (`quota_errors`): a parent
 must be a tenant of the map, the parent links must not form a cycle, a key is `"*"` or a
@@ -31,6 +32,11 @@ tenant itself (a model key the parent does not name is compared with the parent'
 guarantee), and a tenant's guarantee on a key never exceeds its own limit on that key (a
 guarantee above the limit could never be served: we reject it rather than guess which of
 the two the user meant).
+
+Elastic gangs (contract 5.1): `Job.elastic` is checked in `_elastic_errors` (the field
+paths of the 422s: `jobs.<i>.elastic` on a job that is not a whole-GPU gang,
+`jobs.<i>.elastic.max_gpus` below `min_gpus`, `jobs.<i>.elastic.speedup.<key>` for a key
+that is not an integer in the range, `jobs.<i>.gpus` when the nominal size is not allowed).
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ MAX_GPU_INDEX = 65535
 MAX_QUOTA = 1e7
 #: The quota key that counts usage over every model.
 ANY_MODEL = "*"
+MAX_SPEEDUP = 1e4
+MAX_GANG_GPUS = 4096
 
 Millicores = Annotated[float, Field(ge=0, le=MAX_MILLICORES, allow_inf_nan=False)]
 HostMemory = Annotated[float, Field(ge=0, le=MAX_HOST_MEMORY_GIB, allow_inf_nan=False)]
@@ -72,6 +80,7 @@ GpuMemory = Annotated[float, Field(ge=0, le=MAX_GPU_MEMORY_GIB, allow_inf_nan=Fa
 Speed = Annotated[float, Field(ge=0, le=MAX_SPEED, allow_inf_nan=False)]
 Cost = Annotated[float, Field(ge=0, le=MAX_COST, allow_inf_nan=False)]
 GpuIndex = Annotated[int, Field(ge=0, le=MAX_GPU_INDEX)]
+Speedup = Annotated[float, Field(gt=0, le=MAX_SPEEDUP, allow_inf_nan=False)]
 
 Objective = Literal["throughput", "fairness", "makespan", "priority_fifo", "jct"]
 SolverName = Literal["auto", "cp_sat", "milp", "heuristic"]
@@ -197,6 +206,20 @@ class MigDemand(_Wire):
     memory_gib: GpuMemory = 0.0
 
 
+class Elastic(_Wire):
+    """An elastic gang's sizes (contract 5.1): the planner picks n GPUs among the allowed
+    sizes, the integers in [min_gpus, max_gpus] that are keys of `speedup` (every integer
+    of the range, with speedup n, when `speedup` is absent or empty)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"min_gpus": 2, "max_gpus": 8, "speedup": {"2": 1.9, "4": 3.5, "8": 6.0}}]})
+
+    min_gpus: int = Field(ge=1, le=MAX_GANG_GPUS)
+    max_gpus: int = Field(ge=1, le=MAX_GANG_GPUS)
+    #: "<n>" -> throughput on n GPUs relative to one GPU (JSON keys are strings)
+    speedup: dict[str, Speedup] = Field(default_factory=dict)
+
+
 #: JSON Schema of "exactly one demand shape": one branch per shape, each matching when
 #: that shape is given and not null (the `_one_shape` validator's rule, for OpenAPI).
 _ONE_SHAPE_SCHEMA: JsonDict = {"oneOf": [
@@ -214,12 +237,14 @@ class Job(_Wire):
     tenant: str = "default"
     weight: float = Field(default=1.0, gt=0, le=MAX_WEIGHT, allow_inf_nan=False)
     # Demand shapes (exactly one).
-    gpus: int | None = Field(default=None, ge=1, le=4096)
+    gpus: int | None = Field(default=None, ge=1, le=MAX_GANG_GPUS)
     single_node: bool = True
     same_domain: bool = False
     mig: MigDemand | None = None
     mig_profile: str | None = Field(default=None, min_length=1)
     gpu_share: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
+    #: v1.1 elastic gang (whole-GPU jobs only): the planner picks its size
+    elastic: Elastic | None = None
     # Eligibility and host resources.
     gpu_memory_gib: GpuMemory | None = None
     throughput: dict[str, Speed] | None = None
@@ -390,6 +415,7 @@ def _request_errors(req: PlanRequest) -> list[InitErrorDetails]:
         ):
             errors.append(_err(("jobs", ji, "mig_profile"),
                                f"no model in the catalog has MIG profile {job.mig_profile!r}"))
+        errors.extend(_elastic_errors(job, ji))
         for pi, p in enumerate(job.current or []):
             ploc: tuple[str | int, ...] = ("jobs", ji, "current", pi)
             held = gpus.get((p.node, p.gpu))
@@ -468,6 +494,35 @@ def _quota_cycle(quotas: Mapping[str, Quota]) -> list[str]:
             t = quotas[t].parent
         done.update(path)
     return []
+def _elastic_errors(job: Job, ji: int) -> list[InitErrorDetails]:
+    """The 422s of contract 5.1 (module doc): whole-GPU jobs only, min <= max, speedup
+    keys integers in the range (canonical decimal), the nominal `gpus` an allowed size."""
+    el = job.elastic
+    if el is None:
+        return []
+    loc: tuple[str | int, ...] = ("jobs", ji, "elastic")
+    if job.gpus is None:
+        return [_err(loc, "elastic applies to whole-GPU jobs (gpus) only, not to shared "
+                          "or MIG jobs")]
+    if el.min_gpus > el.max_gpus:
+        return [_err((*loc, "max_gpus"),
+                     f"max_gpus {el.max_gpus} is below min_gpus {el.min_gpus}")]
+    errors: list[InitErrorDetails] = []
+    for key in el.speedup:
+        n = int(key) if key.isascii() and key.isdigit() else None
+        if n is None or str(n) != key:
+            errors.append(_err((*loc, "speedup", key),
+                               f"speedup key {key!r} is not an integer GPU count"))
+        elif not el.min_gpus <= n <= el.max_gpus:
+            errors.append(_err((*loc, "speedup", key),
+                               f"speedup key {n} is outside [{el.min_gpus}, {el.max_gpus}]"))
+    if errors:
+        return errors
+    if not el.min_gpus <= job.gpus <= el.max_gpus or (el.speedup
+                                                      and str(job.gpus) not in el.speedup):
+        errors.append(_err(("jobs", ji, "gpus"),
+                           f"gpus {job.gpus} is not an allowed size of the elastic gang"))
+    return errors
 
 
 def speed(job: Job, model_name: str, catalog: Mapping[str, GpuModel]) -> float:

@@ -11,7 +11,8 @@ checks on purpose; nothing else does):
 
 - this module: eligibility (`model_eligible`, `eligible_models`, `mig_profiles_for`,
   `profile_covers`), size and value (`job_size`, `job_value`; speed is
-  `models.request.speed`), capacity fit with its one tolerance (`HOST_TOL`: `fits`,
+  `models.request.speed`), elastic gangs (contract 5.1: `allowed_sizes`, `speedup`,
+  `job_value` on n GPUs, `remaining_on`), capacity fit with its one tolerance (`HOST_TOL`: `fits`,
   `memory_fits`, `share_fits` for a GPU share, `host_fits` / `host_room` for a node's host
   CPU and memory), the strict priority order (`priority_key`), the objectives' horizon
   (`HORIZON_S`), quotas (`quota_chain`, `quota_keys`, `quota_usage`, `guaranteed_served`)
@@ -139,8 +140,36 @@ def job_size(job: Job, model: GpuModel) -> float:
     return spec.compute_slices / model.compute_slices if spec is not None else 0.0
 
 
-def job_value(job: Job, name: str, catalog: Mapping[str, GpuModel]) -> float:
-    """weight_j * size_j * speed_j(model): the job's throughput value on model `name`."""
+def allowed_sizes(job: Job) -> list[int]:
+    """The GPU counts a whole-GPU job may get, ascending: `[gpus]` for a fixed gang; for an
+    elastic gang the integers in [min_gpus, max_gpus] that are keys of `speedup` (all of
+    them when `speedup` is absent or empty). Empty for shared and MIG jobs."""
+    if job.gpus is None:
+        return []
+    el = job.elastic
+    if el is None:
+        return [job.gpus]
+    if not el.speedup:
+        return list(range(el.min_gpus, el.max_gpus + 1))
+    return sorted(n for n in map(int, el.speedup) if el.min_gpus <= n <= el.max_gpus)
+
+
+def speedup(job: Job, n: int) -> float:
+    """speedup_j[n]: the job's throughput on n GPUs relative to one GPU. Linear (n) for a
+    fixed gang (so `speedup[gpus] = gpus`) and for an elastic gang without a curve."""
+    el = job.elastic
+    if el is None or not el.speedup:
+        return float(n)
+    return el.speedup[str(n)]
+
+
+def job_value(job: Job, name: str, catalog: Mapping[str, GpuModel],
+              n: int | None = None) -> float:
+    """weight_j * size_j * speed_j(model): the job's throughput value on model `name`; a
+    whole-GPU gang on n GPUs (default: its nominal `gpus`) is worth
+    weight_j * speedup_j[n] * speed_j(model) (contract 5.1)."""
+    if job.gpus is not None and (n is not None or job.elastic is not None):
+        return job.weight * speedup(job, n or job.gpus) * speed(job, name, catalog)
     model = catalog[name]
     return job.weight * job_size(job, model) * speed(job, name, catalog)
 
@@ -202,3 +231,19 @@ def lexicographic_levels(request: PlanRequest) -> bool:
     """Whether the request has the levels of contract 5.3 / 5.4 (quotas, or more than one
     priority class); without them it means exactly what it meant in v1."""
     return bool(request.cluster.quotas) or len(priority_classes(request.jobs)) > 1
+def best_value(job: Job, name: str, catalog: Mapping[str, GpuModel]) -> float:
+    """The job's highest throughput value on model `name` over its allowed sizes (its
+    value for a job that is not an elastic gang)."""
+    if job.elastic is None:
+        return job_value(job, name, catalog)
+    return max(job_value(job, name, catalog, n) for n in allowed_sizes(job))
+
+
+def remaining_on(job: Job, n: int | None = None) -> float | None:
+    """The job's remaining time at speed 1 on n GPUs: R_j * speedup[gpus] / speedup[n]
+    (contract 5.1; `remaining_work` itself, R_j, is for the nominal `gpus`). None when the
+    job gives no `remaining_work`."""
+    r = job.remaining_work
+    if r is None or job.gpus is None or n is None or n == job.gpus:
+        return r
+    return r * speedup(job, job.gpus) / speedup(job, n)
