@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from models.capacity import Topology
 from models.catalog import GpuModel
 from models.request import Job, Placement, PlanRequest, speed
 from models.rules import (
@@ -17,7 +18,9 @@ from models.rules import (
     eligible_models,
     job_value,
     model_eligible,
+    preferred_level,
     remaining_on,
+    topology_cost,
 )
 
 
@@ -89,6 +92,22 @@ class Evaluation:
     migrated: tuple[str, ...]
     preempted: tuple[str, ...]
     min_share: float | None = None
+    #: the topology costs of the plan (contract 5.5), included in the objective
+    topology_cost: float = 0.0
+
+
+def topology_costs(request: PlanRequest,
+                   placements: Mapping[str, Sequence[Placement]]) -> float:
+    """The topology costs of `placements`: per placed job with a preferred level,
+    `policy.topology_cost` per domain beyond the first that it spans there."""
+    cost = request.policy.topology_cost
+    jobs = [j for j in request.jobs if preferred_level(j) is not None
+            and placements.get(j.name)]
+    if not jobs or cost <= 0:
+        return 0.0
+    topo = Topology(request.cluster)
+    return sum(topology_cost(j, {p.node for p in placements[j.name]}, topo, cost)
+               for j in jobs)
 
 
 def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]) -> Evaluation:
@@ -119,7 +138,9 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
         placed_value[job.tenant] = placed_value.get(job.tenant, 0.0) + v
         if objective in ("jct", "makespan"):
             gained += objective_value_of(job, model, catalog, objective, n)
-    costs = policy.migration_cost * len(migrated) + policy.preemption_cost * len(preempted)
+    topo = topology_costs(request, placements)
+    costs = (policy.migration_cost * len(migrated) + policy.preemption_cost * len(preempted)
+             + topo)
     thr -= costs
     min_share: float | None = None
     if objective == "fairness":
@@ -131,7 +152,7 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
         value = gained - costs
     else:
         value = thr
-    return Evaluation(value, thr, tuple(migrated), tuple(preempted), min_share)
+    return Evaluation(value, thr, tuple(migrated), tuple(preempted), min_share, topo)
 
 
 def eligible_on(job: Job, model: str, catalog: Mapping[str, GpuModel]) -> bool:

@@ -2,7 +2,8 @@
 
 - `no_eligible_gpu`: no usable GPU of an eligible model (or MIG profile) in the cluster; the
   detail names the models the job accepts and those the cluster has;
-- `gang_too_large`: more eligible GPUs than one node / domain / the cluster has;
+- `gang_too_large`: more eligible GPUs than one node / one domain of each required
+  topology level (v1's `same_domain` is the level "domain") / the cluster has;
 - `infeasible_constraints`: the host CPU / memory request fits no eligible node.
 
 A job without such a reason that stays unplaced lacks capacity (`insufficient_capacity`).
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from models.capacity import CapacitySummary, Pool
 from models.request import Job, PlanRequest
-from models.rules import host_fits, mig_profiles_for, model_eligible
+from models.rules import host_fits, mig_profiles_for, model_eligible, required_levels
 
 Reason = tuple[str, str]
 
@@ -31,7 +32,7 @@ def _signature(job: Job) -> tuple[object, ...]:
             None if job.mig is None else (job.mig.compute_slices, job.mig.memory_gib),
             job.gpu_memory_gib, tuple(sorted(job.throughput or {})),
             None if job.allowed_models is None else tuple(sorted(job.allowed_models)),
-            job.cpu_millicores, job.host_memory_gib)
+            job.cpu_millicores, job.host_memory_gib, required_levels(job))
 
 
 def accepted_models(job: Job) -> str:
@@ -135,11 +136,14 @@ class StaticReasons:
                 return ("gang_too_large", f"needs {g} GPUs of one model on one node; the "
                                           f"largest eligible node has {best}")
             return None
-        count = cap.most_in_one_domain if job.same_domain else cap.total
-        best = max(count((m, False)) for m in models)
+        for level in required_levels(job):
+            best = max(cap.most_in_one(level, (m, False)) for m in models)
+            if best < g:
+                return ("gang_too_large", f"needs {g} GPUs of one model in one {level}; "
+                                          f"at most {best} are eligible")
+        best = max(cap.total((m, False)) for m in models)
         if best < g:
-            where = "domain" if job.same_domain else "cluster"
-            return ("gang_too_large", f"needs {g} GPUs of one model in one {where}; at "
+            return ("gang_too_large", f"needs {g} GPUs of one model in one cluster; at "
                                       f"most {best} are eligible")
         return None
 

@@ -154,6 +154,10 @@ class Node(_Wire):
     labels: dict[str, str] = Field(default_factory=dict)
     schedulable: bool = True
     topology_domain: str | None = None
+    #: topology level -> this node's domain at that level, one entry per
+    #: `Cluster.topology_levels` (contract 5.5)
+    topology: dict[str, Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=dict, examples=[{"zone": "z1", "block": "b2", "rack": "r7"}])
     cpu_millicores: Millicores | None = None
     memory_gib: HostMemory | None = None
     gpus: list[Gpu] = Field(default_factory=list)
@@ -193,6 +197,10 @@ class Cluster(_Wire):
     gpu_models: dict[str, GpuModel] = Field(default_factory=dict)
     #: tenant -> its quota (contract 5.3); tenants absent are not limited.
     quotas: dict[str, Quota] = Field(default_factory=dict)
+    #: topology level names, widest first; the node itself is the implicit narrowest
+    #: level "host" (contract 5.5)
+    topology_levels: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, examples=[["zone", "block", "rack"]])
 
     def catalog(self) -> dict[str, GpuModel]:
         """The effective catalog: built-in models overridden/extended by `gpu_models`."""
@@ -218,6 +226,13 @@ class Elastic(_Wire):
     max_gpus: int = Field(ge=1, le=MAX_GANG_GPUS)
     #: "<n>" -> throughput on n GPUs relative to one GPU (JSON keys are strings)
     speedup: dict[str, Speedup] = Field(default_factory=dict)
+class JobTopology(_Wire):
+    """A gang's topology levels (contract 5.5): `required` keeps all of its GPUs in one
+    domain of that level; `preferred` costs `policy.topology_cost` per domain beyond the
+    first that it spans at that level."""
+
+    required: str | None = Field(default=None, min_length=1, examples=["block"])
+    preferred: str | None = Field(default=None, min_length=1, examples=["rack"])
 
 
 #: JSON Schema of "exactly one demand shape": one branch per shape, each matching when
@@ -240,6 +255,7 @@ class Job(_Wire):
     gpus: int | None = Field(default=None, ge=1, le=MAX_GANG_GPUS)
     single_node: bool = True
     same_domain: bool = False
+    topology: JobTopology | None = None
     mig: MigDemand | None = None
     mig_profile: str | None = Field(default=None, min_length=1)
     gpu_share: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
@@ -315,6 +331,9 @@ class Policy(_Wire):
     preemption_cost: Cost = 1.0
     allow_preemption: bool = True
     allow_mig_reconfiguration: bool = True
+    #: objective units per domain beyond the first that a gang spans at its preferred
+    #: topology level (contract 5.5)
+    topology_cost: Cost = 0.1
 
 
 def _err(loc: tuple[str | int, ...], msg: str) -> InitErrorDetails:
@@ -436,6 +455,7 @@ def _request_errors(req: PlanRequest) -> list[InitErrorDetails]:
                 errors.append(_err(ploc, f"whole or shared placement on MIG GPU "
                                          f"{p.node}/{p.gpu}"))
     errors.extend(_err(loc, msg) for loc, msg in quota_errors(req.cluster.quotas, catalog))
+    errors.extend(_topology_errors(req))
     return errors
 
 
@@ -494,6 +514,8 @@ def _quota_cycle(quotas: Mapping[str, Quota]) -> list[str]:
             t = quotas[t].parent
         done.update(path)
     return []
+
+
 def _elastic_errors(job: Job, ji: int) -> list[InitErrorDetails]:
     """The 422s of contract 5.1 (module doc): whole-GPU jobs only, min <= max, speedup
     keys integers in the range (canonical decimal), the nominal `gpus` an allowed size."""
@@ -523,6 +545,55 @@ def _elastic_errors(job: Job, ji: int) -> list[InitErrorDetails]:
         errors.append(_err(("jobs", ji, "gpus"),
                            f"gpus {job.gpus} is not an allowed size of the elastic gang"))
     return errors
+
+
+#: The implicit topology levels: every node is a domain of its own at "host"; "domain" is
+#: v1's `topology_domain` (a node without one a domain of its own). Neither may be listed
+#: in `Cluster.topology_levels`.
+IMPLICIT_LEVELS = ("host", "domain")
+
+
+def _topology_errors(req: PlanRequest) -> list[InitErrorDetails]:
+    """Topology levels (contract 5.5): levels listed once and not implicit, each node
+    naming a domain for every level and for no other, jobs naming known levels."""
+    errors: list[InitErrorDetails] = []
+    levels = req.cluster.topology_levels
+    seen: set[str] = set()
+    for i, level in enumerate(levels):
+        if level in IMPLICIT_LEVELS:
+            errors.append(_err(("cluster", "topology_levels", i),
+                               f"topology level {level!r} is implicit and cannot be listed"))
+        elif level in seen:
+            errors.append(_err(("cluster", "topology_levels", i),
+                               f"duplicate topology level {level!r}"))
+        seen.add(level)
+    for ni, node in enumerate(req.cluster.nodes):
+        for level in node.topology:
+            if level not in seen or level in IMPLICIT_LEVELS:
+                errors.append(_err(("cluster", "nodes", ni, "topology", level),
+                                   _unknown_level(level, levels)))
+        missing = [lv for lv in levels if lv not in node.topology and lv not in IMPLICIT_LEVELS]
+        if missing:
+            errors.append(_err(("cluster", "nodes", ni, "topology"),
+                               f"node {node.name!r} names no domain for topology level(s) "
+                               f"{', '.join(repr(m) for m in missing)}"))
+    known = seen | set(IMPLICIT_LEVELS)
+    for ji, job in enumerate(req.jobs):
+        topo = job.topology
+        if topo is None:
+            continue
+        for where, named in (("required", topo.required), ("preferred", topo.preferred)):
+            if named is not None and named not in known:
+                errors.append(_err(("jobs", ji, "topology", where),
+                                   _unknown_level(named, levels)))
+    return errors
+
+
+def _unknown_level(level: str, levels: list[str]) -> str:
+    """The error for a topology level that the cluster does not define."""
+    listed = ", ".join(repr(lv) for lv in levels) or "none"
+    return (f"unknown topology level {level!r} (cluster.topology_levels: {listed}; "
+            f"'host' and 'domain' are implicit)")
 
 
 def speed(job: Job, model_name: str, catalog: Mapping[str, GpuModel]) -> float:

@@ -18,7 +18,9 @@ checks on purpose; nothing else does):
   (`HORIZON_S`), quotas (`quota_chain`, `quota_keys`, `quota_usage`, `guaranteed_served`)
   and priority classes (`priority_classes`, `lexicographic_levels`);
 - `models.catalog`: MIG geometry (profiles, valid layouts, `MIG_COMPUTE_SLICES`);
-- `models.capacity`: the per-node / per-domain / per-model GPU capacity summary;
+- `models.capacity`: the per-node / per-domain / per-model GPU capacity summary, and the
+  domain of a node at each topology level (`Topology`); the gang topology rules
+  (`required_levels`, `preferred_level`, `costed_level`, `topology_cost`) are here;
 - `models.reasons`: the static reasons a job cannot be placed whatever the plan;
 - `models.instance`: the compiled instance (`JobInfo`) and the occupancy (`ClusterState`);
 - `models.objective`: the objectives and the fairness demands.
@@ -36,6 +38,8 @@ from models.request import ANY_MODEL, Job, PlanRequest, Quota, speed
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from models.capacity import Topology
 
 #: Tolerance of every capacity comparison (host CPU / memory, GPU fractions and memory): the
 #: validator's, so that nothing a planner accepts is rejected later.
@@ -231,6 +235,8 @@ def lexicographic_levels(request: PlanRequest) -> bool:
     """Whether the request has the levels of contract 5.3 / 5.4 (quotas, or more than one
     priority class); without them it means exactly what it meant in v1."""
     return bool(request.cluster.quotas) or len(priority_classes(request.jobs)) > 1
+
+
 def best_value(job: Job, name: str, catalog: Mapping[str, GpuModel]) -> float:
     """The job's highest throughput value on model `name` over its allowed sizes (its
     value for a job that is not an elastic gang)."""
@@ -247,3 +253,47 @@ def remaining_on(job: Job, n: int | None = None) -> float | None:
     if r is None or job.gpus is None or n is None or n == job.gpus:
         return r
     return r * speedup(job, job.gpus) / speedup(job, n)
+
+
+def required_levels(job: Job) -> tuple[str, ...]:
+    """The topology levels a gang that may span nodes keeps all of its GPUs in one domain
+    of (contract 5.5): v1's `same_domain` is the level "domain" (a node without a
+    `topology_domain` a domain of its own), then `topology.required`. A single-node gang
+    holds every level by construction."""
+    out: tuple[str, ...] = ("domain",) if job.same_domain else ()
+    req = job.topology.required if job.topology is not None else None
+    if req is not None and req not in out:
+        out = (*out, req)
+    return out
+
+
+def preferred_level(job: Job) -> str | None:
+    """The job's preferred topology level (contract 5.5), if any."""
+    return job.topology.preferred if job.topology is not None else None
+
+
+def costed_level(job: Job, topology: Topology, cost: float) -> str | None:
+    """The preferred level where a gang that may span nodes can pay topology costs: None
+    without one, with a zero `cost`, or when a required level nests in it (the gang then
+    spans one domain of it anyway)."""
+    level = preferred_level(job)
+    if level is None or cost <= 0:
+        return None
+    if any(topology.nested(r, level) for r in required_levels(job)):
+        return None
+    return level
+
+
+def topology_cost(job: Job, nodes: Iterable[str], topology: Topology, cost: float) -> float:
+    """What a placement of `job` on the nodes named `nodes` pays at its preferred level:
+    `cost` per domain beyond the first that it spans (contract 5.5)."""
+    level = preferred_level(job)
+    if level is None or cost <= 0:
+        return 0.0
+    return cost * max(len(topology.domains(nodes, level)) - 1, 0)
+
+
+def within_required(job: Job, nodes: Iterable[str], topology: Topology) -> bool:
+    """Whether nodes named `nodes` lie in one domain of every required level of `job`."""
+    names = list(nodes)
+    return all(len(topology.domains(names, lv)) <= 1 for lv in required_levels(job))

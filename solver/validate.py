@@ -35,7 +35,13 @@ Rule names (`Violation.rule`), one per invariant:
   requests (a gang's request split pro rata over its GPUs).
 - `running`: non-preemptible running jobs are kept; with `allow_preemption: false` no
   running job is stopped; `preempted` / `migrated` list exactly the stopped / moved jobs.
-- `objective`: `objective_value` is the recomputed objective; `best_bound` and `gap` agree.
+- `topology` (T1, contract 5.5): a gang's GPUs lie in one domain of each level its
+  `topology.required` names ("host" = one node; a domain of a listed level is the path of
+  the node's domains from the widest level down). v1's `same_domain` is the same rule at
+  the level "domain" and keeps its v1 rule name, `whole_gpu`.
+- `objective`: `objective_value` is the recomputed objective (with the topology costs of
+  contract 5.5: `topology_cost` per domain beyond the first that a gang spans at its
+  preferred level, charged wherever migration costs are); `best_bound` and `gap` agree.
 
 Kept placements of running jobs (placed exactly on their `current` GPUs / instances) are
 grandfathered: health, schedulability, model eligibility and gang topology are not checked
@@ -270,11 +276,45 @@ def _check_gang(c: _Ctx, job: Job, pls: list[Placement]) -> None:
             c.add("whole_gpu", f"single-node gang spans nodes {', '.join(sorted(nodes))}",
                   job=name)
     elif job.same_domain:
-        # A node without a topology domain is its own singleton domain.
-        domains = {c.nodes[n].topology_domain or f"(node {n})" for n in nodes}
-        if len(domains) > 1:
-            c.add("whole_gpu", f"same-domain gang spans domains {', '.join(sorted(domains))}",
-                  job=name)
+        _check_level(c, job, nodes, "domain", "whole_gpu", "same-domain gang")
+
+
+def _node_domain(c: _Ctx, node: str, level: str) -> str:
+    """The domain of `node` at `level`: itself at "host", its `topology_domain` (else its
+    own singleton domain) at "domain", the path of its domains down to a listed level."""
+    n = c.nodes[node]
+    if level == "host":
+        return node
+    if level == "domain":
+        return n.topology_domain or f"(node {node})"
+    levels = c.request.cluster.topology_levels
+    if level not in levels:
+        return f"(unknown level {level})"
+    return " > ".join(repr(n.topology.get(lv, "")) for lv in levels[:levels.index(level) + 1])
+
+
+def _check_level(c: _Ctx, job: Job, nodes: set[str], level: str, rule: str,
+                 what: str) -> None:
+    """The nodes of a new gang placement lie in one domain of `level`."""
+    domains = {_node_domain(c, n, level) for n in nodes}
+    if len(domains) > 1:
+        where = "domains" if level == "domain" else f"{level} domains"
+        c.add(rule, f"{what} spans {where} {', '.join(sorted(domains))}", job=job.name)
+
+
+# ---------------------------------------------------------------- T1. topology levels
+
+
+def _check_topology(c: _Ctx) -> None:
+    """T1: new placements of a job with `topology.required` lie in one domain of it (kept
+    placements are grandfathered)."""
+    for name, pls in c.placed.items():
+        job = c.jobs[name]
+        required = job.topology.required if job.topology is not None else None
+        if required is None or name in c.kept:
+            continue
+        nodes = {p.node for p in pls if p.node in c.nodes}
+        _check_level(c, job, nodes, required, "topology", f"gang requiring one {required}")
 
 
 # ---------------------------------------------------------------- 4. MIG
@@ -547,9 +587,25 @@ def _objective(c: _Ctx) -> float:
         return _fairness(c, models)
     moved, stopped = _running_outcome(c)
     policy = c.request.policy
-    costs = policy.migration_cost * len(moved) + policy.preemption_cost * len(stopped)
+    costs = (policy.migration_cost * len(moved) + policy.preemption_cost * len(stopped)
+             + _topology_costs(c))
     term = _ADDITIVE[objective]
     return sum(term(c.jobs[n], *models[n]) for n in c.jobs if n in models) - costs
+
+
+def _topology_costs(c: _Ctx) -> float:
+    """sum over placed jobs with a preferred level of topology_cost * (domains spanned
+    there - 1) (contract 5.5)."""
+    cost = c.request.policy.topology_cost
+    total = 0.0
+    for name, pls in c.placed.items():
+        job = c.jobs[name]
+        level = job.topology.preferred if job.topology is not None else None
+        if level is None:
+            continue
+        spanned = {_node_domain(c, p.node, level) for p in pls if p.node in c.nodes}
+        total += cost * max(len(spanned) - 1, 0)
+    return total
 
 
 def _check_objective(c: _Ctx) -> None:
@@ -607,6 +663,7 @@ CHECKS: Mapping[str, Callable[[_Ctx], None]] = {
     "shared": _check_shared,
     "host_resources": _check_host_resources,
     "running": _check_running,
+    "topology": _check_topology,
     "objective": _check_objective,
 }
 

@@ -36,7 +36,7 @@ from tests.foundation.helpers import (
 
 FIXTURE = re.compile(r"^(?P<stem>[\w-]+?)\.(?P<kind>valid|invalid-(?P<rule>[a-z_]+))(-[\w-]+)?$")
 EXPECTED_RULES = ("accounting", "eligibility", "whole_gpu", "mig", "shared", "host_resources",
-                  "running", "objective")
+                  "running", "topology", "objective")
 
 
 def _fixtures() -> list[Path]:
@@ -453,6 +453,28 @@ def costs_not_charged(req: dict[str, Any], plan: dict[str, Any]) -> None:
 def size_from_instance_not_demand(req: dict[str, Any], plan: dict[str, Any]) -> None:
     # svc-1g-a demands 1g.5gb; valuing it as the 2g instance it could have is wrong.
     plan["objective_value"] = 1.0 + 1 / 7
+
+
+# topology (T1, contract 5.5)
+@case("topology", "topology-levels.valid")
+def required_rack_spans_racks(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    assignment(plan, "eval")["placements"][1] = {"node": "n3", "gpu": 0}
+    assignment(plan, "finetune")["placements"][0] = {"node": "n5", "gpu": 0}
+    repriced(req, plan)
+
+
+@case("topology", "topology-levels.valid")
+def required_block_spans_blocks(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    job_of(req, "finetune")["topology"] = {"required": "block"}
+    repriced(req, plan)
+
+
+@case("objective", "topology-levels.valid")
+def preferred_cost_not_charged(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    job_of(req, "eval")["topology"] = {"preferred": "block"}
+    assignment(plan, "eval")["placements"][1] = {"node": "n3", "gpu": 0}
+    assignment(plan, "finetune")["placements"][0] = {"node": "n5", "gpu": 0}
+    plan["best_bound"] = plan["gap"] = None
 
 
 @pytest.mark.parametrize(("name", "rule", "base", "mutate"), CASES, ids=[c[0] for c in CASES])
