@@ -331,4 +331,7 @@ def objects_from_text(text: str, source: str = "objects") -> list[object]:
     try:
         return [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as e:
-        raise SnapshotError((source,), f"neither JSON nor YAML: {e}") from e
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or "malformed"
+        raise SnapshotError((source,), f"neither JSON nor YAML: {problem}{where}") from e
