@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from api.importing import SnapshotError
-from api.k8s import build_snapshot
+from api.k8s import build_snapshot, export_plan
 from api.k8s.objects import K8sObjects, objects_from_text, read_objects
 from api.k8s.snapshot import Snapshot
-from models import PlanRequest
+from models import Plan, PlanRequest
 from solver import plan
 from solver.driver import PlanningError
 from solver.validate import validate_plan
@@ -414,3 +414,19 @@ def test_cli_objects(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines()[-1].startswith(
         f"gpuplan: error: {tmp_path / 'bad.yaml'}: neither JSON nor YAML")
+
+
+def test_export_binds_the_pods_an_elastic_gang_was_given() -> None:
+    """A plan that runs the 4-pod Volcano gang on 4 of its 8 GPUs binds two pods."""
+    snap = _snap()
+    placements = [{"node": "a100-1", "gpu": i} for i in range(4)]
+    result = Plan.model_validate({
+        "status": "feasible", "solver": "test", "objective_value": 0.0,
+        "solve_time_s": 0.0, "assignments": [{"job": "ml/group:vc-job",
+                                              "placements": placements}],
+        "unplaced": [], "stats": {"gpus_total": 32, "gpus_allocated": 4.0,
+                                  "utilization": 0.125}})
+    out = export_plan(result, snap.request, snap.job_pods)
+    assert sorted(b["metadata"]["name"] for b in out.bindings) == ["vc-worker-0", "vc-worker-1"]
+    assert {b["target"]["name"] for b in out.bindings} == {"a100-1"}
+    assert any("2 of its 4 pods bound" in w for w in out.warnings)
