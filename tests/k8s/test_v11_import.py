@@ -430,3 +430,25 @@ def test_export_binds_the_pods_an_elastic_gang_was_given() -> None:
     assert sorted(b["metadata"]["name"] for b in out.bindings) == ["vc-worker-0", "vc-worker-1"]
     assert {b["target"]["name"] for b in out.bindings} == {"a100-1"}
     assert any("2 of its 4 pods bound" in w for w in out.warnings)
+
+
+def test_docs_example() -> None:
+    """docs/kubernetes.md section 4: its Kueue example gives the quotas it shows."""
+    text = (REPO / "docs" / "kubernetes.md").read_text()
+    section = text[text.index("## 4. Queues"):]
+    yaml_text = section[section.index("```yaml\n") + 8:]
+    yaml_text = yaml_text[:yaml_text.index("```")]
+    json_text = section[section.index("```json\n") + 8:]
+    shown = json.loads("{" + json_text[:json_text.index("```")] + "}")["quotas"]
+    team_b = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+              "metadata": {"name": "team-b-cq"}, "spec": {"cohort": "research",
+              "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                  {"name": "h100", "resources": [{"name": "nvidia.com/gpu",
+                                                  "nominalQuota": 8}]}]}]}}
+    h100s = v11.scenario.node_list([n for n in v11.scenario.nodes()
+                                    if n["metadata"]["name"].startswith("h100")])
+    snap = build_snapshot(h100s, v11.scenario.pod_list([]), objects=read_objects(
+        [*objects_from_text(yaml_text), team_b]))
+    got = {t: q.model_dump(exclude_defaults=True)
+           for t, q in snap.request.cluster.quotas.items()}
+    assert got == {t: {k: v for k, v in q.items() if v} for t, q in shown.items()}
