@@ -230,7 +230,8 @@ class QuotaImport:
         drafts = self.kueue()
         drafts.update(self.kai(drafts))
         quotas = {name: d.quota() for name, d in drafts.items()}
-        for _ in range(len(quotas) + 1):
+        # Each round cuts one parent link or drops one tenant: 2n rounds always end it.
+        for _ in range(2 * len(quotas) + 1):
             errors = quota_errors(quotas, self.catalog)
             if not errors:
                 break

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from api.importing import SnapshotError
 from api.k8s import build_snapshot, export_plan
@@ -452,3 +454,45 @@ def test_docs_example() -> None:
     got = {t: q.model_dump(exclude_defaults=True)
            for t, q in snap.request.cluster.quotas.items()}
     assert got == {t: {k: v for k, v in q.items() if v} for t, q in shown.items()}
+
+
+_QUEUE_NAMES = ("q0", "q1", "q2", "q3")
+
+
+@st.composite
+def _queue_objects(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Random KAI queues (any quota, limit and parent, cycles included) and Kueue
+    ClusterQueues (any flavors, cohorts, borrowing limits) sharing names."""
+    amount = st.sampled_from([-1, 0, 1, 2.5, 4, 8, 100])
+    out: list[dict[str, Any]] = []
+    for name in draw(st.lists(st.sampled_from(_QUEUE_NAMES), unique=True, max_size=4)):
+        out.append(_kai(name, draw(amount), draw(st.none() | amount),
+                        draw(st.none() | st.sampled_from([*_QUEUE_NAMES, "gone"]))))
+    for name in draw(st.lists(st.sampled_from(("c0", "c1", "q0")), unique=True, max_size=3)):
+        flavors = [{"name": f, "resources": [{"name": "nvidia.com/gpu",
+                                              "nominalQuota": draw(st.integers(0, 20)),
+                                              **({"borrowingLimit": b} if (b := draw(
+                                                  st.none() | st.integers(0, 8))) is not None
+                                                 else {})}]}
+                   for f in draw(st.lists(st.sampled_from(("h100", "ampere", "default-flavor",
+                                                           "missing")), unique=True))]
+        spec: dict[str, Any] = {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+                                                    "flavors": flavors}]}
+        cohort = draw(st.none() | st.sampled_from(("research", "q1", "c0")))
+        if cohort is not None:
+            spec["cohort"] = cohort
+        out.append({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+                    "metadata": {"name": name}, "spec": spec})
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(_queue_objects())
+def test_any_queue_objects_give_a_valid_request(queues: list[dict[str, Any]]) -> None:
+    """Whatever the queues say, the import gives a request the contract accepts (the
+    problems reported), and every guarantee it keeps fits its limit and its parent."""
+    flavors = [o for o in v11.objects() if o["kind"] == "ResourceFlavor"]
+    snap = _snap([*flavors, *queues])
+    req = PlanRequest.model_validate_json(snap.request.model_dump_json(), strict=True)
+    for q in req.cluster.quotas.values():
+        assert all(g <= q.limit.get(k, float("inf")) for k, g in q.guaranteed.items())
