@@ -27,7 +27,8 @@ ClusterQueue is the pod's tenant.
 counterpart and guarantees nothing (reported). `limit`: -1 is no limit; 0 or unset means
 nothing beyond the quota (KAI's documented default), so limit = quota; a limit below the
 quota is raised to it (reported). When the children of a queue guarantee more than the
-queue, their guarantees are scaled down to fit (reported). A pod's `kai.scheduler/queue`
+queue, their guarantees are scaled down to fit (reported); a queue of unlimited quota
+guarantees the sum of its children's. A pod's `kai.scheduler/queue`
 label (`runai/queue` before KAI v0.6.0) names its queue.
 
 **Precedence** of a pod's tenant: the `gpuplan.io/tenant` annotation, the Kueue queue,
@@ -179,7 +180,8 @@ class QuotaImport:
                 continue
             draft = _Draft(guaranteed={}, limit={})
             if q.quota == -1:
-                self.note(ref, "gpu quota -1 (unlimited) guarantees nothing in gpuplan")
+                self.note(ref, "gpu quota -1 (unlimited) has no finite guarantee in gpuplan; it "
+                               "guarantees what its children do, if any")
             elif q.quota > 0:
                 draft.guaranteed[ANY_MODEL] = q.quota
             quota = max(q.quota, 0.0)
@@ -204,7 +206,8 @@ class QuotaImport:
         return drafts
 
     def fit_children(self, drafts: Mapping[str, _Draft]) -> None:
-        """Scale children's `"*"` guarantees down to their parent's where they exceed it."""
+        """Scale children's `"*"` guarantees down to their parent's where they exceed it;
+        a parent of unlimited quota (-1) guarantees its children's sum instead."""
         kids: dict[str, list[str]] = {}
         for name, d in drafts.items():
             if d.parent is not None:
@@ -212,7 +215,10 @@ class QuotaImport:
         for parent, members in sorted(kids.items()):
             total = sum(drafts[m].guaranteed.get(ANY_MODEL, 0.0) for m in members)
             own = drafts[parent].guaranteed.get(ANY_MODEL, 0.0)
-            if total > own:
+            if total > own and self.objects.kai_queues[parent].quota == -1:
+                # Unlimited: it guarantees at least what its children do.
+                drafts[parent].guaranteed[ANY_MODEL] = total
+            elif total > own:
                 factor = own / total
                 for m in members:
                     g = drafts[m].guaranteed.get(ANY_MODEL)

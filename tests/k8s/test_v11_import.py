@@ -212,6 +212,12 @@ def test_kai_children_over_their_parent_are_scaled() -> None:
     PlanRequest.model_validate_json(snap.request.model_dump_json())
 
 
+def test_kai_unlimited_parent_guarantees_its_children() -> None:
+    snap = _snap([_kai("p", -1, -1), _kai("a", 6, -1, "p"), _kai("b", 4, -1, "p")])
+    assert _quota(snap, "p")["guaranteed"] == {"*": 10}
+    assert _quota(snap, "a") == {"guaranteed": {"*": 6}, "limit": {}, "parent": "p"}
+
+
 def test_kai_limit_below_quota_and_cycles_never_fail_the_import() -> None:
     snap = _snap([_kai("low", 4, 2), _kai("x", 1, -1, "y"), _kai("y", 1, -1, "x")])
     assert _quota(snap, "low")["limit"] == {"*": 4}
