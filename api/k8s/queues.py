@@ -24,7 +24,7 @@ ClusterQueue is the pod's tenant.
 
 **KAI-Scheduler.** A Queue is a tenant of the same name, `spec.parentQueue` its parent.
 `spec.resources.gpu.quota` (GPUs) is guaranteed on `"*"`; -1 (unlimited) has no finite
-counterpart and guarantees nothing (reported). `limit`: -1 is no limit; 0 or unset means
+counterpart and guarantees nothing of its own (reported). `limit`: -1 is no limit; 0 or unset means
 nothing beyond the quota (KAI's documented default), so limit = quota; a limit below the
 quota is raised to it (reported). When the children of a queue guarantee more than the
 queue, their guarantees are scaled down to fit (reported); a queue of unlimited quota
