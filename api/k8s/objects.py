@@ -34,6 +34,7 @@ import yaml
 from api.importing import ImportIssue, SnapshotError
 from api.k8s import names
 from api.k8s.quantity import QuantityError, parse_quantity
+from models.request import MAX_QUOTA
 
 
 class ObjectProblem(ValueError):
@@ -138,8 +139,8 @@ def _amount(value: object, what: str) -> float:
         q = float(parse_quantity(value))
     except QuantityError as e:
         raise ObjectProblem(f"{what}: {e}") from e
-    if not math.isfinite(q) or q < 0:
-        raise ObjectProblem(f"{what}: must be a quantity >= 0, got {value!r}")
+    if not math.isfinite(q) or not 0 <= q <= MAX_QUOTA:
+        raise ObjectProblem(f"{what}: must be a quantity in [0, {MAX_QUOTA:g}], got {value!r}")
     return q
 
 
@@ -147,6 +148,8 @@ def _number(value: object, what: str) -> float:
     """A plain JSON number (KAI's queue amounts; -1 means unlimited)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ObjectProblem(f"{what} is not a number")
+    if value > MAX_QUOTA:
+        raise ObjectProblem(f"{what} is above {MAX_QUOTA:g}")
     return float(value)
 
 

@@ -41,6 +41,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from api.importing import ImportIssue
 from api.k8s import names
 from api.k8s.nodes import NodeState
@@ -235,7 +237,16 @@ class QuotaImport:
         (parent links first, then whole tenants), so the import never fails on quotas."""
         drafts = self.kueue()
         drafts.update(self.kai(drafts))
-        quotas = {name: d.quota() for name, d in drafts.items()}
+        quotas: dict[str, Quota] = {}
+        for name, d in drafts.items():
+            try:
+                quotas[name] = d.quota()
+            except ValidationError as e:  # e.g. a cohort summing past the request's bounds
+                self.note(f"tenant/{name}", f"quota {e.errors()[0]['msg']}; left out",
+                          skipped=True)
+        quotas = {t: q.model_copy(update={"parent": None})
+                  if q.parent is not None and q.parent not in quotas else q
+                  for t, q in quotas.items()}
         # Each round cuts one parent link or drops one tenant: 2n rounds always end it.
         for _ in range(2 * len(quotas) + 1):
             errors = quota_errors(quotas, self.catalog)

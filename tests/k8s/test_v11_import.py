@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from api.importing import SnapshotError
 from api.k8s import build_snapshot, export_plan
-from api.k8s.objects import K8sObjects, objects_from_text, read_objects
+from api.k8s.objects import READERS, K8sObjects, objects_from_text, read_objects
 from api.k8s.snapshot import Snapshot
 from models import Plan, PlanRequest
 from solver import plan
@@ -502,3 +502,28 @@ def test_any_queue_objects_give_a_valid_request(queues: list[dict[str, Any]]) ->
     req = PlanRequest.model_validate_json(snap.request.model_dump_json(), strict=True)
     for q in req.cluster.quotas.values():
         assert all(g <= q.limit.get(k, float("inf")) for k, g in q.guaranteed.items())
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-10, 10**9) | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["name", "spec", "metadata", "resourceGroups", "flavors", "resources",
+                         "nominalQuota", "borrowingLimit", "levels", "nodeLabel", "gpu",
+                         "quota", "limit", "parentQueue", "minMember", "value", "items",
+                         "clusterQueue", "nodeLabels", "cohort", "namespace"]),
+        inner, max_size=4), max_leaves=20)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(sorted(
+    READERS)),
+    _JSON, _JSON), max_size=4))
+def test_hostile_objects_are_reported_never_raised(
+        objs: list[tuple[tuple[str, str], Any, Any]]) -> None:
+    """Objects of the known kinds with any content: read or reported, and the import
+    still gives a request the contract accepts."""
+    docs = [{"apiVersion": f"{group}/v1", "kind": kind, "metadata": meta, "spec": spec,
+             "value": spec} for (kind, group), meta, spec in objs]
+    snap = build_snapshot(v11.nodes(), v11.pods(), objects=read_objects(docs))
+    PlanRequest.model_validate_json(snap.request.model_dump_json(), strict=True)
