@@ -9,6 +9,7 @@ from benchmarks.sim.engine import SchedulingPolicy
 from benchmarks.sim.policies.fifo_firstfit import FifoFirstFit
 from benchmarks.sim.policies.gavel_maxmin import GavelMaxMin
 from benchmarks.sim.policies.gpuplan import GpuPlan
+from benchmarks.sim.policies.kueue_like import KueueLike
 from benchmarks.sim.policies.tiresias_las import TiresiasLas
 
 #: Policy name -> factory of a fresh policy object (policies may keep per-run state).
@@ -17,6 +18,7 @@ POLICIES: dict[str, Callable[[], SchedulingPolicy]] = {
     "tiresias_las": TiresiasLas,
     "gavel_maxmin": GavelMaxMin,
     "gpuplan": GpuPlan,
+    "kueue_like": KueueLike,
 }
 
-__all__ = ["POLICIES", "FifoFirstFit", "GavelMaxMin", "GpuPlan", "TiresiasLas"]
+__all__ = ["POLICIES", "FifoFirstFit", "GavelMaxMin", "GpuPlan", "KueueLike", "TiresiasLas"]

@@ -35,6 +35,17 @@ values a long job's speed-up by `speed / remaining`, so the planner leaves it on
 GPU next to idle fast ones although every hour it gains is an hour off its own JCT, and
 the last such job sets the makespan.
 
+Tenants (a cluster with `Cluster.quotas`): the request carries the quotas and each job's
+`tenant`, and the planner serves the guarantees first (contract 5.3: a tenant below its
+guarantee reclaims GPUs that other tenants borrow). The bounded queue then also holds the
+`per_tenant` waiting jobs of highest Smith index of every tenant, so that a tenant's work
+is in the request even when the largest tenant's jobs fill the top `max_queue`; the
+backfill and the upgrade keep every tenant within its quota limit (`"*"` key).
+
+`deterministic=True` (`gpuplan simulate --deterministic`) sets `policy.deterministic`: the
+phases of a round stop on a work clock, not the wall clock, so a loaded machine gives the
+same plans (the wall `time_limit_s` stays the safety net).
+
 Sessions (`sessions=True`, `gpuplan simulate --sessions`): the rounds go through one
 `solver.session.PlanningSession` instead of a fresh request each: the first round opens it
 with the round's request, each later round sends only the events that turn the session's
@@ -53,8 +64,9 @@ from typing import Literal
 from benchmarks.sim.engine import Decision, JobRun, RoundView
 from benchmarks.sim.occupancy import Occupancy
 from benchmarks.sim.policies.base import fresh_occupancy
+from benchmarks.sim.tenants import limit
 from models import Job, Placement, Plan, PlanRequest, Policy, speed
-from models.rules import HORIZON_S
+from models.rules import HORIZON_S, HOST_TOL
 from solver import plan
 from solver.session import PlanningSession, diff_events
 
@@ -69,6 +81,8 @@ class GpuPlan:
     time_limit_s: float = 0.5
     aging_s: float = 2 * 3600.0
     max_queue: int = 160
+    per_tenant: int = 8
+    deterministic: bool = False
     migration_cost: float = 0.05
     preemption_cost: float = 1.0
     upgrade_min_s: float | None = 3600.0
@@ -90,10 +104,11 @@ class GpuPlan:
         """One `solver.plan` call on this round's request."""
         waiting = sorted(view.waiting, key=lambda r: (-self._index(r, view.now),
                                                       r.submit, r.name))
-        jobs = [*view.running, *waiting[: self.max_queue]]
+        jobs = [*view.running, *self._queue(waiting, bool(view.cluster.quotas))]
         policy = Policy(objective="jct", solver=self.solver, time_limit_s=self.time_limit_s,
                         migration_cost=self.migration_cost,
-                        preemption_cost=self.preemption_cost, seed=0, threads=1)
+                        preemption_cost=self.preemption_cost, seed=0, threads=1,
+                        deterministic=self.deterministic)
         request = view.request(policy, jobs,
                                weights={r.name: self.weight(r, view.now) for r in jobs})
         placements = self._plan(request)
@@ -102,20 +117,51 @@ class GpuPlan:
         by_name = {r.name: r for r in view.active}
         for name in sorted(decision, key=lambda n: by_name[n].placements is None):
             occ.add(by_name[name].job, decision[name])
-        self._backfill(waiting, decision, occ)
+        room = self._room(view, decision, by_name)
+        self._backfill(waiting, decision, occ, room)
         if self.upgrade_min_s is not None and self._upgrade(view, by_name, decision, occ):
-            self._backfill(waiting, decision, occ)
+            self._backfill(waiting, decision, occ, room)
         return decision
 
-    def _backfill(self, waiting: list[JobRun], decision: Decision, occ: Occupancy) -> None:
-        """Place the waiting jobs the plan left out where they fit, in Smith order."""
+    def _queue(self, waiting: list[JobRun], tenanted: bool) -> list[JobRun]:
+        """The waiting jobs sent: the top `max_queue`, and with quotas the top `per_tenant`
+        of every tenant (in Smith order; see the module doc)."""
+        head = waiting[: self.max_queue]
+        if not tenanted:
+            return head
+        sent = {r.name for r in head}
+        count: dict[str, int] = {}
+        for r in head:
+            count[r.job.tenant] = count.get(r.job.tenant, 0) + 1
+        for r in waiting[self.max_queue:]:
+            t = r.job.tenant
+            if count.get(t, 0) < self.per_tenant:
+                count[t] = count.get(t, 0) + 1
+                sent.add(r.name)
+        return [r for r in waiting if r.name in sent]
+
+    @staticmethod
+    def _room(view: RoundView, decision: Decision,
+              by_name: dict[str, JobRun]) -> dict[str, float]:
+        """Per tenant, the GPUs its `"*"` limit leaves after the plan (inf: unlimited)."""
+        quotas = view.cluster.quotas
+        room = {r.job.tenant: limit(quotas, r.job.tenant) for r in view.active}
+        for name in decision:
+            room[by_name[name].job.tenant] -= by_name[name].size
+        return room
+
+    def _backfill(self, waiting: list[JobRun], decision: Decision, occ: Occupancy,
+                  room: dict[str, float]) -> None:
+        """Place the waiting jobs the plan left out where they fit, in Smith order, within
+        their tenant's quota limit."""
         for r in waiting:
-            if r.name in decision:
+            if r.name in decision or r.size > room[r.job.tenant] + HOST_TOL:
                 continue
             pl = best_fit(occ, r.job, self._fastest_first(r))
             if pl is not None:
                 occ.add(r.job, pl)
                 decision[r.name] = pl
+                room[r.job.tenant] -= r.size
 
     def _upgrade(self, view: RoundView, by_name: dict[str, JobRun], decision: Decision,
                  occ: Occupancy) -> bool:
