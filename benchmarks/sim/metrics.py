@@ -35,8 +35,11 @@ smallest waiting job s_k), valid until the next round:
   of k would fit the rest of the guarantee (s_k <= G_k - u_k) and some other tenant j
   holds more than its own guarantee (u_j > G_j). `quota_wait_rounds` counts such rounds,
   `quota_wait_s` their seconds (until the next round), `quota_wait_streak` the longest
-  run of consecutive ones; reclaim works when the streak never exceeds 1 (a tenant gets
-  its GPUs back at the next round at the latest);
+  run of consecutive ones and `quota_wait_longest_s` its seconds; reclaim works when the
+  streak never exceeds 1 (a tenant gets its GPUs back at the next round at the latest).
+  Rounds come every `round_s` and also at arrivals and completions that find a GPU idle
+  and work waiting, so a streak of several rounds may last less than one `round_s`: the
+  longest stretch in seconds says how long the wait really was;
 - JCT: the mean over the tenant's jobs.
 """
 
@@ -122,7 +125,7 @@ def tenant_figures(res: SimResult, quotas: Mapping[str, Quota],
         jct = [(r.finish or 0.0) - r.submit for r in res.jobs if r.job.tenant == k]
         shares: list[float] = []
         waits = streak = longest = 0
-        wait_s = 0.0
+        wait_s = stretch = longest_s = 0.0
         for i, rnd in enumerate(rounds):
             u = rnd.usage.get(k, 0.0)
             want = u + rnd.pending.get(k, 0.0)
@@ -133,26 +136,31 @@ def tenant_figures(res: SimResult, quotas: Mapping[str, Quota],
                 waits += 1
                 wait_s += nxt - rnd.t
                 streak += 1
+                stretch += nxt - rnd.t
                 longest = max(longest, streak)
+                longest_s = max(longest_s, stretch)
             else:
                 streak = 0
+                stretch = 0.0
         out[k] = {"jobs": float(len(jct)), "avg_jct_s": float(np.mean(jct)) if jct else 0.0,
                   "guaranteed": g,
                   "guar_served": float(np.mean(shares)) if shares else 1.0,
                   "quota_wait_rounds": float(waits), "quota_wait_s": wait_s,
-                  "quota_wait_streak": float(longest)}
+                  "quota_wait_streak": float(longest), "quota_wait_longest_s": longest_s}
     return out
 
 
 def tenant_summary(per_tenant: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """The run-wide quota figures: waits summed, the longest streak, the served share's
-    mean and minimum over tenants with a guarantee."""
+    """The run-wide quota figures: waits summed, the longest streak (rounds and seconds),
+    the served share's mean and minimum over tenants with a guarantee."""
     guarded = [f["guar_served"] for f in per_tenant.values() if f["guaranteed"] > 0]
     return {
         "quota_wait_rounds": sum(f["quota_wait_rounds"] for f in per_tenant.values()),
         "quota_wait_s": sum(f["quota_wait_s"] for f in per_tenant.values()),
         "quota_wait_streak": max((f["quota_wait_streak"] for f in per_tenant.values()),
                                  default=0.0),
+        "quota_wait_longest_s": max((f["quota_wait_longest_s"] for f in per_tenant.values()),
+                                    default=0.0),
         "guar_served_avg": float(np.mean(guarded)) if guarded else 1.0,
         "guar_served_min": min(guarded, default=1.0),
     }

@@ -3,11 +3,15 @@ wait-below-guarantee figures, on hand-made inputs whose outcomes are computed by
 
 from __future__ import annotations
 
+import csv
+import json
 import math
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from api.cli import app
 from benchmarks.sim.engine import SimConfig, SimResult, Simulator, TenantRound
 from benchmarks.sim.metrics import tenant_figures, tenant_summary
 from benchmarks.sim.policies import FifoFirstFit, GpuPlan, KueueLike
@@ -119,6 +123,7 @@ def test_fifo_waits_below_the_guarantee_while_b_borrows() -> None:
     assert figs["a"]["quota_wait_rounds"] == 3.0
     assert figs["a"]["quota_wait_streak"] == 3.0
     assert figs["a"]["quota_wait_s"] == pytest.approx(700.0)
+    assert figs["a"]["quota_wait_longest_s"] == pytest.approx(700.0)
     # a has demand at the rounds of 300, 600, 900 (served 0) and 1000 (served 1).
     assert figs["a"]["guar_served"] == pytest.approx(0.25)
     assert figs["b"]["guar_served"] == 1.0
@@ -152,11 +157,44 @@ def test_wait_figures_on_hand_made_rounds() -> None:
     assert figs["a"]["quota_wait_rounds"] == 2.0
     assert figs["a"]["quota_wait_s"] == pytest.approx(100.0 + 150.0)
     assert figs["a"]["quota_wait_streak"] == 1.0
+    assert figs["a"]["quota_wait_longest_s"] == pytest.approx(150.0)
     # Served: round 0 min(1,2)/min(2,2) = 0.5; round 100 0.5; 250 0.5; 400 0.5.
     assert figs["a"]["guar_served"] == pytest.approx(0.5)
     assert figs["b"]["guar_served"] == 1.0
     assert figs["c"]["quota_wait_rounds"] == 0.0
     summary = tenant_summary(figs)
     assert summary["quota_wait_streak"] == 1.0
+    assert summary["quota_wait_longest_s"] == pytest.approx(150.0)
     assert summary["guar_served_min"] == pytest.approx(0.5)
     assert math.isclose(summary["quota_wait_s"], 250.0)
+
+
+def test_cli_simulate_philly_with_quotas(philly_csv: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "two.json"
+    spec.write_text(Cluster(nodes=[Node(name=f"n{k}", gpus=[Gpu(index=i, model=V100)
+                                                            for i in range(4)])
+                                   for k in range(2)]).model_dump_json())
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["simulate", "--trace", str(philly_csv), "--cluster",
+                                 str(spec), "--policies", "fifo_firstfit,kueue_like",
+                                 "--borrow-factor", "2", "--out", str(out), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "summary.json").read_text())
+    # Demand: aa 8 x 172800 + 66, bb 2 x 2951 + 4 x 100, cc 1: aa takes 8 GPUs of 8.
+    assert {k: q["guaranteed"]["*"] for k, q in doc["meta"]["quotas"].items()} == {
+        "aa": 8.0, "bb": 0.0, "cc": 0.0}
+    assert doc["meta"]["quotas"]["bb"]["limit"] == {"*": 4.0}
+    with (out / "tenants.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {(row["policy"], row["tenant"]) for row in rows} == {
+        (p, k) for p in ("fifo_firstfit", "kueue_like") for k in ("aa", "bb", "cc")}
+    assert "quota_wait_rounds" in doc["summaries"]["kueue_like"]
+    bad = CliRunner().invoke(app, ["simulate", "--trace", "synthetic", "--cluster", str(spec),
+                                   "--skip", "3"])
+    assert bad.exit_code == 2 and "Philly" in bad.output
+
+
+def test_real_philly_window_loads(shared_data: Path) -> None:
+    trace = load_trace(str(shared_data / "pollux" / "philly.csv"), limit=200, skip=20000)
+    assert len(trace) == 200 and trace[0].submit == 0.0
+    assert len({t.job.tenant for t in trace}) > 1
