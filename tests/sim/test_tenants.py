@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
-from benchmarks.sim.engine import SimConfig, SimResult, Simulator, TenantRound
+from benchmarks.sim.engine import JobRun, SimConfig, SimResult, Simulator, TenantRound
 from benchmarks.sim.metrics import tenant_figures, tenant_summary
 from benchmarks.sim.policies import FifoFirstFit, GpuPlan, KueueLike
 from benchmarks.sim.tenants import demand_quotas, largest_remainder, with_quotas
@@ -198,3 +198,12 @@ def test_real_philly_window_loads(shared_data: Path) -> None:
     trace = load_trace(str(shared_data / "pollux" / "philly.csv"), limit=200, skip=20000)
     assert len(trace) == 200 and trace[0].submit == 0.0
     assert len({t.job.tenant for t in trace}) > 1
+
+
+def test_gpuplan_queue_holds_every_tenants_head() -> None:
+    runs = [JobRun(trace=_job(n, t, 0, 100), remaining=100, size=1)
+            for n, t in (("a0", "a"), ("a1", "a"), ("a2", "a"), ("b0", "b"), ("b1", "b"))]
+    policy = GpuPlan(max_queue=2, per_tenant=1)
+    # The top 2 are a0, a1; b's head b0 joins them with quotas, not without.
+    assert [r.name for r in policy._queue(runs, tenanted=True)] == ["a0", "a1", "b0"]
+    assert [r.name for r in policy._queue(runs, tenanted=False)] == ["a0", "a1"]
