@@ -12,8 +12,16 @@ import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
-from benchmarks.sim.engine import JobRun, SimConfig, SimResult, Simulator, TenantRound
+from benchmarks.sim.engine import (
+    JobRun,
+    RoundView,
+    SimConfig,
+    SimResult,
+    Simulator,
+    TenantRound,
+)
 from benchmarks.sim.metrics import tenant_figures, tenant_summary
+from benchmarks.sim.occupancy import Occupancy
 from benchmarks.sim.policies import FifoFirstFit, GpuPlan, KueueLike
 from benchmarks.sim.tenants import demand_quotas, largest_remainder, with_quotas
 from benchmarks.sim.workloads import TraceError, load_trace
@@ -200,10 +208,16 @@ def test_real_philly_window_loads(shared_data: Path) -> None:
     assert len({t.job.tenant for t in trace}) > 1
 
 
-def test_gpuplan_queue_holds_every_tenants_head() -> None:
+def test_gpuplan_queue_holds_every_tenants_head_and_guarantee() -> None:
     runs = [JobRun(trace=_job(n, t, 0, 100), remaining=100, size=1)
-            for n, t in (("a0", "a"), ("a1", "a"), ("a2", "a"), ("b0", "b"), ("b1", "b"))]
+            for n, t in (("a0", "a"), ("a1", "a"), ("a2", "a"), ("b0", "b"), ("b1", "b"),
+                         ("b2", "b"), ("b3", "b"))]
     policy = GpuPlan(max_queue=2, per_tenant=1)
-    # The top 2 are a0, a1; b's head b0 joins them with quotas, not without.
-    assert [r.name for r in policy._queue(runs, tenanted=True)] == ["a0", "a1", "b0"]
-    assert [r.name for r in policy._queue(runs, tenanted=False)] == ["a0", "a1"]
+    plain = RoundView(0.0, 300.0, _cluster(4), Occupancy(_cluster(4)), [], runs)
+    assert [r.name for r in policy._queue(runs, plain)] == ["a0", "a1"]
+    # With quotas the top 2 (a0, a1) are joined by b's head b0 and by b1, b2, which the
+    # rest of b's guarantee of 3 has room for; a's guarantee of 1 is already used up.
+    quotas = {"a": Quota(guaranteed={"*": 1}), "b": Quota(guaranteed={"*": 3})}
+    tenanted = RoundView(0.0, 300.0, with_quotas(_cluster(4), quotas),
+                         Occupancy(_cluster(4)), [], runs)
+    assert [r.name for r in policy._queue(runs, tenanted)] == ["a0", "a1", "b0", "b1", "b2"]

@@ -64,7 +64,7 @@ from typing import Literal
 from benchmarks.sim.engine import Decision, JobRun, RoundView
 from benchmarks.sim.occupancy import Occupancy
 from benchmarks.sim.policies.base import fresh_occupancy
-from benchmarks.sim.tenants import limit
+from benchmarks.sim.tenants import guarantee, limit
 from models import Job, Placement, Plan, PlanRequest, Policy, speed
 from models.rules import HORIZON_S, HOST_TOL
 from solver import plan
@@ -104,7 +104,7 @@ class GpuPlan:
         """One `solver.plan` call on this round's request."""
         waiting = sorted(view.waiting, key=lambda r: (-self._index(r, view.now),
                                                       r.submit, r.name))
-        jobs = [*view.running, *self._queue(waiting, bool(view.cluster.quotas))]
+        jobs = [*view.running, *self._queue(waiting, view)]
         policy = Policy(objective="jct", solver=self.solver, time_limit_s=self.time_limit_s,
                         migration_cost=self.migration_cost,
                         preemption_cost=self.preemption_cost, seed=0, threads=1,
@@ -123,20 +123,27 @@ class GpuPlan:
             self._backfill(waiting, decision, occ, room)
         return decision
 
-    def _queue(self, waiting: list[JobRun], tenanted: bool) -> list[JobRun]:
-        """The waiting jobs sent: the top `max_queue`, and with quotas the top `per_tenant`
-        of every tenant (in Smith order; see the module doc)."""
+    def _queue(self, waiting: list[JobRun], view: RoundView) -> list[JobRun]:
+        """The waiting jobs sent: the top `max_queue`; with quotas also, per tenant, its
+        top `per_tenant` and as many more as its guarantee has room for (in Smith order;
+        see the module doc)."""
         head = waiting[: self.max_queue]
-        if not tenanted:
+        quotas = view.cluster.quotas
+        if not quotas:
             return head
-        sent = {r.name for r in head}
+        room = {t: guarantee(quotas, t) for t in quotas}
+        for r in view.running:
+            room[r.job.tenant] = room.get(r.job.tenant, 0.0) - r.size
         count: dict[str, int] = {}
         for r in head:
             count[r.job.tenant] = count.get(r.job.tenant, 0) + 1
+            room[r.job.tenant] = room.get(r.job.tenant, 0.0) - r.size
+        sent = {r.name for r in head}
         for r in waiting[self.max_queue:]:
             t = r.job.tenant
-            if count.get(t, 0) < self.per_tenant:
+            if count.get(t, 0) < self.per_tenant or r.size <= room.get(t, 0.0) + HOST_TOL:
                 count[t] = count.get(t, 0) + 1
+                room[t] = room.get(t, 0.0) - r.size
                 sent.add(r.name)
         return [r for r in waiting if r.name in sent]
 
