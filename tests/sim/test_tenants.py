@@ -221,3 +221,21 @@ def test_gpuplan_queue_holds_every_tenants_head_and_guarantee() -> None:
     tenanted = RoundView(0.0, 300.0, with_quotas(_cluster(4), quotas),
                          Occupancy(_cluster(4)), [], runs)
     assert [r.name for r in policy._queue(runs, tenanted)] == ["a0", "a1", "b0", "b1", "b2"]
+
+
+@pytest.mark.parametrize("policy", [KueueLike(), GpuPlan(time_limit_s=2.0, deterministic=True)],
+                         ids=["kueue_like", "gpuplan"])
+def test_a_gang_within_its_guarantee_takes_back_a_whole_node(policy: object) -> None:
+    # Two nodes of 2 V100s, a and b guaranteed 2 each. b's four 1000 s jobs fill both
+    # nodes at t=0 (two borrowed); a's 2-GPU single-node gang (100 s) arrives at t=10.
+    # At t=300 the two newest borrowed jobs, b2 and b3 (both on n1), are preempted: a0
+    # runs 300..400; b2, b3 restart at 400 with 700 s left and the 30 s overhead: 1130.
+    cluster = with_quotas(
+        Cluster(nodes=[Node(name=f"n{k}", gpus=[Gpu(index=i, model=V100) for i in range(2)])
+                       for k in range(2)]),
+        {"a": Quota(guaranteed={"*": 2}), "b": Quota(guaranteed={"*": 2})})
+    trace = [*(_job(f"b{i}", "b", 0, 1000) for i in range(4)), _job("a0", "a", 10, 100, 2)]
+    res = Simulator(cluster, trace, policy, SimConfig()).run()  # type: ignore[arg-type]
+    assert _jcts(res) == {"b0": 1000.0, "b1": 1000.0, "b2": 1130.0, "b3": 1130.0,
+                          "a0": 390.0}
+    assert tenant_figures(res, cluster.quotas)["a"]["quota_wait_rounds"] == 0.0
