@@ -44,6 +44,7 @@ from models.rules import (
     memory_fits,
     priority_key,
     profile_covers,
+    quota_chain,
     quota_usage,
 )
 
@@ -69,6 +70,7 @@ class Greedy:
         #: extra value of placing a job (the preemption cost a running job saves)
         self.bonus: dict[str, float] = {}
         self._typical = self._typical_speeds()
+        self._ranked: dict[str, list[str]] = {}
         self._domain_nodes: dict[str | None, list[int]] = {}
         for n in self.state.nodes:
             self._domain_nodes.setdefault(n.domain, []).append(n.idx)
@@ -95,7 +97,14 @@ class Greedy:
         return {m: statistics.median(v) for m, v in speeds.items() if v}
 
     def ranked_models(self, info: JobInfo) -> list[str]:
-        """Eligible models, highest value first; ties by relative speed, then name."""
+        """Eligible models, highest value first; ties by relative speed, then name
+        (computed once per job)."""
+        hit = self._ranked.get(info.name)
+        if hit is None:
+            hit = self._ranked[info.name] = self._rank_models(info)
+        return hit
+
+    def _rank_models(self, info: JobInfo) -> list[str]:
         def key(m: str) -> tuple[float, float, str]:
             rel = info.values[m] / info.size / info.job.weight / max(
                 self._typical.get(m, 1.0), 1e-9)
@@ -331,6 +340,10 @@ def guarantee_models(g: Greedy, info: JobInfo, own: bool = False,
     size)."""
     quotas = g.state.quotas
     used = g.state.quota_used
+    tenants = [info.job.tenant] if own else quota_chain(quotas, info.job.tenant)
+    if not any(used.get((t, k), 0.0) < gk - HOST_TOL
+               for t in tenants if t in quotas for k, gk in quotas[t].guaranteed.items()):
+        return []  # nothing below its guarantee: skip ranking the models
     out = []
     for m in g.ranked_models(info):
         need = quota_usage(info.job, g.state.catalog[m]) if within else 0.0

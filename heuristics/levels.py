@@ -3,8 +3,9 @@ only lower-class work would keep (contract 5.4, the validator's `priority` rule)
 
 `restore_displaced(request, result)` looks, highest class first, at each preemptible
 running job h that `result` stops. Let C be the removable jobs of lower classes (new ones,
-and running ones that may be preempted) on h's GPUs, on h's host-limited nodes and, when
-a tenant of h's has a quota limit, those of h's tenants. When taking C out lets h be kept
+and running ones that may be preempted) on h's GPUs and on h's host-limited nodes (the
+validator's `priority` rule uses the same C; which of a tenant's jobs use its quota limit
+is left to the levels). When taking C out lets h be kept
 exactly where it runs without serving less guaranteed usage (contract 5.3's first level),
 h is kept and the jobs of C are put back where they still fit (higher classes first, best
 fit), the others left out. Each such step raises h's class and touches only lower ones,
@@ -22,27 +23,36 @@ from heuristics.result import HeuristicResult
 from models import PlanRequest
 from models.instance import JobInfo
 from models.objective import objective_value_of, same_placement
-from models.rules import HOST_TOL, guaranteed_served, priority_classes, quota_chain
+from models.rules import HOST_TOL, guaranteed_served, priority_classes
+
+
+def _occupants(g: Greedy, gids: list[int]) -> set[str]:
+    """The jobs on the GPUs `gids`."""
+    st = g.state
+    out: set[str] = set()
+    for gid in gids:
+        slot = st.gpus[gid]
+        if slot.whole_job is not None:
+            out.add(slot.whole_job)
+        out.update(slot.share_jobs)
+        out.update(slot.mig_used.values())
+    return out
 
 
 def _removable(g: Greedy, h: JobInfo) -> list[JobInfo]:
-    """C for running job h (module doc)."""
+    """C for running job h (module doc): the removable lower-class jobs on its GPUs and
+    on its host-limited nodes."""
     st = g.state
     cur = h.current or []
-    gpus = {(p.node, p.gpu) for p in cur}
-    nodes = {p.node for p in cur
-             if st.nodes[st.node_of[p.node]].cpu_cap is not None
-             or st.nodes[st.node_of[p.node]].mem_cap is not None}
-    quotas = st.quotas
-    chain = set(quota_chain(quotas, h.job.tenant))
-    limited = any(quotas[t].limit for t in chain)
+    names = _occupants(g, [st.gid_of[(p.node, p.gpu)] for p in cur])
+    for node in {p.node for p in cur}:
+        slot = st.nodes[st.node_of[node]]
+        if slot.cpu_cap is not None or slot.mem_cap is not None:
+            names |= _occupants(g, slot.gpus)
     out = []
-    for name, pls in st.placed.items():
+    for name in sorted(names):
         info = g.by_name[name]
-        if info.job.priority >= h.job.priority or (info.current and not info.preemptible):
-            continue
-        if (any((p.node, p.gpu) in gpus or p.node in nodes for p in pls)
-                or (limited and chain & set(quota_chain(quotas, info.job.tenant)))):
+        if info.job.priority < h.job.priority and not (info.current and not info.preemptible):
             out.append(info)
     return out
 
@@ -81,7 +91,10 @@ def _restore(g: Greedy, h: JobInfo) -> bool:
 def restore_displaced(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
     """`result` with every displaced higher-class running job kept (module doc)."""
     policy = request.policy
-    if len(priority_classes(request.jobs)) < 2 or not policy.allow_preemption:
+    classes = priority_classes(request.jobs)
+    if len(classes) < 2 or not policy.allow_preemption or not any(
+            j.current and j.preemptible and j.priority > classes[-1]
+            and not result.placements.get(j.name) for j in request.jobs):
         return result
     g = Greedy(request)
     st = g.state

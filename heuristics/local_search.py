@@ -30,7 +30,9 @@ own GPUs first.
 
 The result is compared with the input by `models.objective.evaluate` and the better one is
 returned, so `improve` never makes a plan worse. For `priority_fifo` only the repair step
-runs in the strict priority order (ruin and recreate could create priority inversions).
+runs in the strict priority order (ruin and recreate could create priority inversions),
+and so it does for requests with levels of more than `LEVEL_MOVES_MAX_JOBS` jobs (each
+move recomputes the levels, which costs a pass over the jobs).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ _RUIN_NODES = 3
 _ROOM_GANGS = 8
 #: Nodes tried per gang by evict-and-place (fewest evictions first), at most.
 _ROOM_NODES = 2
+#: With quotas or priority classes, moves run up to this many jobs (module doc).
+LEVEL_MOVES_MAX_JOBS = 5000
 
 
 class _Score:
@@ -445,6 +449,8 @@ def improve(
         return result
     g = search.g
     fifo = request.policy.objective == "priority_fifo"
+    repair_only = fifo or (lexicographic_levels(request)
+                           and len(request.jobs) > LEVEL_MOVES_MAX_JOBS)
     unplaced = [i for i in g.infos if i.name not in g.state.placed
                 and (i.preemptible or not i.current)]
 
@@ -455,7 +461,7 @@ def improve(
     if lexicographic_levels(request):
         order.sort(key=lambda i: -i.job.priority)  # stable: classes from the highest
     search.repair(order, stop)
-    if not fifo and search.models:  # no schedulable node: nothing to ruin and recreate
+    if not repair_only and search.models:  # no schedulable node: nothing to ruin and recreate
         score = _Score(g)
         search.room_pass(score, deadline)
         moves = 0

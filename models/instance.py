@@ -435,8 +435,12 @@ class ClusterState:
                 return False
         return True
 
-    def _charge_quota(self, info: JobInfo, model: str, sign: float) -> None:
-        size = sign * quota_usage(info.job, self.catalog[model])
+    def _charge_quota(self, info: JobInfo, placements: Sequence[Placement],
+                      sign: float) -> None:
+        model = self.model_of(placements)
+        # a gang uses the GPUs it got (an elastic gang's n), other shapes their size
+        size = sign * (float(len(placements)) if info.shape == "whole"
+                       else quota_usage(info.job, self.catalog[model]))
         fixed = info.current is not None and not info.preemptible
         for key in self.quota_keys(info.job.tenant, model):
             self.quota_used[key] = self.quota_used.get(key, 0.0) + size
@@ -514,7 +518,7 @@ class ClusterState:
             self.nodes[ni].cpu_used += info.cpu * part
             self.nodes[ni].mem_used += info.host_mem * part
         if self.quotas and placements:
-            self._charge_quota(info, self.model_of(placements), 1.0)
+            self._charge_quota(info, placements, 1.0)
         self.placed[info.name] = placements
 
     def remove(self, info: JobInfo) -> list[Placement] | None:
@@ -523,7 +527,7 @@ class ClusterState:
         if placements is None:
             return None
         if self.quotas and placements:
-            self._charge_quota(info, self.model_of(placements), -1.0)
+            self._charge_quota(info, placements, -1.0)
         per_node: dict[int, int] = {}
         for p in placements:
             g = self.gpus[self.gid_of[(p.node, p.gpu)]]

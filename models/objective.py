@@ -95,11 +95,12 @@ class Evaluation:
     min_share: float | None = None
 
 
-def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]) -> Evaluation:
+def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+             models: Mapping[tuple[str, int], str] | None = None) -> Evaluation:
     """Evaluate `request.policy.objective` for `placements` (job -> placements; absent =
-    unplaced)."""
+    unplaced); `models` is `gpu_models_of(request)` when the caller has it."""
     catalog = request.cluster.catalog()
-    models = gpu_models_of(request)
+    models = gpu_models_of(request) if models is None else models
     policy = request.policy
     objective = policy.objective
     migrated: list[str] = []
@@ -146,34 +147,37 @@ def eligible_on(job: Job, model: str, catalog: Mapping[str, GpuModel]) -> bool:
 # ------------------------------------------------ the levels of contract 5.3 / 5.4
 
 
-def quota_usage_of(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
+def quota_usage_of(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+                   models: Mapping[tuple[str, int], str] | None = None
                    ) -> dict[QuotaKey, float]:
     """Usage of every quota key (tenant, model or "*") by the placed jobs."""
     quotas = request.cluster.quotas
     if not quotas:
         return {}
     catalog = request.cluster.catalog()
-    models = gpu_models_of(request)
+    models = gpu_models_of(request) if models is None else models
     usage: dict[QuotaKey, float] = {}
     for job in request.jobs:
         pl = placements.get(job.name)
         if not pl:
             continue
         model = models[(pl[0].node, pl[0].gpu)]
-        size = quota_usage(job, catalog[model])
+        # a gang uses the GPUs it got (an elastic gang's n), other shapes their size
+        size = float(len(pl)) if job.gpus is not None else quota_usage(job, catalog[model])
         for key in quota_keys(quotas, job.tenant, model):
             usage[key] = usage.get(key, 0.0) + size
     return usage
 
 
 def _class_evaluation(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
-                      priority: int) -> tuple[list[Job], Evaluation]:
+                      priority: int, models: Mapping[tuple[str, int], str]
+                      ) -> tuple[list[Job], Evaluation]:
     """The jobs of one priority class and `evaluate` over them alone (their own costs;
     for fairness, the demands of their own jobs)."""
     jobs = [j for j in request.jobs if j.priority == priority]
     sub = request.model_copy(update={"jobs": jobs})
     return jobs, evaluate(sub, {j.name: placements[j.name] for j in jobs
-                                if placements.get(j.name)})
+                                if placements.get(j.name)}, models)
 
 
 def level_values(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
@@ -186,10 +190,12 @@ def level_values(request: PlanRequest, placements: Mapping[str, Sequence[Placeme
     if not lexicographic_levels(request):
         return []
     out: list[tuple[str, float]] = []
+    models = gpu_models_of(request)
     if request.cluster.quotas:
-        usage = quota_usage_of(request, placements)
+        usage = quota_usage_of(request, placements, models)
         out.append(("quota", guaranteed_served(request.cluster.quotas, usage)))
-    out.extend((f"priority {p}", _class_evaluation(request, placements, p)[1].objective_value)
+    out.extend((f"priority {p}",
+                _class_evaluation(request, placements, p, models)[1].objective_value)
                for p in priority_classes(request.jobs))
     return out
 
@@ -204,12 +210,13 @@ def level_key(request: PlanRequest, placements: Mapping[str, Sequence[Placement]
     if not lexicographic_levels(request):
         return ()
     out: list[float] = []
+    models = gpu_models_of(request)
     if request.cluster.quotas:
-        usage = quota_usage_of(request, placements)
+        usage = quota_usage_of(request, placements, models)
         out.append(round(guaranteed_served(request.cluster.quotas, usage), 9))
     objective = request.policy.objective
     for p in priority_classes(request.jobs):
-        jobs, ev = _class_evaluation(request, placements, p)
+        jobs, ev = _class_evaluation(request, placements, p, models)
         if objective == "priority_fifo":
             out.extend(1.0 if placements.get(j.name) else 0.0
                        for j in sorted(jobs, key=priority_key))

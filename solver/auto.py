@@ -18,6 +18,7 @@ from heuristics.local_search import improve
 from heuristics.result import HeuristicResult
 from models import PlanRequest, PlanStatus
 from models.objective import evaluate
+from models.rules import lexicographic_levels
 from solver.budget import MOVES_PER_S
 from solver.context import Context
 from solver.exact import compile_model, exact_outcome
@@ -109,8 +110,11 @@ def exact_for_size(ctx: Context, backend: str) -> Outcome:
 def meets_bound(ctx: Context, plan: HeuristicResult, what: str, producer: str
                 ) -> Outcome | None:
     """`plan`, as `optimal`, when its objective already reaches the LP bound
-    (throughput-like objectives, where that bound is computed anyway); else None."""
-    if ctx.request.policy.objective not in LP_ROUND_OBJECTIVES:
+    (throughput-like objectives, where that bound is computed anyway); else None. Not
+    with quotas or priority classes: the bound is the objective's over all plans within
+    the limits, and the best of those need not be the lexicographic optimum."""
+    if (ctx.request.policy.objective not in LP_ROUND_OBJECTIVES
+            or lexicographic_levels(ctx.request)):
         return None
     bound = ctx.portfolio.bound()
     if bound is None:

@@ -10,7 +10,9 @@ out. solver/build.py calls `level_stats` and `level_reasons` for requests with l
 - Reasons: a new job left out with `insufficient_capacity` becomes `lower_priority` when
   it would not fit beside the higher-class jobs and the jobs that count toward a
   guarantee alone (they took its capacity), and `quota_limit` when it would fit beside the
-  plan's jobs but a quota limit of its tenant or an ancestor is reached. A stopped running
+  plan's jobs but a quota limit of its tenant or an ancestor is reached (requests of more
+  than `REFINE_MAX_JOBS` jobs keep `insufficient_capacity`: the test replays the placer per
+  class, seconds at 20,000 jobs). A stopped running
   job whose GPUs now serve another tenant's guarantee or a higher class says so in its
   `preempted` detail ("reclaimed by tenant ..." / "preempted by ... of class ...").
 """
@@ -27,6 +29,9 @@ from models.reasons import INSUFFICIENT
 from models.rules import QuotaKey, quota_keys, quota_usage
 
 Reason = tuple[str, str]
+
+#: Above this many jobs the unplaced new jobs keep their reasons (module doc).
+REFINE_MAX_JOBS = 5000
 
 
 def level_stats(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
@@ -75,9 +80,10 @@ def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placem
     for name, pls in placements.items():
         for p in pls:
             occupants.setdefault((p.node, p.gpu), []).append(name)
+    refine = len(infos) <= REFINE_MAX_JOBS
     full = Greedy(request, infos)
     for name, pls in placements.items():
-        if pls:
+        if pls and refine:
             full.state.place(by_name[name], list(pls))
     #: priority -> a placer over the jobs that outrank a job of that class
     protected: dict[int, Greedy] = {}
@@ -88,7 +94,7 @@ def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placem
         if job.current:
             _preempted_detail(request, info, by_name, occupants, placed_model, usage, out)
             continue
-        if out.get(info.name, INSUFFICIENT)[0] != INSUFFICIENT[0]:
+        if not refine or out.get(info.name, INSUFFICIENT)[0] != INSUFFICIENT[0]:
             continue
         key = job.priority
         if key not in protected:

@@ -42,9 +42,12 @@ Rule names (`Violation.rule`), one per invariant:
 - `priority` (contract 5.4): a lower class never displaces a higher one. A stopped
   preemptible running job h of class p is displaced when the plan could have kept it by
   removing only lower-class work: with C = the removable (preemptible or new) jobs of
-  classes below p on h's GPUs, on h's host-limited nodes and in h's quota tenants, the plan
+  classes below p on h's GPUs and on h's host-limited nodes, the plan
   minus C plus h kept fits (GPUs, MIG layout, shares, host, quota limits), serves no less
   guaranteed usage, and h is worth something to its class (value + preemption cost > 0).
+  Which of a tenant's jobs use its quota limit is left to the levels (the exact planners
+  optimise them, the heuristics serve the classes from the highest): a job kept out by
+  a limit alone is not flagged.
   Such a plan would be lexicographically better, so no optimum is ever flagged.
 - `levels`: with quotas or several priority classes, `stats.quota` (usage, guaranteed,
   limit per tenant and key) and `stats.levels` (the guaranteed usage served, then each
@@ -621,11 +624,14 @@ def _usage(c: _Ctx, names: Iterable[str], models: Mapping[str, tuple[str, GpuMod
             continue
         job = c.jobs[name]
         model, spec = models[name]
+        # a gang uses the GPUs it got, other shapes their size
+        size = float(len(c.placed.get(name) or job.current or [])) if job.gpus is not None \
+            else _size(job, spec)
         for t in _chain(c, job.tenant):
             q = quotas[t]
             for key in (model, ANY):
                 if key in q.guaranteed or key in q.limit:
-                    out[(t, key)] += _size(job, spec)
+                    out[(t, key)] += size
     return out
 
 
@@ -670,11 +676,39 @@ def _classes(c: _Ctx) -> list[int]:
     return sorted({j.priority for j in c.jobs.values()}, reverse=True)
 
 
-def _keeps_fit(c: _Ctx, h: Job, others: list[str],
-               models: Mapping[str, tuple[str, GpuModel]]) -> bool:
-    """Whether running job h, kept exactly in place, fits beside the jobs `others` as they
-    are placed: its GPUs (whole, shares, MIG layout), its nodes' host capacity and the
-    quota limits of its tenants."""
+@dataclass
+class _Index:
+    """What the priority check looks up per stopped job, computed once per plan: the
+    placed jobs per GPU and per node, the usage of every key, the fixed usage and the
+    guaranteed usage served."""
+
+    models: Mapping[str, tuple[str, GpuModel]]
+    on_gpu: dict[GpuKey, list[str]]
+    on_node: dict[str, set[str]]
+    usage: dict[QKey, float]
+    fixed: dict[QKey, float]
+    served: float
+
+
+def _index(c: _Ctx) -> _Index:
+    models = _placed_models(c)
+    on_gpu: dict[GpuKey, list[str]] = defaultdict(list)
+    on_node: dict[str, set[str]] = defaultdict(set)
+    for name, pls in c.placed.items():
+        for p in pls:
+            on_gpu[(p.node, p.gpu)].append(name)
+            on_node[p.node].add(name)
+    usage = _usage(c, c.placed, models)
+    return _Index(models, on_gpu, on_node, usage, _fixed_usage(c, models),
+                  _served(c, usage))
+
+
+def _keeps_fit(c: _Ctx, h: Job, others: Iterable[str], usage: Mapping[QKey, float],
+               ix: _Index) -> bool:
+    """Whether running job h, kept exactly in place, fits beside the jobs `others` (every
+    job left on its GPUs and host-limited nodes) as they are placed: its GPUs (whole,
+    shares, MIG layout), its nodes' host capacity, and the quota limits of its tenants
+    given `usage` (the plan's without the jobs taken out)."""
     cur = h.current or []
     mine = {(p.node, p.gpu) for p in cur}
     nodes = {p.node for p in cur}
@@ -721,61 +755,57 @@ def _keeps_fit(c: _Ctx, h: Job, others: list[str],
         for used, cap in ((cpu[n], node.cpu_millicores), (hmem[n], node.memory_gib)):
             if cap is not None and used > cap * (1 + CAPACITY_TOL) + CAPACITY_TOL:
                 return False
-    if c.request.cluster.quotas:
-        placed = {**models}
-        got = c.model_of((cur[0].node, cur[0].gpu))
-        if got is None:
-            return False
-        placed[h.name] = got
-        usage = _usage(c, [*others, h.name], placed)
-        fixed = _fixed_usage(c, models)
-        keys = {key for key in usage if key[0] in _chain(c, h.tenant)}
-        if _over_limit(c, usage, fixed, keys):
-            return False
-    return True
+    return not _over_limit(c, usage, ix.fixed, [k for k in usage if k[0] in _chain(c, h.tenant)])
 
 
-def _displaced_by(c: _Ctx, h: Job, models: Mapping[str, tuple[str, GpuModel]]
-                  ) -> list[str]:
+def _displaced_by(c: _Ctx, h: Job, ix: _Index) -> list[str]:
     """The removable lower-class jobs whose removal would let running job h be kept
     (empty when keeping h would need more than that; see the module doc)."""
     cur = h.current or []
+    got = c.model_of((cur[0].node, cur[0].gpu)) if cur else None
+    if got is None:
+        return []
+    model, spec = got
     gpus = {(p.node, p.gpu) for p in cur}
     nodes = {p.node for p in cur if c.nodes[p.node].cpu_millicores is not None
              or c.nodes[p.node].memory_gib is not None}
-    chain = set(_chain(c, h.tenant))
-    limited = any(c.request.cluster.quotas[t].limit for t in chain)
-    removable: list[str] = []
-    for name, pls in c.placed.items():
+    local = {n for g in gpus for n in ix.on_gpu.get(g, [])}
+    for nd in nodes:
+        local |= ix.on_node.get(nd, set())
+
+    def removable(name: str) -> bool:
         job = c.jobs[name]
-        if job.priority >= h.priority or (name in c.kept and not job.preemptible):
-            continue
-        if (any((p.node, p.gpu) in gpus or p.node in nodes for p in pls)
-                or (limited and chain & set(_chain(c, job.tenant)))):
-            removable.append(name)
-    if not removable:
+        return job.priority < h.priority and not (name in c.kept and not job.preemptible)
+
+    gone = {n for n in local if removable(n)}
+    # h's usage on its keys; the keys whose limit it would break
+    quotas = c.request.cluster.quotas
+    size = _size(h, spec)
+    keys = [(t, k) for t in _chain(c, h.tenant) for k in (model, ANY)
+            if k in quotas[t].guaranteed or k in quotas[t].limit]
+    if not gone:
         return []
-    gone = set(removable)
-    rest = [n for n in c.placed if n not in gone]
-    if not _keeps_fit(c, h, rest, models):
+    usage = dict(ix.usage)
+    for key, u in _usage(c, gone, ix.models).items():
+        usage[key] -= u
+    if not _keeps_fit(c, h, sorted(local - gone), {**usage, **{
+            key: usage.get(key, 0.0) + size for key in keys}}, ix):
         return []
-    if c.request.cluster.quotas:
-        got = c.model_of((cur[0].node, cur[0].gpu))
-        assert got is not None  # _keeps_fit checked it
-        before = _served(c, _usage(c, c.placed, models))
-        after = _served(c, _usage(c, [*rest, h.name], {**models, h.name: got}))
-        if after < before - OBJECTIVE_RTOL * max(1.0, before):
+    if quotas:
+        for key in keys:
+            usage[key] = usage.get(key, 0.0) + size
+        if _served(c, usage) < ix.served - OBJECTIVE_RTOL * max(1.0, ix.served):
             return []
-    return removable
+    return sorted(gone)
 
 
 def _check_priority(c: _Ctx) -> None:
     policy = c.request.policy
     if len(_classes(c)) < 2 or not policy.allow_preemption or c.plan.status == "infeasible":
         return
-    models = _placed_models(c)
     term = _ADDITIVE.get(policy.objective, _job_term_throughput)
     _, stopped = _running_outcome(c)
+    ix: _Index | None = None
     for name in stopped:
         h = c.jobs[name]
         if not h.preemptible or not h.current:
@@ -783,10 +813,12 @@ def _check_priority(c: _Ctx) -> None:
         got = c.model_of((h.current[0].node, h.current[0].gpu))
         if got is None or term(h, *got) + policy.preemption_cost <= CAPACITY_TOL:
             continue
-        by = _displaced_by(c, h, models)
+        ix = ix or _index(c)
+        by = _displaced_by(c, h, ix)
         if by:
             c.add("priority", f"running job of class {h.priority} stopped while removing "
-                  f"lower-class work ({', '.join(sorted(by))}) would have kept it", job=name)
+                  f"lower-class work ({', '.join(by[:5])}{', ...' if len(by) > 5 else ''}) "
+                  "would have kept it", job=name)
 
 
 def _class_values(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]]
