@@ -32,6 +32,10 @@ the GPUs a job holds. In the round's request a running elastic gang is sent at i
 size: `gpus = n` and `remaining_work` for n GPUs (`models.rules.remaining_on`), as the
 contract reads them for a running job.
 
+Per tenant, each round records (`TenantRound`, after the decision is applied) the GPUs the
+tenant's running jobs hold, the GPUs its waiting jobs ask for and its smallest waiting
+job: the quota figures of `metrics.tenant_figures` are computed from them.
+
 Invariants asserted every round (`InvariantError`): the decision is rebuilt into an
 `Occupancy` that refuses any oversubscribed GPU or ineligible placement; every arrived,
 unfinished job is either running or waiting, exactly once; at the end every job of the
@@ -197,6 +201,18 @@ class Sample:
 
 
 @dataclass
+class TenantRound:
+    """Per tenant, from time `t` on until the next round: GPU equivalents held by its
+    running jobs (`usage`), asked for by its waiting jobs (`pending`), and the size of its
+    smallest waiting job (`smallest`; absent when nothing waits)."""
+
+    t: float
+    usage: dict[str, float]
+    pending: dict[str, float]
+    smallest: dict[str, float]
+
+
+@dataclass
 class SimResult:
     """Everything a run measured."""
 
@@ -208,6 +224,7 @@ class SimResult:
     gpus_total: int
     reconfigurations: int
     wall_s: float
+    tenant_rounds: list[TenantRound] = field(default_factory=list)
 
 
 class Simulator:
@@ -231,6 +248,7 @@ class Simulator:
         self.done: list[JobRun] = []
         self.samples: list[Sample] = []
         self.round_times: list[float] = []
+        self.tenant_rounds: list[TenantRound] = []
         self.reconfigurations = 0
         self.now = 0.0
 
@@ -287,6 +305,19 @@ class Simulator:
         decision = self.policy.schedule(view)
         self.round_times.append(time.perf_counter() - t0)
         self._apply(decision)
+        self._record_tenants()
+
+    def _record_tenants(self) -> None:
+        usage: dict[str, float] = {}
+        pending: dict[str, float] = {}
+        smallest: dict[str, float] = {}
+        for r in self.running.values():
+            usage[r.job.tenant] = usage.get(r.job.tenant, 0.0) + r.size
+        for r in self.waiting.values():
+            t = r.job.tenant
+            pending[t] = pending.get(t, 0.0) + r.size
+            smallest[t] = min(smallest.get(t, math.inf), r.size)
+        self.tenant_rounds.append(TenantRound(self.now, usage, pending, smallest))
 
     def _apply(self, decision: Decision) -> None:
         unknown = [j for j in decision if j not in self.running and j not in self.waiting]
@@ -415,7 +446,8 @@ class Simulator:
                 self.on_progress(len(self.done), n)
         return SimResult(self.policy.name, [self.runs[j.name] for j in self.trace],
                          self.samples, self.round_times, rounds, self._gpus_total(),
-                         self.reconfigurations, time.perf_counter() - wall)
+                         self.reconfigurations, time.perf_counter() - wall,
+                         self.tenant_rounds)
 
     def _elastic_running(self) -> bool:
         """Whether a running elastic gang could be resized (rounds then stay periodic)."""
