@@ -130,7 +130,8 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     text = {
         401: "Missing or wrong bearer token.",
         404: "Not found.",
-        409: "The solve was cancelled.",
+        409: "Conflict: the solve was cancelled, or a session's events or state do not "
+             "allow the change.",
         413: "Request body too large.",
         429: "Worker queue full; retry after the Retry-After seconds.",
         500: "Internal error (a planner bug); the body carries no traceback.",

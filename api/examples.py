@@ -41,6 +41,25 @@ def mig_puzzle_plan() -> dict[str, Any]:
     return copy.deepcopy(_load("mig-puzzle.plan.json"))
 
 
+def elastic_gangs_request() -> dict[str, Any]:
+    """Elastic gangs (contract 5.1): a pretraining gang of 4-16 GPUs, a running 1-8 GPU
+    job, a linear 1-2 GPU sweep, beside a fixed gang and a shared inference service."""
+    return copy.deepcopy(_load("elastic-gangs.request.json"))
+
+
+def colocation_request() -> dict[str, Any]:
+    """Shared V100s, four training job types with Gavel's measured co-location factors."""
+    return copy.deepcopy(_load("colocation.request.json"))
+
+
+def quotas_priority_request() -> dict[str, Any]:
+    """Tenant quotas with a parent (guarantees, limits, borrowing and reclaim) and three
+    priority classes (contract 5.3 / 5.4)."""
+    req = copy.deepcopy(_load("quotas-priority.request.json"))
+    req["policy"] = {"solver": "auto", "time_limit_s": 2}
+    return req
+
+
 def gangs_and_slices_request() -> dict[str, Any]:
     """Two racks: training gangs (one spanning nodes) and inference MIG slices / shares."""
     def node(name: str, model: str, domain: str, mig: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -77,6 +96,30 @@ def gangs_and_slices_request() -> dict[str, Any]:
     }
 
 
+def topology_levels_request() -> dict[str, Any]:
+    """A zone / block / rack hierarchy (contract 5.5): a gang that must stay in one block
+    and prefers one rack, one that must stay in one rack, one that prefers one rack."""
+    nodes = [{"name": f"h100-{k}", "topology": {"zone": "z1", "block": block, "rack": rack},
+              "gpus": [{"index": i, "model": "H100-SXM5-80GB"} for i in range(4)]}
+             for k, (block, rack) in enumerate((("b1", "r1"), ("b1", "r1"), ("b1", "r2"),
+                                                ("b2", "r1"), ("b2", "r1"), ("b2", "r2")))]
+    return {
+        "cluster": {"topology_levels": ["zone", "block", "rack"], "nodes": nodes},
+        "jobs": [
+            {"name": "llm-pretrain", "tenant": "llm", "weight": 2.0, "gpus": 12,
+             "single_node": False, "topology": {"required": "block", "preferred": "rack"}},
+            {"name": "moe-finetune", "tenant": "llm", "gpus": 8, "single_node": False,
+             "topology": {"required": "rack"}},
+            {"name": "vit-train", "tenant": "vision", "gpus": 6, "single_node": False,
+             "topology": {"preferred": "rack"}},
+            {"name": "embed-serving", "kind": "inference", "tenant": "search",
+             "gpu_share": 0.5, "gpu_memory_gib": 16},
+        ],
+        "policy": {"objective": "throughput", "solver": "auto", "time_limit_s": 2,
+                   "topology_cost": 0.25},
+    }
+
+
 def plan_request_examples() -> dict[str, Example]:
     """Examples of a PlanRequest body, the default first."""
     return {
@@ -92,10 +135,37 @@ def plan_request_examples() -> dict[str, Example]:
                         "shared inference services.",
             value=gangs_and_slices_request(),
         ),
+        "elastic-gangs": Example(
+            summary="Elastic gangs (v1.1)",
+            description="The planner picks each elastic gang's size among its allowed "
+                        "sizes, valued by its speedup curve; resizing a running one is a "
+                        "migration.",
+            value=elastic_gangs_request(),
+        ),
         "mig-puzzle": Example(
             summary="MIG layout puzzle",
             description="Four slices that fit one A100-40GB only in one layout.",
             value=mig_puzzle_request(),
+        ),
+        "topology-levels": Example(
+            summary="Topology levels (zone / block / rack)",
+            description="Gangs that must stay in one block or rack, or prefer one rack "
+                        "(policy.topology_cost per extra rack).",
+            value=topology_levels_request(),
+        ),
+        "colocation": Example(
+            summary="Co-location interference",
+            description="Half-GPU training jobs with interference classes and Gavel's "
+                        "measured pair factors (contract 5.2): the planner pairs the jobs "
+                        "that slow each other least.",
+            value=colocation_request(),
+        ),
+        "quotas-priority": Example(
+            summary="Quotas with borrowing and reclaim, priority classes",
+            description="Two tenants under a parent quota: research borrows idle H100s, "
+                        "prod (a higher class) reclaims its guarantee; batch jobs of the "
+                        "lowest class stay within their limit.",
+            value=quotas_priority_request(),
         ),
     }
 

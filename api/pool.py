@@ -2,11 +2,12 @@
 
 Each of the `size` slots owns one long-lived worker process (started from a forkserver that
 has already imported the solver, so a replacement starts in milliseconds). A slot takes the
-oldest waiting task, sends the request to its worker over a pipe and waits, without blocking
-the loop, for the worker's messages: incumbents (the best plan so far, forwarded from the
-planner's `on_incumbent` callback), then the final plan or an error. A task that overruns its
-time limit plus the grace period, or that is cancelled while running, has its worker killed
-(SIGKILL) and replaced: a stopped solve really stops.
+oldest waiting task, sends the request to its worker over a pipe (pickled once by the
+intake, api/intake.py: the worker unpickles it, never validates it again) and waits,
+without blocking the loop, for the worker's messages: incumbents (the best plan so far,
+forwarded from the planner's `on_incumbent` callback), then the final plan or an error. A
+task that overruns its time limit plus the grace period, or that is cancelled while
+running, has its worker killed (SIGKILL) and replaced: a stopped solve really stops.
 
 At most `size + queue_size` tasks are admitted at once; beyond that `submit` raises
 `QueueFull` (answered 429 with Retry-After).
@@ -20,6 +21,7 @@ import importlib
 import logging
 import multiprocessing as mp
 import os
+import pickle
 import signal
 import threading
 import time
@@ -78,7 +80,7 @@ def _watch_lifeline(lifeline: Connection) -> None:
 
 
 def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice: int) -> None:
-    """Worker process loop: receive (task id, request JSON), solve, send messages back.
+    """Worker process loop: receive (task id, pickled PlanRequest), solve, send messages back.
 
     Messages sent: ("incumbent", task_id, plan_json, solver, status), then ("done", ...) of
     the same shape or ("error", task_id, kind, message) with kind "planning"
@@ -105,13 +107,13 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
             return
         if msg is None:
             return
-        task_id, request_json = msg
+        task_id, payload = msg
 
         def incumbent(p: Plan, task_id: str = task_id) -> None:
             send(("incumbent", task_id, p.model_dump_json(), p.solver, p.status))
 
         try:
-            request = PlanRequest.model_validate_json(request_json)
+            request: PlanRequest = pickle.loads(payload)  # validated by the intake
             result = planner(request, on_incumbent=incumbent)
             send(("done", task_id, result.model_dump_json(), result.solver, result.status))
         except PlanningError as e:
@@ -139,10 +141,14 @@ class PlanJSON:
 
 @dataclass(eq=False)
 class SolveTask:
-    """One solve submitted to the pool; `future` resolves to the plan or a ServiceError."""
+    """One solve submitted to the pool; `future` resolves to the plan or a ServiceError.
+
+    `payload` is the pickled PlanRequest (api/intake.py: `PreparedRequest`), `solver` its
+    `policy.solver` and `time_limit_s` its time limit, capped by the server."""
 
     id: str
-    request: PlanRequest
+    payload: bytes
+    solver: str
     time_limit_s: float
     on_start: Callable[[SolveTask], None] | None = None
     state: TaskState = TaskState.queued
@@ -243,7 +249,7 @@ class SolverPool:
 
     async def start(self) -> None:
         """Start the forkserver and every worker; returns when all are up."""
-        self._ctx.set_forkserver_preload(["models", "solver", "api.pool"])
+        self._ctx.set_forkserver_preload(["models", "solver", "api.pool", "api.intake"])
         loop = asyncio.get_running_loop()
         workers = [_Worker(self._ctx, self.planner, self.nice, loop) for _ in range(self.size)]
         for w in workers:
@@ -388,9 +394,8 @@ class SolverPool:
         task.started_at = time.time()
         if task.on_start is not None:
             task.on_start(task)
-        # Serialising a large request takes a while: in the thread, not on the loop.
-        await asyncio.to_thread(lambda: worker.conn.send(
-            (task.id, task.request.model_dump_json())))
+        # Writing a large payload to the pipe may wait for the worker: in a thread.
+        await asyncio.to_thread(worker.conn.send, (task.id, task.payload))
         deadline = time.monotonic() + task.time_limit_s + self.grace_s
         cancel_wait = asyncio.ensure_future(task._cancel.wait())
         try:

@@ -2,8 +2,8 @@
 
 `gpuplan bench robustness` (api/cli/robustness.py) runs every probe below against real
 `uvicorn --factory api.app:create_app` processes on free 127.0.0.1 ports (each with a
-throw-away database) and prints one table. Every request loop is bounded in count and
-time; nothing leaves the loopback interface.
+throw-away database; `benchmarks.load.local_server` starts them) and prints one table.
+Every request loop is bounded in count and time; nothing leaves the loopback interface.
 
 Probes:
 - `corpus`: the bad-input corpus (`http_corpus()`: NaN, Infinity, lone surrogates, huge
@@ -28,7 +28,6 @@ The counts and latencies depend on the machine and its load; the pass / fail ver
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import math
@@ -38,14 +37,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from benchmarks.load import percentile, require_loopback
+from benchmarks.load import LocalServer, local_server, percentile, require_loopback
 
 log = logging.getLogger("gpuplan.robustness")
 
@@ -249,104 +248,6 @@ def check_answer(case: Case, response: httpx.Response) -> str | None:
     if case.msg is not None and not any(case.msg in e["msg"] for e in detail):
         return f"no message mentions {case.msg!r}: {[e['msg'] for e in detail]}"
     return None
-
-
-# ---------------------------------------------------------------- servers
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@dataclass
-class LocalServer:
-    """A running `uvicorn --factory api.app:create_app` on 127.0.0.1 (see `local_server`)."""
-
-    url: str
-    proc: subprocess.Popen[bytes]
-    token: str | None
-
-    def client(self, *, auth: bool = True, timeout: float = 60.0) -> httpx.Client:
-        """A client, with the bearer token when `auth` and the server has one."""
-        headers = {"Authorization": f"Bearer {self.token}"} if auth and self.token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
-
-    def worker_pids(self) -> list[int]:
-        """PIDs of the solver workers (grandchildren through the forkserver)."""
-        kids = _children(self.proc.pid)
-        return [g for k in kids for g in _children(k) if "forkserver" in _cmdline(g)]
-
-
-def _children(pid: int) -> list[int]:
-    """Live child processes of `pid` (scanning /proc: any thread may have started them)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[1]) == pid:
-            out.append(int(entry))
-    return out
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-@contextlib.contextmanager
-def local_server(*, token: str | None = TOKEN, ready_s: float = 90.0,
-                 **settings: Any) -> Iterator[LocalServer]:
-    """Start a server with these `GPUPLAN_*` settings on a free loopback port; stop it
-    (SIGTERM, then SIGKILL after 30 s) on exit."""
-    port = _free_port()
-    with tempfile.TemporaryDirectory(prefix="gpuplan-robustness-") as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLAN_")}
-        env.update({f"GPUPLAN_{k.upper()}": str(v) for k, v in settings.items()})
-        env["GPUPLAN_DB_PATH"] = str(Path(tmp) / "robustness.db")
-        if token:
-            env["GPUPLAN_API_TOKEN"] = token
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT),
-                                                          env.get("PYTHONPATH")]))
-        cmd = [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app",
-               "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-        with (Path(tmp) / "server.log").open("wb") as out:
-            proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=out,
-                                    stderr=subprocess.STDOUT)
-            server = LocalServer(f"http://127.0.0.1:{port}", proc, token)
-            try:
-                _wait_ready(server, ready_s)
-                yield server
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
-
-
-def _wait_ready(server: LocalServer, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    with httpx.Client(base_url=server.url, timeout=2) as c:
-        while time.monotonic() < end:
-            if server.proc.poll() is not None:
-                raise RuntimeError("the server exited during start-up")
-            with contextlib.suppress(httpx.TransportError):
-                if c.get("/readyz").status_code == 200:
-                    return
-            time.sleep(0.1)
-    raise RuntimeError(f"the server was not ready within {seconds:g} s")
 
 
 # ---------------------------------------------------------------- probes
@@ -680,7 +581,7 @@ class Options:
 def run(options: Options = Options()) -> list[Row]:
     """Every probe, each on a fresh loopback server; returns the table's rows."""
     rows: list[Row] = []
-    with local_server(workers=2, queue_size=4, max_time_limit_s=5, kill_grace_s=5,
+    with local_server(token=TOKEN, workers=2, queue_size=4, max_time_limit_s=5, kill_grace_s=5,
                       max_nodes=300, max_gpus=4096, max_jobs=20000) as server:
         require_loopback(server.url)
         rows.append(probe_corpus(server))

@@ -1,44 +1,61 @@
-"""Planning sessions in the service: their persistence (`SessionStore`) and `SessionService`.
+"""Planning sessions in the service: `SessionService`, on the shared store.
 
 A session is a `solver.session.PlanningSession` (the current PlanRequest and its last
-plan) kept by id. `SessionStore` is the persistence interface: one row per session in its
-own table `planning_sessions` (id, timestamps, version, the state as request JSON, the last
-plan as JSON) of the service's SQLite file, with five blocking methods (`put`, `get`,
-`delete`, `expire`, `close`) run on one dedicated thread; another backend only has to
-provide those. `SessionService` is what the routes call: it keeps recently used sessions in
-memory (reloaded from the store after a restart), serialises the calls on one session,
-applies event batches (all or none; 409 naming the event otherwise), solves through the
-service's worker pool like `POST /v1/plans` and commits each plan to the session. Sessions
-expire `GPUPLAN_SESSION_TTL_S` seconds after their last change.
+plan) kept by id in the store's `planning_sessions` table (api/store: SQLite or
+PostgreSQL), so every replica sharing the database serves every session: the state lives in
+the database, not in one process. `SessionService` is what the routes call: it applies event
+batches (all or none; 409 naming the event otherwise), solves through the service's worker
+pool like `POST /v1/plans` and commits each plan to the session.
+
+Concurrency: each row has a version, raised by one at every change, and a change is written
+only over the version it was computed from (`SolveStore.session_update`). Calls on one
+session in one replica wait for each other (a lock per session); across replicas:
+
+- an event batch that loses the race is applied again to the newer state (a few times),
+  which is what applying the two batches one after the other means; if it no longer
+  applies, the answer is the usual 409 naming the event;
+- a plan whose session changed while it was solved is not committed: 409 `session_changed`
+  (the plan answered a state that is no longer the session's; plan again).
+
+Recently used sessions stay parsed in memory, keyed by version: every call reads the row's
+version (a small query) and reloads the state only when another replica changed it.
+Sessions expire `GPUPLAN_SESSION_TTL_S` seconds after their last change: every replica
+deletes the expired rows periodically and answers 404 for an expired one at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
-import threading
+import random
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TypeVar
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.errors import NotFound, ServiceError
-from api.store import SolveService
+from api.store import (
+    SessionHead,
+    SessionRecord,
+    SolveService,
+    SolveStore,
+    expire_periodically,
+)
 from models import Plan, PlanRequest
 from models.events import Event
 from solver.session import EventError, PlanningSession
 
 log = logging.getLogger("gpuplan.sessions")
 
-T = TypeVar("T")
+#: Times an event batch is applied again after losing a race with another replica (each
+#: lost race means another change was written: the session moves on, nothing livelocks).
+EVENT_RETRIES = 20
+#: Longest pause before a retry, in seconds, times the tries so far (with jitter).
+RETRY_PAUSE_S = 0.01
 
 
 class SessionSettings(BaseSettings):
@@ -59,86 +76,11 @@ class EventConflict(ServiceError):
     code = "event_conflict"
 
 
-# ---------------------------------------------------------------- persistence
+class SessionChanged(ServiceError):
+    """The session changed on another replica while this call worked on it (409)."""
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS planning_sessions (
-    id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    version INTEGER NOT NULL,
-    request TEXT NOT NULL,
-    last_plan TEXT
-);
-CREATE INDEX IF NOT EXISTS planning_sessions_updated ON planning_sessions (updated_at);
-"""
-
-_COLUMNS = ("id", "created_at", "updated_at", "version", "request", "last_plan")
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRecord:
-    """One session as stored: its state as request JSON and its last plan as JSON."""
-
-    id: str
-    created_at: float
-    updated_at: float
-    version: int
-    request_json: str
-    plan_json: str | None = None
-
-
-class SessionStore:
-    """The `planning_sessions` table of an SQLite file; every method is blocking (`run`)."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=10000")
-        self._db.executescript(_SCHEMA)
-        self._lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuplan-sessions")
-
-    async def run(self, fn: Callable[..., T], *args: object) -> T:
-        """Run a blocking method on the store's single thread (keeps writes in order)."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
-
-    def put(self, rec: SessionRecord) -> None:
-        """Insert or replace a session."""
-        row = (rec.id, rec.created_at, rec.updated_at, rec.version, rec.request_json,
-               rec.plan_json)
-        with self._lock:
-            self._db.execute(
-                f"INSERT OR REPLACE INTO planning_sessions ({', '.join(_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(_COLUMNS))})", row)
-
-    def get(self, session_id: str) -> SessionRecord | None:
-        """The session with this id, or None."""
-        with self._lock:
-            row = self._db.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM planning_sessions WHERE id = ?",
-                (session_id,)).fetchone()
-        return SessionRecord(*row) if row is not None else None
-
-    def delete(self, session_id: str) -> bool:
-        """Delete a session; True when it existed."""
-        with self._lock:
-            cur = self._db.execute("DELETE FROM planning_sessions WHERE id = ?", (session_id,))
-        return cur.rowcount > 0
-
-    def expire(self, older_than: float) -> int:
-        """Delete the sessions last changed before `older_than`; returns how many."""
-        with self._lock:
-            cur = self._db.execute("DELETE FROM planning_sessions WHERE updated_at < ?",
-                                   (older_than,))
-        return cur.rowcount
-
-    def close(self) -> None:
-        """Finish pending writes and close the database."""
-        self._executor.shutdown(wait=True)
-        with self._lock:
-            self._db.close()
+    status = 409
+    code = "session_changed"
 
 
 # ---------------------------------------------------------------- the service
@@ -146,23 +88,23 @@ class SessionStore:
 
 @dataclass
 class LiveSession:
-    """A session in memory, with its record's timestamps."""
+    """A session parsed in memory, at the version of its record."""
 
     session: PlanningSession
     created_at: float
     updated_at: float
-    lock: asyncio.Lock
 
 
 class SessionService:
     """Sessions by id: create, read, apply events, plan on the pool, delete, expire."""
 
-    def __init__(self, store: SessionStore, solves: SolveService,
+    def __init__(self, store: SolveStore, solves: SolveService,
                  settings: SessionSettings) -> None:
         self.store = store
         self.solves = solves
         self.settings = settings
         self._live: OrderedDict[str, LiveSession] = OrderedDict()
+        self._locks: dict[str, asyncio.Lock] = {}
         self._expiry: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -171,10 +113,10 @@ class SessionService:
         self._expiry = asyncio.create_task(self._expire_loop())
 
     async def stop(self) -> None:
-        """Stop the expiry loop and close the store."""
+        """Stop the expiry loop (the store is closed by the app, after this)."""
         if self._expiry is not None:
             self._expiry.cancel()
-        await asyncio.to_thread(self.store.close)
+            await asyncio.gather(self._expiry, return_exceptions=True)
 
     def _expires_at(self, updated_at: float) -> float:
         return updated_at + self.settings.ttl_s
@@ -183,61 +125,80 @@ class SessionService:
         """A new session holding `request` as its state."""
         now = time.time()
         sid = uuid.uuid4().hex
-        live = LiveSession(PlanningSession(request), now, now, asyncio.Lock())
-        await self._save(sid, live)
+        live = LiveSession(PlanningSession(request), now, now)
+        rec = await asyncio.to_thread(_record, sid, live)
+        await self.store.run(self.store.session_create, rec)
         self._remember(sid, live)
         return sid, live
 
     async def get(self, session_id: str) -> LiveSession:
-        """The live session (loaded from the store if needed); 404 when absent or expired."""
-        live = self._live.get(session_id)
-        if live is None:
-            rec = await self.store.run(self.store.get, session_id)
-            if rec is None:
-                raise NotFound(f"no session with id {session_id!r}")
-            loaded = await asyncio.to_thread(_load, rec)
-            live = self._live.get(session_id)  # another call may have loaded it meanwhile
-            if live is None:
-                live = loaded
-                self._remember(session_id, live)
-        if self._expires_at(live.updated_at) < time.time():
+        """The session at its stored version (reloaded when another replica changed it);
+        404 when absent or expired."""
+        head = await self.store.run(self.store.session_head, session_id)
+        if head is None:
             self._live.pop(session_id, None)
-            await self.store.run(self.store.delete, session_id)
+            raise NotFound(f"no session with id {session_id!r}")
+        if self._expires_at(head.updated_at) < time.time():
+            self._live.pop(session_id, None)
+            await self.store.run(self.store.session_delete, session_id)
             raise NotFound(f"no session with id {session_id!r} (expired)")
+        live = self._live.get(session_id)
+        if live is None or not _same(live, head):
+            rec = await self.store.run(self.store.session_get, session_id)
+            if rec is None:
+                self._live.pop(session_id, None)
+                raise NotFound(f"no session with id {session_id!r}")
+            live = await asyncio.to_thread(_load, rec)
+            self._remember(session_id, live)
         self._live.move_to_end(session_id)
         return live
 
     async def apply(self, session_id: str, events: Sequence[Event],
                     check: Callable[[PlanRequest], None]) -> LiveSession:
         """Apply a batch of events (all or none): 409 naming the first that does not
-        apply; `check` may refuse the resulting state (e.g. over the server's limits)."""
-        live = await self.get(session_id)
-        async with live.lock:
-            try:
-                await asyncio.to_thread(live.session.apply, events, check)
-            except EventError as e:
-                raise EventConflict(str(e)) from None
-            live.updated_at = time.time()
-            await self._save(session_id, live)
-        return live
+        apply; `check` may refuse the resulting state (e.g. over the server's limits).
+        A batch that loses a race with another replica is applied to the newer state."""
+        async with self._lock(session_id):
+            for attempt in range(EVENT_RETRIES):
+                if attempt:
+                    await asyncio.sleep(random.uniform(0, RETRY_PAUSE_S * attempt))
+                live = await self.get(session_id)
+                draft = PlanningSession(live.session.request, live.session.last_plan,
+                                        live.session.version)
+                try:
+                    await asyncio.to_thread(draft.apply, events, check)
+                except EventError as e:
+                    raise EventConflict(str(e)) from None
+                changed = LiveSession(draft, live.created_at, time.time())
+                if await self._write(session_id, changed, live.session.version):
+                    return changed
+                log.info("session %s changed on another replica; applying again", session_id)
+        raise SessionChanged(f"session {session_id!r} kept changing on other replicas "
+                             f"({EVENT_RETRIES} tries); send the events again")
 
     async def plan(self, session_id: str, time_limit_s: float | None) -> str:
         """Solve the session's state on the worker pool, commit the plan and return its
-        JSON (as the worker wrote it)."""
-        live = await self.get(session_id)
-        async with live.lock:
+        JSON (as the worker wrote it); 409 when the session changed meanwhile."""
+        async with self._lock(session_id):
+            live = await self.get(session_id)
+            version = live.session.version
             request = live.session.planning_request(time_limit_s)
             result = await self.solves.solve(request)
             plan = result.parse()
-            await asyncio.to_thread(live.session.commit, plan)
-            live.updated_at = time.time()
-            await self._save(session_id, live)
+            draft = PlanningSession(live.session.request, live.session.last_plan, version)
+            await asyncio.to_thread(draft.commit, plan)
+            if not await self._write(session_id, LiveSession(draft, live.created_at,
+                                                             time.time()), version):
+                raise SessionChanged(
+                    f"session {session_id!r} changed on another replica while it was "
+                    f"planned (from version {version}); the plan was not committed: "
+                    "plan again")
         return result.json
 
     async def delete(self, session_id: str) -> None:
         """Forget a session; 404 when there is none."""
         self._live.pop(session_id, None)
-        if not await self.store.run(self.store.delete, session_id):
+        if not await self.store.run(self.store.session_delete, session_id):
             raise NotFound(f"no session with id {session_id!r}")
 
     def expires_at(self, live: LiveSession) -> float:
@@ -246,38 +207,60 @@ class SessionService:
 
     # -- internals
 
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        """The lock serialising this replica's calls on one session (dropped when idle)."""
+        lock = self._locks.get(session_id)
+        if lock is None:
+            lock = self._locks[session_id] = asyncio.Lock()
+        if len(self._locks) > 4 * self.settings.cache_size:
+            for sid in [k for k, v in self._locks.items() if not v.locked() and k != session_id]:
+                del self._locks[sid]
+        return lock
+
     def _remember(self, session_id: str, live: LiveSession) -> None:
         self._live[session_id] = live
+        self._live.move_to_end(session_id)
         while len(self._live) > self.settings.cache_size:
             self._live.popitem(last=False)
 
-    async def _save(self, session_id: str, live: LiveSession) -> None:
-        s = live.session
-        request_json, plan_json = await asyncio.to_thread(
-            lambda: (s.request.model_dump_json(),
-                     s.last_plan.model_dump_json() if s.last_plan is not None else None))
-        rec = SessionRecord(session_id, live.created_at, live.updated_at, s.version,
-                            request_json, plan_json)
-        await self.store.run(self.store.put, rec)
+    async def _write(self, session_id: str, live: LiveSession, expected_version: int) -> bool:
+        """Store `live` over `expected_version`; False (and forgotten here) when another
+        replica wrote first."""
+        rec = await asyncio.to_thread(_record, session_id, live)
+        if await self.store.run(self.store.session_update, rec, expected_version):
+            self._remember(session_id, live)
+            return True
+        self._live.pop(session_id, None)
+        return False
 
     async def _expire_once(self) -> None:
         cutoff = time.time() - self.settings.ttl_s
         for sid in [k for k, v in self._live.items() if v.updated_at < cutoff]:
             self._live.pop(sid, None)
-        n = await self.store.run(self.store.expire, cutoff)
+        n = await self.store.run(self.store.session_expire, cutoff)
         if n:
             log.info("expired %d planning sessions", n)
 
     async def _expire_loop(self) -> None:
-        period = min(self.settings.ttl_s, 60.0)
-        while True:
-            await asyncio.sleep(period)
-            await self._expire_once()
+        await expire_periodically(self.settings.ttl_s, self._expire_once, "old sessions")
+
+
+def _same(live: LiveSession, head: SessionHead) -> bool:
+    """Whether the parsed session is the stored one (same version, same last change)."""
+    return live.session.version == head.version and live.updated_at == head.updated_at
+
+
+def _record(session_id: str, live: LiveSession) -> SessionRecord:
+    """The row of a session (serialising its state: call it in a thread)."""
+    s = live.session
+    return SessionRecord(session_id, live.created_at, live.updated_at, s.version,
+                         s.request.model_dump_json(),
+                         s.last_plan.model_dump_json() if s.last_plan is not None else None)
 
 
 def _load(rec: SessionRecord) -> LiveSession:
     """A stored session, parsed back into memory."""
     request = PlanRequest.model_validate_json(rec.request_json)
     plan = Plan.model_validate_json(rec.plan_json) if rec.plan_json is not None else None
-    return LiveSession(PlanningSession(request, plan, rec.version), rec.created_at, rec.updated_at,
-                 asyncio.Lock())
+    return LiveSession(PlanningSession(request, plan, rec.version), rec.created_at,
+                       rec.updated_at)

@@ -26,6 +26,10 @@ class Settings(BaseSettings):
         description="A solve still running this long after its time limit is killed.",
     )
     workers: int = Field(default=2, ge=1, le=256, description="Solver worker processes.")
+    intake_workers: int = Field(
+        default=1, ge=1, le=64,
+        description="Processes that parse and validate plan request bodies (off the API "
+                    "process, so that large bodies do not hold up other requests).")
     queue_size: int = Field(
         default=16, ge=0, description="Solves that may wait for a worker; beyond it, 429."
     )

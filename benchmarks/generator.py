@@ -25,6 +25,23 @@ The mix:
   state is built first by placing the jobs with the greedy heuristic in a random order on
   the empty cluster and letting about 15% of those finish (MIG layouts then include the
   instances the running jobs use).
+
+With `elastic` (a fraction, default 0: the instances above, unchanged), that fraction of
+the whole-GPU jobs become elastic gangs (contract 5.1), drawn from a random stream of their
+own: the range [max(1, g / 4), min(2 g, cap)] around the nominal g (cap: 8 GPUs, one node,
+for single-node gangs; 64 otherwise), the powers of two in it (and g) as allowed sizes,
+and an Amdahl-style curve speedup(n) = n / (1 + c (n - 1)) with the communication share c
+uniform in [0.02, 0.2] (concave, as the Pollux measurements in /work/shared/data/pollux
+are: 2x the GPUs rarely gives 2x the throughput). A running elastic job's nominal size is
+the size it runs at (its host request scaled with it).
+
+With `topology` (level names, widest first, e.g. `("zone", "block", "rack")`), the cluster
+gets those topology levels (contract 5.5): the narrowest groups the nodes of one rack (16
+nodes, the v1 domain), each wider level groups 4 domains of the next narrower one; about
+60% of the gangs spanning nodes then require one domain of the second-narrowest level
+(`required`), 60% prefer one of the narrowest (`preferred`), independently (from their
+own random stream: the nodes and the job demands are those of the same instance without
+`topology`; its running state is built under the topology rules).
 """
 
 from __future__ import annotations
@@ -183,9 +200,45 @@ def _job(rng: random.Random, j: int, tenants: list[str]) -> dict[str, Any]:
     return job
 
 
-def generate_custom(gpus: int, jobs: int, seed: int = 0) -> PlanRequest:
+def _make_elastic(rng: random.Random, job: dict[str, Any]) -> None:
+    """Turn whole-GPU job `job` into an elastic gang (module doc), in place."""
+    g = job["gpus"]
+    cap = 64 if not job.get("single_node", True) else _GPUS_PER_NODE
+    lo, hi = max(1, g // 4), max(g, min(2 * g, cap))
+    sizes = sorted({g, *(1 << i for i in range(7) if lo <= 1 << i <= hi)})
+    c = rng.uniform(0.02, 0.2)
+    job["elastic"] = {"min_gpus": lo, "max_gpus": hi,
+                      "speedup": {str(n): round(n / (1 + c * (n - 1)), 4) for n in sizes}}
+
+
+def _add_topology(rng: random.Random, levels: tuple[str, ...], cluster: dict[str, Any],
+                  jobs: list[dict[str, Any]]) -> None:
+    """Topology levels on the cluster and the gangs spanning nodes (module doc)."""
+    cluster["topology_levels"] = list(levels)
+    for n, node in enumerate(cluster["nodes"]):
+        group = n // _RACK
+        topo: dict[str, str] = {}
+        for depth, level in enumerate(reversed(levels)):
+            topo[level] = f"{level}{group // 4 ** depth:04d}"
+        node["topology"] = {lv: topo[lv] for lv in levels}
+    for job in jobs:
+        if job.get("single_node", True):
+            continue
+        want: dict[str, str] = {}
+        if len(levels) >= 2 and rng.random() < 0.6:
+            want["required"] = levels[-2]
+        if rng.random() < 0.6:
+            want["preferred"] = levels[-1]
+        if want:
+            job["topology"] = want
+
+
+def generate_custom(gpus: int, jobs: int, seed: int = 0, elastic: float = 0.0,
+                    topology: tuple[str, ...] = ()) -> PlanRequest:
     """A request with about `gpus` GPUs (nodes of 8) and `jobs` jobs, deterministic in
-    `seed`; about half the jobs run already, in a feasible current state."""
+    `seed`; about half the jobs run already, in a feasible current state; `elastic`: the
+    fraction of whole-GPU jobs that are elastic gangs; with `topology`, topology levels of
+    those names (module doc)."""
     rng = random.Random(f"gpuplan-{gpus}-{jobs}-{seed}")
     nodes = _nodes(rng, gpus)
     tenants = [f"team-{k}" for k in range(8)]
@@ -193,8 +246,17 @@ def generate_custom(gpus: int, jobs: int, seed: int = 0) -> PlanRequest:
     tenant_pool = [t for t, w in zip(tenants, weights, strict=True)
                    for _ in range(round(w * 12))]
     job_dicts = [_job(rng, j, tenant_pool) for j in range(jobs)]
+    if elastic > 0:
+        erng = random.Random(f"gpuplan-elastic-{gpus}-{jobs}-{seed}")
+        for job in job_dicts:
+            if "gpus" in job and erng.random() < elastic:
+                _make_elastic(erng, job)
+    cluster: dict[str, Any] = {"nodes": nodes}
+    if topology:
+        _add_topology(random.Random(f"gpuplan-topology-{gpus}-{jobs}-{seed}"), topology,
+                      cluster, job_dicts)
     request = PlanRequest.model_validate({
-        "cluster": {"nodes": nodes},
+        "cluster": cluster,
         "jobs": job_dicts,
         "policy": {"seed": seed},
     })
@@ -219,6 +281,15 @@ def _make_running(request: PlanRequest, rng: random.Random) -> None:
         if not pl:
             continue
         job.current = [p.model_copy() for p in pl]
+        if job.elastic is not None and job.gpus and len(pl) != job.gpus:
+            # a running elastic gang's nominal size is its size now; its host request
+            # keeps its rate per GPU
+            scale = len(pl) / job.gpus
+            job.gpus = len(pl)
+            if job.cpu_millicores is not None:
+                job.cpu_millicores *= scale
+            if job.host_memory_gib is not None:
+                job.host_memory_gib *= scale
         job.preemptible = rng.random() >= 0.1
         for p in pl:
             if p.mig is not None:
@@ -239,10 +310,67 @@ def _make_running(request: PlanRequest, rng: random.Random) -> None:
                 gpu.healthy = False
 
 
-def generate(size: str, seed: int = 0) -> PlanRequest:
-    """The benchmark instance of `size` (S, M, L or XL) for `seed`."""
+def generate(size: str, seed: int = 0, elastic: float = 0.0,
+             topology: tuple[str, ...] = (), tenants_quota: int = 0,
+             priority_classes: int = 1) -> PlanRequest:
+    """The benchmark instance of `size` (S, M, L or XL) for `seed` (`elastic`: the
+    fraction of whole-GPU jobs that are elastic gangs; `topology` levels: module doc), with
+    quotas on the first `tenants_quota` tenants and `priority_classes` classes
+    (`with_levels`)."""
     try:
         gpus, jobs = SIZES[size.upper()]
     except KeyError:
         raise ValueError(f"unknown size {size!r}; expected one of {', '.join(SIZES)}") from None
-    return generate_custom(gpus, jobs, seed)
+    request = generate_custom(gpus, jobs, seed, elastic=elastic, topology=topology)
+    if tenants_quota or priority_classes > 1:
+        request = with_levels(request, tenants_quota, priority_classes, seed)
+    return request
+
+
+#: Priority values of the generated classes, lowest first, and each class's share of jobs.
+_CLASS_VALUES = (0, 100, 1000, 10000)
+_CLASS_SHARES = (0.5, 0.3, 0.15, 0.05)
+
+
+def with_levels(request: PlanRequest, tenants_quota: int, priority_classes: int,
+                seed: int = 0) -> PlanRequest:
+    """`request` with quotas (contract 5.3) and priority classes (5.4), deterministic in
+    `seed`:
+
+    - the first `tenants_quota` tenants (by name) get quotas: each is guaranteed its share
+      of 80% of the cluster's GPUs in proportion to its demand (the GPU sizes of its
+      jobs), rounded down, and limited to twice that (at least 8); tenants 0-3 and 4-7
+      have parents `org-a` / `org-b`, guaranteed the sum of their children's guarantees
+      and limited to 60% of the GPUs; every quota is on `"*"`, and each tenant also gets a
+      limit on H100-SXM5-80GB of half its `"*"` limit;
+    - jobs draw a class from the `priority_classes` lowest of (0, 100, 1000, 10000), the
+      lower classes more often (50%, 30%, 15%, 5%, renormalised)."""
+    rng = random.Random(f"gpuplan-levels-{seed}")
+    data = request.model_dump(mode="json", exclude_unset=True)
+    gpus = sum(len(n["gpus"]) for n in data["cluster"]["nodes"])
+    demand: dict[str, float] = {}
+    for job in data["jobs"]:
+        demand[job.get("tenant", "default")] = demand.get(job.get("tenant", "default"), 0.0) \
+            + float(job.get("gpus") or 0.5)
+    tenants = sorted(demand)[:tenants_quota]
+    total = sum(demand[t] for t in tenants) or 1.0
+    quotas: dict[str, Any] = {}
+    for org in ("org-a", "org-b"):
+        quotas[org] = {"guaranteed": {"*": 0.0}, "limit": {"*": float(int(0.6 * gpus))}}
+    for k, t in enumerate(tenants):
+        g = float(int(0.8 * gpus * demand[t] / total))
+        lim = max(8.0, 2 * g)
+        org = "org-a" if k < 4 else "org-b"
+        quotas[t] = {"guaranteed": {"*": g},
+                     "limit": {"*": lim, "H100-SXM5-80GB": float(int(lim / 2))},
+                     "parent": org}
+        quotas[org]["guaranteed"]["*"] += g
+    for org in ("org-a", "org-b"):
+        q = quotas[org]
+        q["limit"]["*"] = max(q["limit"]["*"], q["guaranteed"]["*"])
+    data["cluster"]["quotas"] = quotas if tenants else {}
+    values = _CLASS_VALUES[:max(1, priority_classes)]
+    shares = _CLASS_SHARES[:len(values)]
+    for job in data["jobs"]:
+        job["priority"] = rng.choices(values, weights=shares)[0]
+    return PlanRequest.model_validate(data)

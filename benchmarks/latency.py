@@ -12,11 +12,11 @@ through the stages the service runs, each timed on its own in this process:
 - check: `solver.validate.validate_plan` (the same validation `solver.plan` ran);
 - serialise: the Plan to JSON.
 
-The service does parse + validate twice (the server checks the body, then the worker reads
-the request the server forwards) and serialises the request once more for the worker; with
-`--http` the same body is also posted to `POST /v1/plans` of a server started on a free
-loopback port, and `service overhead` is the HTTP wall time less the plan's own
-`solve_time_s` (everything the service adds: the HTTP stack, the double parse, the pipes).
+The service parses and validates the body once, in its intake process (api/intake.py),
+which hands the worker the request pickled; with `--http` the same body is also posted to
+`POST /v1/plans` of a server started on a free loopback port, and `service overhead` is the
+HTTP wall time less the plan's own `solve_time_s` (everything the service adds: the HTTP
+stack, the intake's parse, the pickled hand-over, the pipes).
 
 Sessions (`--sessions-size`, M by default): a `solver.session.PlanningSession` opened on
 the instance and planned once (not measured), then per round a batch of `--events` random
@@ -333,10 +333,10 @@ def latency_command(
         stack.enter_context(contended(contend))
         url = None
         if http and size_list:
-            url = stack.enter_context(local_server(1, 2, settings={
-                "max_time_limit_s": str(max(limits) + 1), "max_nodes": "100000",
-                "max_gpus": "100000", "max_jobs": "100000",
-                "max_body_bytes": str(512 * 2**20), "kill_grace_s": "120"}))
+            url = stack.enter_context(local_server(
+                workers=1, queue_size=2, max_time_limit_s=max(limits) + 1, max_nodes=100000,
+                max_gpus=100000, max_jobs=100000, max_body_bytes=512 * 2**20,
+                kill_grace_s=120)).url
         for size, limit in zip(size_list, limits, strict=True):
             rows.append(measure_plan(size, limit, seed, repeats, url))
             typer.echo(format_plans(rows[-1:]).splitlines()[-1], err=True)

@@ -5,6 +5,9 @@ be a loopback address) and, for each concurrency level (1, 8 and 32 clients by d
 runs httpx async clients that post S-sized requests until `--requests` answers or
 `--duration` seconds, whichever comes first. Every loop is bounded in count and time.
 
+`launch` / `local_server` start such a server (uvicorn or `gpuplan serve`) for this
+benchmark, the latency benchmark, the robustness check (api/robustness.py) and the tests.
+
 Figures: answers per second (200s only), latency percentiles of the 200s, and the counts of
 429 (queue full) and other failures. On a shared machine the figures are pessimistic.
 """
@@ -18,6 +21,7 @@ import json
 import logging
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -148,51 +152,158 @@ def run_load(url: str, levels: Sequence[int], bodies: Sequence[dict[str, Any]],
             for n in levels]
 
 
-def _free_port() -> int:
+# ---------------------------------------------------------------- local servers
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
 
 
-@contextlib.contextmanager
-def local_server(workers: int, queue_size: int, max_seconds: float = 60.0,
-                 settings: dict[str, str] | None = None) -> Iterator[str]:
-    """A gpuplan server on a free loopback port with a throw-away database; yields its URL.
-    `settings` are further `GPUPLAN_*` variables (names without the prefix)."""
-    port = _free_port()
-    with tempfile.TemporaryDirectory(prefix="gpuplan-load-") as tmp:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLAN_")}
-        env.update(GPUPLAN_WORKERS=str(workers), GPUPLAN_QUEUE_SIZE=str(queue_size),
-                   GPUPLAN_DB_PATH=str(Path(tmp) / "load.db"))
-        env.update({f"GPUPLAN_{k.upper()}": v for k, v in (settings or {}).items()})
-        cmd = [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app",
-               "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env)
-        url = f"http://127.0.0.1:{port}"
+@dataclass
+class LocalServer:
+    """A gpuplan server started by `launch` on a loopback port, its log in `log_path`."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    token: str | None
+    log_path: Path
+
+    @property
+    def port(self) -> int:
+        """The TCP port it listens on."""
+        return int(self.url.rsplit(":", 1)[1])
+
+    def client(self, *, auth: bool = True, timeout: float = 60.0) -> httpx.Client:
+        """A client, with the bearer token when `auth` and the server has one."""
+        headers = {"Authorization": f"Bearer {self.token}"} if auth and self.token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def worker_pids(self) -> list[int]:
+        """PIDs of the solver workers (grandchildren through the forkserver)."""
+        return [g for g in self._forked() if _comm(g) != INTAKE_NAME]
+
+    def intake_pids(self) -> list[int]:
+        """PIDs of the request intake processes (forked there too, named apart)."""
+        return [g for g in self._forked() if _comm(g) == INTAKE_NAME]
+
+    def _forked(self) -> list[int]:
+        return [g for k in _children(self.proc.pid) for g in _children(k)
+                if "forkserver" in _cmdline(g)]
+
+    def log(self, chars: int = 3000) -> str:
+        """The end of the server's output."""
         try:
-            _wait_ready(url, proc, max_seconds)
-            yield url
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, wait_s: float = 30.0) -> int:
+        """Send `sig` and wait for the exit (SIGKILL after `wait_s`); the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(5)
+
+
+def launch(directory: Path, *, token: str | None = None, cli: bool = False,
+           args: Sequence[str] = (), ready_s: float = 90.0, ready_path: str = "/readyz",
+           **settings: Any) -> LocalServer:
+    """Start a gpuplan server on a free loopback port and wait until `ready_path` answers
+    200: `uvicorn --factory api.app:create_app`, or `gpuplan serve` with `cli` (and its
+    options `args`). `settings`
+    become `GPUPLAN_*` variables (names without the prefix; the rest of the caller's
+    `GPUPLAN_*` environment is dropped); the database is an SQLite file in `directory`
+    unless `db_path` or `db_url` say otherwise, and the log is `directory/server-PORT.log`.
+    Raises RuntimeError with the log's end when the server exits or is not ready in time."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLAN_")}
+    env["GPUPLAN_DB_PATH"] = str(directory / "gpuplan.db")
+    env.update({f"GPUPLAN_{k.upper()}": str(v) for k, v in settings.items()})
+    if token:
+        env["GPUPLAN_API_TOKEN"] = token
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    if cli:
+        cmd = [sys.executable, "-m", "api.cli", "serve"]
+    else:
+        cmd = [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app"]
+    cmd += [*args, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    log_path = directory / f"server-{port}.log"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+    server = LocalServer(f"http://127.0.0.1:{port}", proc, token, log_path)
+    try:
+        _wait_ready(server, ready_path, ready_s)
+    except BaseException:
+        server.stop(signal.SIGKILL)
+        raise
+    return server
+
+
+@contextlib.contextmanager
+def local_server(*, token: str | None = None, ready_s: float = 90.0,
+                 **settings: Any) -> Iterator[LocalServer]:
+    """`launch` a server with a throw-away directory; stop it (SIGTERM, then SIGKILL after
+    30 s) on exit."""
+    with tempfile.TemporaryDirectory(prefix="gpuplan-server-") as tmp:
+        server = launch(Path(tmp), token=token, ready_s=ready_s, **settings)
+        try:
+            yield server
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            server.stop()
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], max_seconds: float) -> None:
-    end = time.monotonic() + max_seconds
-    with httpx.Client(base_url=url, timeout=2) as c:
+def _wait_ready(server: LocalServer, path: str, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    with httpx.Client(base_url=server.url, timeout=2) as c:
         while time.monotonic() < end:
-            if proc.poll() is not None:
-                raise RuntimeError("the server exited during start-up")
+            if server.proc.poll() is not None:
+                raise RuntimeError(f"the server exited during start-up: {server.log()}")
             with contextlib.suppress(httpx.TransportError):
-                if c.get("/readyz").status_code == 200:
+                if c.get(path).status_code == 200:
                     return
             time.sleep(0.1)
-    raise RuntimeError(f"the server was not ready within {max_seconds:g} s")
+    raise RuntimeError(f"the server was not ready within {seconds:g} s: {server.log()}")
+
+
+def _children(pid: int) -> list[int]:
+    """Live child processes of `pid` (scanning /proc: any thread may have started them)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+#: What the service's intake processes call themselves (api/intake.py: PROCESS_NAME).
+INTAKE_NAME = "gpuplan-intake"
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def format_table(results: Sequence[LevelResult]) -> str:
@@ -241,7 +352,8 @@ def load_command(
     bodies = s_requests(DISTINCT_REQUESTS, seed, time_limit)
     with contextlib.ExitStack() as stack:
         if url is None:
-            url = stack.enter_context(local_server(workers, queue_size=2 * max(levels)))
+            url = stack.enter_context(local_server(workers=workers,
+                                                   queue_size=2 * max(levels))).url
             token = None
         results = run_load(url, levels, bodies, requests, duration, token)
     typer.echo(f"POST /v1/plans, S-sized requests (32 GPUs, 40 jobs), {url}")

@@ -10,9 +10,17 @@ objective, bound, gap, wall time (generation excluded) and the peak RSS of that 
 objective to the naive one is reported. Results print as a Markdown table and can be
 written to a file.
 
+`--tenants-quota N --priority-classes K` add quotas on N tenants and K priority classes
+(contract 5.3 / 5.4; `benchmarks.generator.with_levels`); the note then gives the
+guaranteed usage served against the sum of the guarantees (its upper bound) and how many
+of the highest class's jobs are placed.
+
 `--contend N` runs every measurement beside N busy processes pinned round robin to the
 cores (benchmarks/contend.py), started before the first run and stopped after the last,
 so that a degraded CPU is measured; the number is a column of the results.
+
+`--elastic F` makes the fraction F of the whole-GPU jobs elastic gangs (contract 5.1;
+benchmarks/generator.py); the instance name says so.
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ class Row:
     peak_rss_mib: float
     note: str = ""
     contend: int = 0
+    solve_s: float | None = None   # the plan's own solve_time_s (solver backends)
+    limit_s: float | None = None
 
 
 def _peak_rss_mib() -> float:
@@ -62,15 +72,34 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _run_one(size: str, backend: str, time_limit: float, seed: int) -> Row:
-    """Generate the instance and run one backend on it (in the calling process)."""
+def _levels_note(request: PlanRequest, placed: set[str], levels: object) -> str:
+    """G served / sum of guarantees, and the highest class's jobs placed."""
+    if not isinstance(levels, list) or not levels:
+        return ""
+    parts = []
+    if request.cluster.quotas:
+        cap = sum(g for q in request.cluster.quotas.values() for g in q.guaranteed.values())
+        parts.append(f"G {levels[0]['value']:,.1f}/{cap:,.0f}")
+    top = max(j.priority for j in request.jobs)
+    high = [j.name for j in request.jobs if j.priority == top]
+    parts.append(f"class {top}: {sum(1 for n in high if n in placed)}/{len(high)} placed")
+    return "; " + ", ".join(parts)
+
+
+def _run_one(size: str, backend: str, time_limit: float, seed: int,
+             elastic: float = 0.0, topology: tuple[str, ...] = (),
+             levels: tuple[int, int] = (0, 1)) -> Row:
+    """Generate the instance (with `elastic` gangs, `topology` levels and `levels` (tenants
+    under quotas, priority classes), if any) and run one backend on it (in the calling
+    process)."""
     from benchmarks.generator import generate
     from models.objective import evaluate
 
-    request = generate(size, seed)
+    request = generate(size, seed, elastic=elastic, topology=topology,
+                       tenants_quota=levels[0], priority_classes=levels[1])
     policy = request.policy.model_copy(update={"time_limit_s": time_limit, "seed": seed})
     instance = f"{size} ({sum(len(n.gpus) for n in request.cluster.nodes)} GPUs / "\
-        f"{len(request.jobs)} jobs)"
+        f"{len(request.jobs)} jobs)" + (f", {elastic:.0%} elastic" if elastic else "")
     if backend == "naive":
         from benchmarks.naive_cpsat import solve_naive
 
@@ -93,8 +122,16 @@ def _run_one(size: str, backend: str, time_limit: float, seed: int) -> Row:
     t0 = time.monotonic()
     out = plan(req)
     wall = time.monotonic() - t0
+    note = out.solver + _levels_note(req, {a.job for a in out.assignments},
+                                     out.stats.model_dump().get("levels"))
+    if topology or levels != (0, 1):
+        from solver.validate import validate_plan
+
+        bad = validate_plan(req, out)
+        note += f"; {len(bad)} violations" if bad else "; valid"
     return Row(instance, backend, out.status, out.objective_value, out.best_bound, out.gap,
-               wall, _peak_rss_mib(), out.solver)
+               wall, _peak_rss_mib(), note, solve_s=out.solve_time_s,
+               limit_s=time_limit)
 
 
 def _run_pipeline(instance: str, request: PlanRequest, time_limit: float) -> Row:
@@ -115,18 +152,22 @@ def _run_pipeline(instance: str, request: PlanRequest, time_limit: float) -> Row
                out.gap, wall, _peak_rss_mib(), note)
 
 
-def _child(size: str, backend: str, time_limit: float, seed: int, conn: object) -> None:
-    row = _run_one(size, backend, time_limit, seed)
+def _child(size: str, backend: str, time_limit: float, seed: int, conn: object,
+           elastic: float = 0.0, topology: tuple[str, ...] = (),
+           levels: tuple[int, int] = (0, 1)) -> None:
+    row = _run_one(size, backend, time_limit, seed, elastic, topology, levels)
     conn.send(asdict(row))  # type: ignore[attr-defined]
     conn.close()  # type: ignore[attr-defined]
 
 
 def run_isolated(size: str, backend: str, time_limit: float, seed: int,
-                 timeout: float) -> Row:
+                 timeout: float, elastic: float = 0.0,
+                 topology: tuple[str, ...] = (), levels: tuple[int, int] = (0, 1)) -> Row:
     """`_run_one` in a fresh process (so peak RSS is that run's own)."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(size, backend, time_limit, seed, child))
+    proc = ctx.Process(target=_child, args=(size, backend, time_limit, seed, child,
+                                            elastic, topology, levels))
     t0 = time.monotonic()
     proc.start()
     child.close()
@@ -152,15 +193,18 @@ def _fmt(x: float | None, digits: int = 2) -> str:
 
 def format_table(rows: list[Row]) -> str:
     """The rows as a Markdown table."""
-    lines = ["| instance | backend | contend | status | objective | bound | gap | "
-             "wall time (s) | peak RSS (MiB) | solver |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["| instance | backend | contend | limit (s) | status | objective | bound | gap | "
+             "wall time (s) | solve_time_s - limit | peak RSS (MiB) | solver |",
+             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         gap = "-" if r.gap is None else f"{100 * r.gap:.2f}%"
-        lines.append(f"| {r.instance} | {r.backend} | {r.contend} | {r.status} | "
+        over = ("-" if r.solve_s is None or r.limit_s is None
+                else f"{r.solve_s - r.limit_s:+.2f}")
+        limit = "-" if r.limit_s is None else f"{r.limit_s:g}"
+        lines.append(f"| {r.instance} | {r.backend} | {r.contend} | {limit} | {r.status} | "
                      f"{_fmt(r.objective)} | "
-                     f"{_fmt(r.bound)} | {gap} | {r.wall_s:.2f} | {r.peak_rss_mib:,.0f} | "
-                     f"{r.note} |")
+                     f"{_fmt(r.bound)} | {gap} | {r.wall_s:.2f} | {over} | "
+                     f"{r.peak_rss_mib:,.0f} | {r.note} |")
     return "\n".join(lines)
 
 
@@ -192,6 +236,17 @@ def run_command(
     contend: Annotated[int, typer.Option(
         min=0, max=256,
         help="Busy processes pinned round robin to the cores during every run.")] = 0,
+    elastic: Annotated[float, typer.Option(
+        min=0.0, max=1.0,
+        help="Fraction of the whole-GPU jobs made elastic gangs (contract 5.1).")] = 0.0,
+    topology: Annotated[str, typer.Option(
+        help="Topology level names, widest first (e.g. zone,block,rack): the instances "
+             "get that hierarchy and gangs spanning nodes required / preferred levels; "
+             "each plan is validated.")] = "",
+    tenants_quota: Annotated[int, typer.Option(
+        min=0, max=8, help="Tenants under quotas (contract 5.3).")] = 0,
+    priority_classes: Annotated[int, typer.Option(
+        min=1, max=4, help="Priority classes of the jobs (contract 5.4).")] = 1,
 ) -> None:
     """Generate instances and run backends on them; print a table of the results."""
     size_list = [s.strip().upper() for s in sizes.split(",") if s.strip()]
@@ -204,6 +259,7 @@ def run_command(
         raise typer.BadParameter(f"unknown size or backend: {', '.join(bad)}",
                                  param_hint="--sizes/--backends")
     naive_ok = {s.strip().upper() for s in naive_sizes.split(",")}
+    levels = tuple(lv.strip() for lv in topology.split(",") if lv.strip())
     rows: list[Row] = []
     with contended(contend):
         for size in size_list:
@@ -212,7 +268,8 @@ def run_command(
                     continue
                 # the naive model takes minutes to build on M
                 timeout = time_limit * 3 + (900 if backend == "naive" else 120)
-                row = run_isolated(size, backend, time_limit, seed, timeout)
+                row = run_isolated(size, backend, time_limit, seed, timeout, elastic, levels,
+                                   (tenants_quota, priority_classes))
                 row.contend = contend
                 rows.append(row)
                 typer.echo(format_table([row]).splitlines()[-1], err=True)
@@ -220,7 +277,11 @@ def run_command(
     ratios = naive_ratios(rows)
     command = (f"gpuplan bench run --sizes {','.join(size_list)} --backends "
                f"{','.join(backend_list)} --time-limit {time_limit:g} --seed {seed}"
-               + (f" --contend {contend}" if contend else ""))
+               + (f" --contend {contend}" if contend else "")
+               + (f" --elastic {elastic:g}" if elastic else "")
+               + (f" --topology {','.join(levels)}" if levels else "")
+               + (f" --tenants-quota {tenants_quota}" if tenants_quota else "")
+               + (f" --priority-classes {priority_classes}" if priority_classes > 1 else ""))
     text = "\n".join([f"Command: `{command}`", "", table, "", *ratios])
     typer.echo(text)
     if out is not None:

@@ -14,13 +14,35 @@ jobs one at a time in the order of the policy objective:
 Each job goes to the eligible model where its value is highest (ties: where it is
 relatively fastest against the other jobs, i.e. the largest speed over the model's median
 speed), then to the tightest place: the node with the fewest free GPUs of that model that
-still holds a single-node gang; few nodes for multi-node gangs (one domain when
-`same_domain`); the fullest shared GPU with room for a share (a free GPU on the tightest
+still holds a single-node gang; few nodes for multi-node gangs, inside one domain of each
+required topology level (v1's `same_domain` is the level "domain"; the tightest domain
+that holds the gang first) and over few domains of the preferred level (one that holds it
+alone first, else the largest first; a placement whose topology cost eats its whole value
+is not made); the fullest shared GPU with room for a share (a free GPU on the tightest
 node otherwise); for MIG the instance position that keeps the largest instance creatable
 beside it (existing free instances first, none created when `allow_mig_reconfiguration` is
 false). Unhealthy GPUs and cordoned nodes take no new placement. Host CPU/memory is
 checked per node, pro rata for gangs. A job left unplaced gets its static reason
 (`models.reasons`, the same as the solver's) or `insufficient_capacity`.
+
+Elastic gangs (contract 5.1) take, on each model, the allowed size with the best value per
+GPU that fits (ties: the larger size), so that capacity goes first to where it earns the
+most per GPU and to as many jobs as possible (in the policy's order, priority_fifo
+included: a size that fits is always tried before the job is left out). Growing a placed
+elastic gang to a larger allowed size is an item of its own, worth its marginal value per
+extra GPU (AFS's rule; a running job's migration cost counted): in the value-density
+order, a growth whose rate beats the density of the next job is made before that job is
+placed (`Greedy.place_sequence`), and once every job had its turn `grow_elastic` hands
+the GPUs still free to the gangs, best rate first. A non-preemptible running job keeps
+its size; with priority_fifo growth waits until every job had its turn.
+false). A shared job with a co-location class (contract 5.2) goes instead where it adds
+the most value, its own factor and its effect on the jobs already there included
+(heuristics/colocation.py; among the first `AWARE_SCAN` shared GPUs with room, the
+tightest one where it loses nothing, else the best, a free GPU when every shared one would
+lose value, nowhere when the best place adds none). Unhealthy GPUs and cordoned nodes take
+no new placement. Host CPU/memory is checked per node, pro rata for gangs. A job left
+unplaced gets its static reason (`models.reasons`, the same as the solver's) or
+`insufficient_capacity`.
 """
 
 from __future__ import annotations
@@ -32,17 +54,41 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar
 
+from heuristics.colocation import Colocation
 from heuristics.result import HeuristicResult
-from models import Placement, PlanRequest
+from models import Instance, Placement, PlanRequest
+from models.capacity import DOMAIN, HOST, Topology
 from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
-from models.objective import evaluate, objective_value_of, tenant_demands
+from models.objective import (
+    evaluate,
+    level_key,
+    objective_value_of,
+    same_placement,
+    tenant_demands,
+)
 from models.reasons import INSUFFICIENT, StaticReasons
-from models.rules import memory_fits, priority_key, profile_covers
+from models.rules import (
+    HOST_TOL,
+    costed_level,
+    fits,
+    lexicographic_levels,
+    memory_fits,
+    preferred_level,
+    priority_key,
+    profile_covers,
+    quota_chain,
+    quota_usage,
+    required_levels,
+    topology_cost,
+)
 
 #: Without a deadline, both greedy variants run up to this many jobs.
 BOTH_VARIANTS_UP_TO = 5000
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
+#: Shared GPUs with room that a classed shared job compares, at most (the scan stops
+#: earlier at the first one where it loses nothing).
+AWARE_SCAN = 16
 
 
 class Greedy:
@@ -54,23 +100,44 @@ class Greedy:
         self.infos = infos if infos is not None else compile_jobs(request)
         self.by_name = {i.name: i for i in self.infos}
         self.state = state if state is not None else ClusterState(request)
+        self.coloc = Colocation(request, self.infos)
         self.geometry = MigGeometry(self.state.catalog,
                                     request.policy.allow_mig_reconfiguration)
         self._static: StaticReasons | None = None
+        self._sig_keys: dict[tuple[frozenset[Instance], frozenset[Instance]],
+                             tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]] = {}
         self.reasons: dict[str, tuple[str, str]] = {}
         #: extra value of placing a job (the preemption cost a running job saves)
         self.bonus: dict[str, float] = {}
         self._typical = self._typical_speeds()
+        self._ranked: dict[str, list[str]] = {}
         self._domain_nodes: dict[str | None, list[int]] = {}
         for n in self.state.nodes:
             self._domain_nodes.setdefault(n.domain, []).append(n.idx)
+        self._topology: Topology | None = None
+        self._groups: dict[tuple[str, ...], list[tuple[tuple[str, ...], list[int]]]] = {}
+
+    # ------------------------------------------------------------ topology
+    @property
+    def topology(self) -> Topology:
+        """The domains of the cluster's nodes at every topology level (built once)."""
+        if self._topology is None:
+            self._topology = Topology(self.request.cluster)
+        return self._topology
+
+    def topology_cost(self, info: JobInfo, placements: Iterable[Placement]) -> float:
+        """What `placements` of `info` pay at its preferred level (`models.rules`)."""
+        if preferred_level(info.job) is None:
+            return 0.0
+        return topology_cost(info.job, {p.node for p in placements}, self.topology,
+                             self.request.policy.topology_cost)
 
     # ------------------------------------------------------------ reasons
     def why_unplaced(self, info: JobInfo) -> tuple[str, str]:
         """(reason code, detail) for a job that could not be placed now: its static reason
         (`models.reasons`), else no valued model or no room."""
         if self._static is None:
-            self._static = StaticReasons(self.request)
+            self._static = StaticReasons.of(self.request)
         why = self._static.reason(info.job)
         if why is not None:
             return why
@@ -87,20 +154,45 @@ class Greedy:
         return {m: statistics.median(v) for m, v in speeds.items() if v}
 
     def ranked_models(self, info: JobInfo) -> list[str]:
-        """Eligible models, highest value first; ties by relative speed, then name."""
+        """Eligible models, highest value first; ties by relative speed, then name
+        (computed once per job)."""
+        hit = self._ranked.get(info.name)
+        if hit is None:
+            hit = self._ranked[info.name] = self._rank_models(info)
+        return hit
+
+    def _rank_models(self, info: JobInfo) -> list[str]:
         def key(m: str) -> tuple[float, float, str]:
             rel = info.values[m] / info.size / info.job.weight / max(
                 self._typical.get(m, 1.0), 1e-9)
             return (-round(info.obj_values[m], 9), -rel, m)
         return sorted(info.values, key=key)
 
-    def value_on(self, info: JobInfo, model: str) -> float:
-        """The policy per-job value of `info` on `model` (grandfathered models included)."""
+    def value_on(self, info: JobInfo, model: str, n: int | None = None) -> float:
+        """The policy per-job value of `info` on `model` (grandfathered models included);
+        an elastic gang on n GPUs (None: its nominal size)."""
+        if info.elastic and n is not None:
+            v = info.size_obj_values[n].get(model) if n in info.size_obj_values else None
+            if v is None:
+                v = objective_value_of(info.job, model, self.state.catalog,
+                                       self.request.policy.objective, n)
+            return v
         v = info.obj_values.get(model)
         if v is None:
             v = objective_value_of(info.job, model, self.state.catalog,
                                    self.request.policy.objective)
         return v
+
+    def value_at(self, info: JobInfo, placements: Sequence[Placement]) -> float:
+        """The policy per-job value of `info` placed as `placements` (model and size)."""
+        return self.value_on(info, self.state.model_of(placements), len(placements))
+
+    def size_order(self, info: JobInfo, model: str) -> list[int]:
+        """An elastic gang's allowed sizes on `model`, best value per GPU first (ties: the
+        larger size); `[gpus]` for any other whole-GPU job."""
+        if not info.elastic:
+            return [info.gpus]
+        return sorted(info.sizes, key=lambda n: (-self.value_on(info, model, n) / n, -n))
 
     # ------------------------------------------------------------ running jobs
     def current_ok(self, info: JobInfo) -> bool:
@@ -163,7 +255,11 @@ class Greedy:
     def find(self, info: JobInfo, models: Iterable[str] | None = None) -> list[Placement] | None:
         """The best-fit placements for `info` in the current state (None if none fits)."""
         finder = self._FINDERS[info.shape]
+        quotas = bool(self.state.quotas)
         for m in (models if models is not None else self.ranked_models(info)):
+            if quotas and not self.state.quota_fits(
+                    info, m, min(info.sizes) if info.elastic else None):
+                continue
             found = finder(self, info, m)
             if found is not None:
                 return found
@@ -177,65 +273,152 @@ class Greedy:
         if info.current and self.current_ok(info) and self.state.conflicts(
                 info, info.current) is None:
             # Keep it unless moving elsewhere is worth more than the migration cost.
-            stay = self.value_on(info, self.state.model_of(info.current))
-            move = (self.value_on(info, self.state.model_of(found))
-                    - self.request.policy.migration_cost) if found else float("-inf")
+            stay = self.value_at(info, info.current) - self.topology_cost(info, info.current)
+            move = (self.value_at(info, found) - self.request.policy.migration_cost
+                    - self.topology_cost(info, found)) if found else float("-inf")
             if not info.preemptible or stay >= move - 1e-9:
                 return self.try_keep(info)
         if found is None:
             return False
+        cost = 0.0 if info.current else self.topology_cost(info, found)
+        if cost > 0 and self.value_on(info, self.state.model_of(found)) - cost <= 1e-9:
+            return False  # its topology cost eats its whole value
         self.state.place(info, found)
         self.reasons.pop(info.name, None)
         return True
 
     def _find_whole(self, info: JobInfo, model: str) -> list[Placement] | None:
+        """A whole-GPU gang's best fit on `model`; an elastic gang at the first size of
+        `size_order` that fits."""
+        for k in self.size_order(info, model):
+            found = self.find_gang(info, model, k)
+            if found is not None:
+                return found
+        return None
+
+    def find_gang(self, info: JobInfo, model: str, k: int) -> list[Placement] | None:
+        """The best fit of gang `info` on k GPUs of `model` (k: `gpus`, or an allowed size
+        of an elastic gang); host requests pro rata, k / gpus of the job's. A gang that may
+        span nodes stays in one domain of each required topology level and, with a costed
+        preferred level, spans as few of its domains as it can."""
         st = self.state
-        k = info.gpus
         if st.model_free.get(model, 0) < k:
             return None
+        if st.quotas and not st.quota_fits(info, model, k):
+            return None   # k GPUs would break a quota limit (contract 5.3)
+        part = k / info.gpus
         for ni in st.nodes_with_free(model, k):
-            if st.nodes[ni].host_fits(info.cpu, info.host_mem):
+            if st.nodes[ni].host_fits(info.cpu * part, info.host_mem * part):
                 return self._take(ni, model, k)
         if info.job.single_node or k == 1:
             return None
-        if info.job.same_domain:
-            domains = sorted(
-                (c, d) for (d, m), c in st.domain_free.items()
-                if m == model and c >= k and d is not None)
-            for _, d in domains:
-                found = self._spread(info, model, self._domain_nodes.get(d, []))
+        levels = required_levels(info.job)
+        pref = costed_level(info.job, self.topology, self.request.policy.topology_cost) \
+            if info.job.topology is not None else None
+        if levels or pref is not None:
+            for nodes in self.required_groups(model, k, levels):
+                found = self._spread_few(info, model, nodes, pref, k)
                 if found is not None:
                     return found
             return None
+        return self._spread(info, model, self._all_nodes(model), k)
+
+    def _all_nodes(self, model: str) -> list[int]:
+        """The nodes with free GPUs of `model`, most free first."""
         nodes: list[int] = []
-        buckets = st.buckets.get(model, [])
+        buckets = self.state.buckets.get(model, [])
         for c in range(len(buckets) - 1, 0, -1):
             nodes.extend(buckets[c])
-        return self._spread(info, model, nodes)
+        return nodes
 
-    def _spread(self, info: JobInfo, model: str, nodes: Iterable[int]) -> list[Placement] | None:
-        """A multi-node gang over few nodes: largest free first, best fit for the rest."""
+    def required_groups(self, model: str, k: int, levels: tuple[str, ...]) -> list[list[int]]:
+        """The node sets a multi-node gang of `k` GPUs of `model` may use under required
+        topology `levels`: one per domain (of all the levels at once) with >= k free GPUs,
+        the tightest first (all nodes when none is required; none at "host", since one
+        node was tried first)."""
         st = self.state
-        k = info.gpus
+        if not levels:
+            return [self._all_nodes(model)]
+        if HOST in levels:
+            return []
+        if levels == (DOMAIN,):
+            # the occupancy keeps free counts per v1 domain: the same groups, unscanned
+            domains = sorted((c, d) for (d, m), c in st.domain_free.items()
+                             if m == model and c >= k and d is not None)
+            return [self._domain_nodes.get(d, []) for _, d in domains]
+        scored = []
+        for key, nodes in self._level_groups(levels):
+            free = sum(st.free_count(ni, model) for ni in nodes)
+            if free >= k:
+                scored.append((free, key, nodes))
+        scored.sort(key=lambda x: (x[0], x[1]))
+        return [nodes for _, _, nodes in scored]
+
+    def _level_groups(self, levels: tuple[str, ...]) -> list[tuple[tuple[str, ...], list[int]]]:
+        """The nodes grouped by their domains at every level of `levels` (cached); a node
+        without a v1 topology domain holds a same_domain gang only alone, so it is left out
+        when "domain" is required."""
+        hit = self._groups.get(levels)
+        if hit is None:
+            groups: dict[tuple[str, ...], list[int]] = {}
+            for n in self.state.nodes:
+                if DOMAIN in levels and n.domain is None:
+                    continue
+                key = tuple(self.topology.domain(n.name, lv) for lv in levels)
+                groups.setdefault(key, []).append(n.idx)
+            hit = self._groups[levels] = list(groups.items())
+        return hit
+
+    def _spread_few(self, info: JobInfo, model: str, nodes: list[int],
+                    pref: str | None, k: int) -> list[Placement] | None:
+        """A multi-node gang of k GPUs over `nodes`, in as few domains of level `pref` as it can:
+        in one that holds it alone (the tightest first), else over the largest first."""
+        if pref is None:
+            return self._spread(info, model, nodes, k)
+        st = self.state
+        by_dom: dict[str, list[int]] = {}
+        for ni in nodes:
+            if st.free_count(ni, model) > 0:
+                by_dom.setdefault(self.topology.domain(st.nodes[ni].name, pref), []).append(ni)
+        free = {d: sum(st.free_count(ni, model) for ni in ns) for d, ns in by_dom.items()}
+        for d in sorted((d for d in by_dom if free[d] >= k),
+                        key=lambda d: (free[d], d)):
+            found = self._spread(info, model, by_dom[d], k)
+            if found is not None:
+                return found
+        order = sorted(by_dom, key=lambda d: (-free[d], d))
+        rank = {ni: r for r, d in enumerate(order) for ni in by_dom[d]}
+        return self._spread(info, model, list(rank), k, rank)
+
+    def _spread(self, info: JobInfo, model: str, nodes: Iterable[int],
+                k: int, rank: dict[int, int] | None = None) -> list[Placement] | None:
+        """A multi-node gang of k GPUs over few nodes: largest free first, best fit for the rest
+        (with `rank`, nodes of a lower rank first, best fit within the current rank)."""
+        st = self.state
         cands: list[tuple[int, int]] = []
+        g = info.gpus
         for ni in nodes:
             free = st.free_count(ni, model)
             if free <= 0:
                 continue
-            room = st.nodes[ni].host_room(info.cpu / k, info.host_mem / k)
+            room = st.nodes[ni].host_room(info.cpu / g, info.host_mem / g)
             use = min(free, room)
             if use > 0:
                 cands.append((use, ni))
         if sum(u for u, _ in cands) < k:
             return None
-        cands.sort(key=lambda x: (-x[0], x[1]))
+        if rank is None:
+            cands.sort(key=lambda x: (-x[0], x[1]))
+        else:
+            cands.sort(key=lambda x: (rank[x[1]], -x[0], x[1]))
         out: list[Placement] = []
         remaining = k
         i = 0
         while remaining > 0:
             fits = [c for c in cands[i:] if c[0] >= remaining]
             if fits:
-                use, ni = min(fits, key=lambda x: (x[0], x[1]))
+                use, ni = min(fits, key=lambda x: (x[0], x[1]) if rank is None
+                              else (rank[x[1]], x[0], x[1]))
                 out.extend(self._take(ni, model, remaining))
                 remaining = 0
             else:
@@ -253,12 +436,19 @@ class Greedy:
 
     def _find_share(self, info: JobInfo, model: str) -> list[Placement] | None:
         st = self.state
+        if info.name in self.coloc.cls:
+            return self._find_share_aware(info, model)
         for gid in st.shared_candidates(model, info.share):
             g = st.gpus[gid]
             if st.share_fits(g, info.share, info.gpu_mem) and st.nodes[g.node].host_fits(
                     info.cpu, info.host_mem):
                 return [Placement(node=st.nodes[g.node].name, gpu=g.index,
                                   fraction=info.share)]
+        return self._free_share(info, model)
+
+    def _free_share(self, info: JobInfo, model: str) -> list[Placement] | None:
+        """A free GPU of `model` on the tightest node, for a share (None if none)."""
+        st = self.state
         if not memory_fits(info.gpu_mem, st.catalog[model].memory_gib):
             return None
         for ni in st.nodes_with_free(model, 1):
@@ -267,6 +457,33 @@ class Greedy:
                 return [Placement(node=st.nodes[ni].name, gpu=st.gpus[gid].index,
                                   fraction=info.share)]
         return None
+
+    def _find_share_aware(self, info: JobInfo, model: str) -> list[Placement] | None:
+        """The shared GPU where classed job `info` adds the most value (class doc)."""
+        st = self.state
+        plain = self.value_on(info, model)
+        best: int | None = None
+        best_gain = float("-inf")
+        for n, gid in enumerate(st.shared_candidates(model, info.share)):
+            if n >= AWARE_SCAN:
+                break
+            g = st.gpus[gid]
+            if not (st.share_fits(g, info.share, info.gpu_mem)
+                    and st.nodes[g.node].host_fits(info.cpu, info.host_mem)):
+                continue
+            gain = self.coloc.gain(st, info, gid, self.value_on, self.by_name)
+            if gain > best_gain + 1e-12:
+                best, best_gain = gid, gain
+            if gain >= plain - 1e-12 and gain >= best_gain:
+                break  # loses nothing here: the tightest such GPU, as best fit
+        if best_gain < plain - 1e-12:
+            fresh = self._free_share(info, model)
+            if fresh is not None:
+                return fresh
+        if best is None or best_gain <= 1e-12:
+            return None
+        g = st.gpus[best]
+        return [Placement(node=st.nodes[g.node].name, gpu=g.index, fraction=info.share)]
 
     def _find_mig(self, info: JobInfo, model: str) -> list[Placement] | None:
         st = self.state
@@ -277,21 +494,145 @@ class Greedy:
         for sig, gids in st.mig_groups(model):
             opts = self.geometry.options(model, sig[0], sig[1], profiles)
             if opts:
-                scored.append((opts[0].score, tuple(sorted(sig[0])), tuple(sorted(sig[1])),
-                               opts, gids))
-        scored.sort(key=lambda x: (x[0], x[1], x[2]))
-        for _, _, _, opts, gids in scored:
+                scored.append((opts[0].score, self._sig_order(sig), opts, gids))
+        scored.sort(key=lambda x: (x[0], x[1]))
+        for _, _, opts, gids in scored:
             for gid in sorted(gids) if len(gids) < 64 else gids:
                 g = st.gpus[gid]
                 if st.nodes[g.node].host_fits(info.cpu, info.host_mem):
                     return [mig_placement(st.nodes[g.node].name, g.index, opts[0].inst)]
         return None
 
+    def _sig_order(self, sig: tuple[frozenset[Instance], frozenset[Instance]]
+                   ) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
+        """The tie-break key of a MIG layout signature: its used and free instances in
+        `Instance` order, as plain tuples (cached: comparing them is cheap)."""
+        key = self._sig_keys.get(sig)
+        if key is None:
+            key = (tuple(sorted((i.profile, i.start) for i in sig[0])),
+                   tuple(sorted((i.profile, i.start) for i in sig[1])))
+            self._sig_keys[sig] = key
+        return key
+
     _FINDERS: ClassVar[dict[str, Callable[[Greedy, JobInfo, str], list[Placement] | None]]] = {
         "whole": _find_whole,
         "share": _find_share,
         "mig": _find_mig,
     }
+
+    # ------------------------------------------------------------ elastic gangs
+    def net_value(self, info: JobInfo, placements: Sequence[Placement]) -> float:
+        """The value of `info` placed as `placements`, minus the migration cost when it
+        runs elsewhere now (any change of its GPU set, size included) and the topology cost
+        it pays at its preferred level."""
+        moved = bool(info.current) and not same_placement(placements, info.current or [])
+        return self.value_at(info, placements) - self.topology_cost(info, placements) - (
+            self.request.policy.migration_cost if moved else 0.0)
+
+    def grow_gain(self, info: JobInfo) -> tuple[float, int] | None:
+        """The best growth of placed elastic gang `info` on its model: (net value gained
+        per extra GPU, size) over its larger allowed sizes (a running job pays its
+        migration cost when it leaves its current GPUs); None when no size pays."""
+        pl = self.state.placed.get(info.name)
+        if not pl or not info.elastic or (info.current and not info.preemptible):
+            return None
+        model = self.state.model_of(pl)
+        now = self.net_value(info, pl)
+        cost = self.request.policy.migration_cost if info.current else 0.0
+        best: tuple[float, int] | None = None
+        for n in info.sizes:
+            if n <= len(pl):
+                continue
+            gain = (self.value_on(info, model, n) - cost - now) / (n - len(pl))
+            if gain > 1e-9 and (best is None or gain > best[0]):
+                best = (gain, n)
+        return best
+
+    def grow(self, info: JobInfo) -> bool:
+        """Re-place placed elastic gang `info` at a larger size on its model when that
+        earns more net of migration costs (the best rate per extra GPU first); True when
+        it grew, else it stays where it was."""
+        pl = self.state.placed.get(info.name)
+        if not pl or self.grow_gain(info) is None:
+            return False
+        model = self.state.model_of(pl)
+        now = self.net_value(info, pl)
+        rate = {n: (self.value_on(info, model, n) - now) / (n - len(pl))
+                for n in info.sizes if n > len(pl)}
+        self.state.remove(info)
+        for n in sorted((n for n, r in rate.items() if r > 1e-9),
+                        key=lambda n: (-rate[n], n)):
+            found = self.find_gang(info, model, n)
+            if found is not None and self.net_value(info, found) > now + 1e-9:
+                self.state.place(info, found)
+                return True
+        self.state.place(info, list(pl))
+        return False
+
+    def place_sequence(self, seq: Sequence[JobInfo], *, interleave: bool = True,
+                       stop: Callable[[int], bool] | None = None) -> list[JobInfo]:
+        """Place the jobs of `seq` in order (`place`); with `interleave` and elastic gangs
+        in the request, first make every growth of a placed elastic gang whose rate per
+        extra GPU beats the next job's value density (module doc). `stop(n)` (before the
+        n-th job) ends the sequence early. Returns the jobs of `seq` placed."""
+        heap: list[tuple[float, str]] = []
+        grows = interleave and any(i.elastic for i in self.infos)
+        if grows:
+            heap = self._growth_heap()
+        placed: list[JobInfo] = []
+        for n, info in enumerate(seq):
+            if stop is not None and stop(n):
+                break
+            if grows:
+                bonus = self.bonus.get(info.name, 0.0)
+                density = info.density + bonus / info.size
+                while heap and -heap[0][0] > density + 1e-12:
+                    self._grow_top(heap)
+            if self.place(info):
+                placed.append(info)
+                if grows and info.elastic:
+                    gain = self.grow_gain(info)
+                    if gain is not None:
+                        heapq.heappush(heap, (-gain[0], info.name))
+            else:
+                self.reasons[info.name] = self.why_unplaced(info)
+        return placed
+
+    def _growth_heap(self) -> list[tuple[float, str]]:
+        """(-rate, name) of every placed elastic gang that may grow, as a heap."""
+        heap: list[tuple[float, str]] = []
+        for info in self.infos:
+            if info.elastic and info.name in self.state.placed:
+                gain = self.grow_gain(info)
+                if gain is not None:
+                    heap.append((-gain[0], info.name))
+        heapq.heapify(heap)
+        return heap
+
+    def _grow_top(self, heap: list[tuple[float, str]]) -> bool:
+        """Grow the gang at the top of `heap`; it goes back with its next rate when it
+        grew (and may grow again). True when it grew."""
+        _, name = heapq.heappop(heap)
+        info = self.by_name[name]
+        if not self.grow(info):
+            return False
+        gain = self.grow_gain(info)
+        if gain is not None:
+            heapq.heappush(heap, (-gain[0], name))
+        return True
+
+    def grow_elastic(self, deadline: float | None = None) -> int:
+        """Hand free GPUs to the placed elastic gangs, the largest net gain per extra GPU
+        first (module doc): a heap of gangs by their `grow_gain` rate; a gang that grew
+        goes back with its next rate, one that could not grow leaves. Returns how many
+        growths were made."""
+        heap = self._growth_heap()
+        grown = 0
+        while heap:
+            if deadline is not None and grown % 16 == 0 and time.monotonic() > deadline:
+                break
+            grown += self._grow_top(heap)
+        return grown
 
     # ------------------------------------------------------------ orders
     def density_order(self, infos: Iterable[JobInfo]) -> list[JobInfo]:
@@ -312,20 +653,75 @@ class Greedy:
         return HeuristicResult(placements=placements, reasons=reasons)
 
 
+def guarantee_models(g: Greedy, info: JobInfo, own: bool = False,
+                     within: bool = False) -> list[str]:
+    """The eligible models (best first) where one more placement of `info` raises the
+    guaranteed usage served: a quota key of its tenant or an ancestor (with `own`, of its
+    tenant itself) there is below its guarantee (with `within`, by at least the job's
+    size)."""
+    quotas = g.state.quotas
+    used = g.state.quota_used
+    tenants = [info.job.tenant] if own else quota_chain(quotas, info.job.tenant)
+    if not any(used.get((t, k), 0.0) < gk - HOST_TOL
+               for t in tenants if t in quotas for k, gk in quotas[t].guaranteed.items()):
+        return []  # nothing below its guarantee: skip ranking the models
+    out = []
+    for m in g.ranked_models(info):
+        need = quota_usage(info.job, g.state.catalog[m]) if within else 0.0
+        for t, k in g.state.quota_keys(info.job.tenant, m):
+            if own and t != info.job.tenant:
+                continue
+            have, g_k = used.get((t, k), 0.0), quotas[t].guaranteed.get(k, 0.0)
+            if have < g_k - HOST_TOL and (not within or fits(need, g_k, have)):
+                out.append(m)
+                break
+    return out
+
+
+def _run_levels(g: Greedy, pending: list[JobInfo], deadline: float | None) -> None:
+    """Contract 5.3 / 5.4 in level order: first the jobs that raise the guaranteed usage
+    served (on the models where they do, classes from the highest down): those that fit
+    within their own tenant's guarantee, those below it, then those below an ancestor's
+    only (so that a tenant does not overshoot its guarantee or fill its parent's, or reach
+    a shared limit, before its siblings have their own); then every class from the
+    highest down in its objective's order (`pending` is in that order within a class)."""
+    # Stable: keeps the order within a class; running jobs that must move stay first.
+    must_move = not g.request.policy.allow_preemption
+    pending = sorted(pending, key=lambda i: (0 if must_move and i.current else 1,
+                                             -i.job.priority))
+    if g.state.quotas:
+        for own, within in ((True, True), (True, False), (False, False)):
+            for info in pending:
+                if info.name in g.state.placed:
+                    continue
+                models = guarantee_models(g, info, own, within)
+                if models:
+                    g.place(info, models)
+    rest = [i for i in pending if i.name not in g.state.placed]
+    if g.request.policy.objective == "fairness":
+        for p in sorted({i.job.priority for i in rest}, reverse=True):
+            _run_fairness(g, [i for i in rest if i.job.priority == p], deadline)
+    else:
+        _run_sequence(g, rest, deadline)
+
+
 def fifo_key(info: JobInfo) -> tuple[float, float, str]:
     """The strict priority order (models.rules.priority_key) of a compiled job."""
     return priority_key(info.job)
 
 
-def _run_sequence(g: Greedy, seq: Iterable[JobInfo], deadline: float | None) -> None:
-    for n, info in enumerate(seq):
+def _run_sequence(g: Greedy, seq: Sequence[JobInfo], deadline: float | None,
+                  interleave: bool = True) -> None:
+    """Place `seq` in order (growing elastic gangs in between when `interleave`); past
+    `deadline` the jobs left get the reason `time_limit`."""
+    def stop(n: int) -> bool:
         if deadline is not None and n % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
-            for rest in seq if isinstance(seq, list) else []:
+            for rest in seq:
                 if rest.name not in g.state.placed and rest.name not in g.reasons:
                     g.reasons[rest.name] = ("time_limit", "the heuristic ran out of time")
-            return
-        if not g.place(info):
-            g.reasons[info.name] = g.why_unplaced(info)
+            return True
+        return False
+    g.place_sequence(seq, interleave=interleave, stop=stop)
 
 
 def _run_fairness(g: Greedy, pending: list[JobInfo], deadline: float | None) -> None:
@@ -392,7 +788,8 @@ def plan_greedy(
         other = _greedy_once(request, order, seed, deadline, True)
         a = evaluate(request, best.placements)
         b = evaluate(request, other.placements)
-        if (b.objective_value, b.throughput) > (a.objective_value, a.throughput):
+        if ((*level_key(request, other.placements), b.objective_value, b.throughput)
+                > (*level_key(request, best.placements), a.objective_value, a.throughput)):
             best = other
     return best
 
@@ -419,7 +816,8 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
         # Running jobs that could not stay move first when preemption is forbidden.
         if not policy.allow_preemption:
             pending.sort(key=lambda i: 0 if i.current else 1)
-        _run_sequence(g, pending, deadline)
+        _run_sequence(g, pending, deadline, interleave=not fifo)
+        g.grow_elastic(deadline)
         return g.result()
     if seed is not None:
         rng = random.Random(seed)
@@ -433,10 +831,14 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
     if not policy.allow_preemption:
         moved = {i.name for i in failed}
         pending.sort(key=lambda i: 0 if i.name in moved else 1)
-    if policy.objective == "fairness" and seed is None:
+    if lexicographic_levels(request):
+        _run_levels(g, pending, deadline)
+    elif policy.objective == "fairness" and seed is None:
         movers = [i for i in pending if i.current]
-        _run_sequence(g, movers, deadline)
+        _run_sequence(g, movers, deadline, interleave=False)
         _run_fairness(g, [i for i in pending if not i.current], deadline)
     else:
-        _run_sequence(g, pending, deadline)
+        _run_sequence(g, pending, deadline,
+                      interleave=not fifo and policy.objective != "fairness")
+    g.grow_elastic(deadline)
     return g.result()

@@ -14,7 +14,13 @@
    (only when `allow_preemption` is true) and one put elsewhere is migrated;
 4. keep the move when the objective improves (incrementally: per-job values minus
    migration and preemption costs; for `fairness` the minimum tenant share, then
-   throughput), undo it otherwise.
+   throughput), undo it otherwise. With co-location interference (contract 5.2) a shared
+   job's value carries its factor, and a move re-scores the jobs sharing a GPU with the
+   jobs it moved (before and after), so a move's value includes what it does to their
+   co-residents; the recreate step places classed shared jobs interference-aware
+   (heuristics/colocation.py through the greedy). With quotas or priority classes the
+   levels of `models.objective.level_key` come first (recomputed per move), so a move never
+   lowers the guaranteed usage served or a higher class; the placer respects quota limits.
 
 Before the loop, and now and then inside it, an *evict-and-place* move targets the
 unplaced gangs (whole-GPU jobs of 2+ GPUs) that no node has room for although free GPUs
@@ -26,9 +32,18 @@ only when the objective, migration and preemption costs included, improves. Ruin
 recreate rarely finds this: the evicted jobs are denser than the gang and take back their
 own GPUs first.
 
+Elastic gangs (contract 5.1): a job put back by recreate takes the greedy's size (best
+value per GPU that fits) and then grows into what is still free (`Greedy.grow`); and now
+and then a *resize* move picks a placed elastic gang at random and either grows it to a
+larger allowed size on its model, or shrinks it to a smaller one and offers the GPUs it
+frees to the densest unplaced jobs of that model. Both are kept only when the objective
+improves, like every move (a running gang's resize is a migration).
+
 The result is compared with the input by `models.objective.evaluate` and the better one is
 returned, so `improve` never makes a plan worse. For `priority_fifo` only the repair step
-runs in the strict priority order (ruin and recreate could create priority inversions).
+runs in the strict priority order (ruin and recreate could create priority inversions),
+and so it does for requests with levels of more than `LEVEL_MOVES_MAX_JOBS` jobs (each
+move recomputes the levels, which costs a pass over the jobs).
 """
 
 from __future__ import annotations
@@ -43,8 +58,8 @@ from heuristics.greedy import Greedy, fifo_key
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import ClusterState, JobInfo, compile_jobs
-from models.objective import evaluate, same_placement, tenant_demands
-from models.rules import job_value
+from models.objective import evaluate, level_key, same_placement, tenant_demands
+from models.rules import job_value, lexicographic_levels
 
 #: Unplaced jobs offered to one recreate step, at most.
 _CANDIDATES = 40
@@ -56,6 +71,8 @@ _RUIN_NODES = 3
 _ROOM_GANGS = 8
 #: Nodes tried per gang by evict-and-place (fewest evictions first), at most.
 _ROOM_NODES = 2
+#: With quotas or priority classes, moves run up to this many jobs (module doc).
+LEVEL_MOVES_MAX_JOBS = 5000
 
 
 class _Score:
@@ -67,8 +84,11 @@ class _Score:
         self.mig_cost = policy.migration_cost
         self.pre_cost = policy.preemption_cost
         self.fair = policy.objective == "fairness"
+        self.levels = lexicographic_levels(g.request)
         self.demands = tenant_demands(g.request) if self.fair else {}
         self.terms: dict[str, tuple[float, float, float]] = {}
+        #: classed shared job -> the GPU it was scored on (co-location, contract 5.2)
+        self.gpu_of: dict[str, int] = {}
         self.total = 0.0
         self.total_thr = 0.0
         self.tenant: dict[str, float] = {}
@@ -85,12 +105,25 @@ class _Score:
         cost = 0.0
         if info.current and not same_placement(pl, info.current):
             cost = -self.mig_cost
-        thr = info.values.get(model)
+        if info.job.topology is not None:
+            cost -= self.g.topology_cost(info, pl)
+        n = len(pl) if info.elastic else None
+        thr = info.values.get(model) if n is None else info.size_values.get(n, {}).get(model)
         if thr is None:
-            thr = job_value(info.job, model, self.g.state.catalog)
-        return self.g.value_on(info, model) + cost, thr + cost, thr
+            thr = job_value(info.job, model, self.g.state.catalog, n)
+        value = self.g.value_on(info, model, n)
+        if info.name in self.g.coloc.cls:
+            f = self.g.coloc.factor_now(self.g.state, info)
+            value, thr = value * f, thr * f
+        return value + cost, thr + cost, thr
 
     def _add(self, info: JobInfo) -> None:
+        if info.name in self.g.coloc.cls:
+            pl = self.g.state.placed.get(info.name)
+            if pl:
+                self.gpu_of[info.name] = self.g.state.gid_of[(pl[0].node, pl[0].gpu)]
+            else:
+                self.gpu_of.pop(info.name, None)
         t = self._terms(info)
         self.terms[info.name] = t
         self.total += t[0]
@@ -99,7 +132,10 @@ class _Score:
         self.tenant[tenant] = self.tenant.get(tenant, 0.0) + t[2]
 
     def refresh(self, infos: Sequence[JobInfo]) -> None:
-        """Recompute the contributions of `infos` after they changed."""
+        """Recompute the contributions of `infos` after they changed (and of the classed
+        jobs sharing a GPU with them, before or now)."""
+        if self.g.coloc.active:
+            infos = self._with_co_residents(infos)
         for info in infos:
             old = self.terms.pop(info.name, (0.0, 0.0, 0.0))
             self.total -= old[0]
@@ -107,13 +143,44 @@ class _Score:
             self.tenant[info.job.tenant] = self.tenant.get(info.job.tenant, 0.0) - old[2]
             self._add(info)
 
-    def value(self) -> tuple[float, float]:
-        """(primary, secondary) objective, larger is better."""
+    def _with_co_residents(self, infos: Sequence[JobInfo]) -> list[JobInfo]:
+        """`infos` plus the classed shared jobs on the GPUs they were scored on or sit
+        on now: their factors may have changed."""
+        st = self.g.state
+        gids: set[int] = set()
+        for info in infos:
+            if info.name in self.gpu_of:
+                gids.add(self.gpu_of[info.name])
+            pl = st.placed.get(info.name)
+            if pl and pl[0].fraction is not None:
+                gids.add(st.gid_of[(pl[0].node, pl[0].gpu)])
+        out = list(infos)
+        seen = {i.name for i in infos}
+        for gid in sorted(gids):
+            for name in st.gpus[gid].share_jobs:
+                if name not in seen and name in self.g.coloc.cls:
+                    seen.add(name)
+                    out.append(self.g.by_name[name])
+        return out
+
+    def value(self) -> tuple[float, ...]:
+        """(levels..., primary, secondary) objective, larger is better (lexicographic)."""
+        levels = level_key(self.g.request, self.g.state.placed) if self.levels else ()
         if self.fair:
             share = min((self.tenant.get(k, 0.0) / d for k, d in self.demands.items()),
                         default=0.0)
-            return round(share, 6), self.total_thr
-        return self.total, 0.0
+            return *levels, round(share, 6), self.total_thr
+        return *levels, self.total, 0.0
+
+
+def better(now: tuple[float, ...], before: tuple[float, ...], tol: float = 1e-9) -> bool:
+    """Whether `now` beats `before` lexicographically (ties within `tol`)."""
+    for a, b in zip(now, before, strict=True):
+        if a > b + tol:
+            return True
+        if a < b - tol:
+            return False
+    return False
 
 
 class _Search:
@@ -145,6 +212,7 @@ class _Search:
         for n in self.g.state.nodes:
             self.domain_nodes.setdefault(n.domain, []).append(n.idx)
         self.has_multi = any(i.shape == "whole" and not i.job.single_node for i in infos)
+        self.elastic = [i for i in infos if i.elastic and (i.preemptible or not i.current)]
 
     def _load(self, result: HeuristicResult) -> bool:
         st = self.g.state
@@ -240,7 +308,7 @@ class _Search:
                 pl = st.placed.get(info.name)
                 if not pl or (info.current and not info.preemptible):
                     continue
-                here = self.g.value_on(info, st.model_of(pl))
+                here = self.g.value_at(info, pl)
                 gain = info.obj_values[m] - here - (cost if info.current else 0.0)
                 if gain > 1e-9:
                     gains.append((-gain, info.name, info))
@@ -320,7 +388,8 @@ class _Search:
         before = score.value()
         old = {j.name: st.remove(j) for j in evict}
         placed_gang = (st.free_count(ni, model) >= info.gpus
-                       and st.nodes[ni].host_fits(info.cpu, info.host_mem))
+                       and st.nodes[ni].host_fits(info.cpu, info.host_mem)
+                       and st.quota_fits(info, model))
         if placed_gang:
             st.place(info, self.g._take(ni, model, info.gpus))
             for j in self.g.density_order(evict):
@@ -330,7 +399,7 @@ class _Search:
             return True
         return False
 
-    def _keep_or_undo(self, score: _Score, before: tuple[float, float],
+    def _keep_or_undo(self, score: _Score, before: tuple[float, ...],
                       removed: list[JobInfo], old: dict[str, list[Placement] | None],
                       changed: list[JobInfo], possible: bool = True) -> bool:
         """Keep a move when it is `possible` and improves the objective (costs included;
@@ -340,8 +409,7 @@ class _Search:
         st = self.g.state
         score.refresh(changed)
         now = score.value()
-        ok = possible and (now[0] > before[0] + 1e-9 or (
-            now[0] >= before[0] - 1e-9 and now[1] > before[1] + 1e-9))
+        ok = possible and better(now, before)
         if ok and not self.request.policy.allow_preemption:
             ok = all(info.name in st.placed for info in removed if info.current)
         if ok:
@@ -390,8 +458,37 @@ class _Search:
             noise = {i.name: self.rng.uniform(0.7, 1.3) for i in pool}
             pool.sort(key=lambda i: (-i.density * noise[i.name], i.name))
         placed_now = [info for info in pool if self.g.place(info)]
+        for info in placed_now:
+            if info.elastic:
+                self.g.grow(info)
         changed = removed + [i for i in placed_now if i.name not in old]
         return self._keep_or_undo(score, before, removed, old, changed)
+
+    def resize(self, score: _Score) -> bool:
+        """The grow / shrink move of an elastic gang (module doc); True when kept."""
+        st = self.g.state
+        placed = [i for i in self.elastic if i.name in st.placed]
+        if not placed:
+            return False
+        info = self.rng.choice(placed)
+        pl = st.placed[info.name]
+        model = st.model_of(pl)
+        grow = self.rng.random() < 0.5
+        sizes = [n for n in info.sizes if (n > len(pl) if grow else n < len(pl))]
+        if not sizes:
+            return False
+        before = score.value()
+        old = {info.name: st.remove(info)}
+        found = self.g.find_gang(info, model, self.rng.choice(sizes))
+        if found is None:
+            st.place(info, pl)
+            return False
+        st.place(info, found)
+        placed_now: list[JobInfo] = []
+        if not grow:
+            cands = self.g.density_order(self.candidates({model}, _CANDIDATES))
+            placed_now = [c for c in cands if self.g.place(c)]
+        return self._keep_or_undo(score, before, [info], old, [info, *placed_now])
 
 
 def st_value(g: Greedy, info: JobInfo) -> float:
@@ -431,20 +528,27 @@ def improve(
         return result
     g = search.g
     fifo = request.policy.objective == "priority_fifo"
+    repair_only = fifo or (lexicographic_levels(request)
+                           and len(request.jobs) > LEVEL_MOVES_MAX_JOBS)
     unplaced = [i for i in g.infos if i.name not in g.state.placed
                 and (i.preemptible or not i.current)]
 
     def stop() -> bool:
         return time.monotonic() >= deadline or (cancel is not None and cancel.is_set())
 
-    search.repair(sorted(unplaced, key=fifo_key) if fifo else g.density_order(unplaced),
-                  stop)
-    if not fifo and search.models:  # no schedulable node: nothing to ruin and recreate
+    order = sorted(unplaced, key=fifo_key) if fifo else g.density_order(unplaced)
+    if lexicographic_levels(request):
+        order.sort(key=lambda i: -i.job.priority)  # stable: classes from the highest
+    search.repair(order, stop)
+    if not repair_only and search.models:  # no schedulable node: nothing to ruin and recreate
         score = _Score(g)
         search.room_pass(score, deadline)
         moves = 0
         while not stop() and (max_moves is None or moves < max_moves):
-            search.move(score)
+            if search.elastic and search.rng.random() < 0.25:
+                search.resize(score)
+            else:
+                search.move(score)
             moves += 1
             if moves % 200 == 0:
                 search._prune()
@@ -456,6 +560,11 @@ def improve(
             out.reasons[name] = reason
     before = evaluate(request, _as_placements(result))
     after = evaluate(request, out.placements)
+    if lexicographic_levels(request):
+        was = level_key(request, _as_placements(result))
+        now = level_key(request, out.placements)
+        if now != was:
+            return out if better(now, was) else result
     if after.objective_value > before.objective_value + 1e-9 or (
             after.objective_value >= before.objective_value - 1e-9
             and after.throughput >= before.throughput - 1e-9):

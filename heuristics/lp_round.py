@@ -24,6 +24,9 @@ greedy plus CP-SAT stay several percent below it (benchmarks/RESULTS.md).
    (a running job displaced in steps 2-4 migrates here);
 7. every job still unplaced, in value-density order on any model (this also places the
    jobs of fractional LP counts and any target that did not fit).
+Elastic gangs (contract 5.1) skip steps 2-4 and go in step 6 at the size the LP gives
+them (`sizes`, the LP's allowed-size column) when it fits there, by the greedy's size rule
+otherwise; after step 7 the greedy's growth pass hands them what is still free.
 The "keep_first" variant skips steps 2-4: every running job the LP keeps on its model
 stays first, then step 6 places the rest, largest first. The first variant is better on
 most generated instances (benchmarks/RESULTS.md), not on all, so the driver tries both.
@@ -40,6 +43,7 @@ from heuristics.greedy import Greedy
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import JobInfo
+from models.rules import costed_level, required_levels
 
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
@@ -69,8 +73,10 @@ class _Clock:
 
 def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
                   deadline: float | None = None,
-                  variant: str = "gangs_first") -> HeuristicResult:
-    """The plan of the LP's `targets` (job name -> model), completed by best fit;
+                  variant: str = "gangs_first",
+                  sizes: Mapping[str, float] | None = None) -> HeuristicResult:
+    """The plan of the LP's `targets` (job name -> model; `sizes`: the LP's size of an
+    elastic gang), completed by best fit;
     `variant` "keep_first" skips steps 2-4 (every LP-kept running job stays first).
     Past `deadline` (a `time.monotonic()` instant) no more jobs are placed; the jobs left
     get the reason `time_limit`."""
@@ -95,10 +101,30 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
     for info in order:
         if clock.late():
             break
-        if info.name not in st.placed and targets[info.name] in info.values:
-            g.place(info, [targets[info.name]])
+        model = targets[info.name]
+        if info.name not in st.placed and model in info.values and not (
+                info.elastic and _place_sized(g, info, model, sizes)):
+            g.place(info, [model])
     _complete(g, clock)
+    # Elastic gangs were placed at their nominal size (on the LP's model) or by the
+    # greedy's size rule; free GPUs then go to them by marginal gain (greedy.py).
+    g.grow_elastic(deadline)
     return g.result()
+
+
+def _place_sized(g: Greedy, info: JobInfo, model: str,
+                 sizes: Mapping[str, float] | None) -> bool:
+    """Place new elastic gang `info` on `model` at the size the LP gives it, if it fits
+    there now; False otherwise (a running one goes through `Greedy.place`)."""
+    n = round((sizes or {}).get(info.name, 0))
+    if info.current or n not in info.sizes:
+        return False
+    found = g.find_gang(info, model, n)
+    if found is None:
+        return False
+    g.state.place(info, found)
+    g.reasons.pop(info.name, None)
+    return True
 
 
 def _keep_required(g: Greedy) -> None:
@@ -130,7 +156,7 @@ def _gangs_first(g: Greedy, chosen: list[JobInfo], staying: list[JobInfo],
                     for p in i.current or []}
     # the LP's other gangs, largest first, then by value on their target
     movers = sorted((i for i in chosen if i.name not in stay and i.shape == "whole"
-                     and i.gpus >= 2 and targets[i.name] in i.values
+                     and i.gpus >= 2 and targets[i.name] in i.values and not i.elastic
                      and (i.preemptible or not i.current)),
                     key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]), i.name))
     for info in (i for i in movers if not i.job.single_node):
@@ -192,7 +218,9 @@ def _place_gang(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> boo
 
 
 def _place_spread(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> bool:
-    """Place multi-node gang `info` on `model` (one domain when `same_domain`) over the
+    """Place multi-node gang `info` on `model` (one domain of each required topology level,
+    v1's `same_domain` being the level "domain"; fewest domains of its preferred level
+    first) over the
     nodes with the fewest free GPUs first, GPUs not `reserved` first, so that whole free
     nodes stay for single-node gangs and kept running jobs stay put; False if it does
     not fit. Host CPU/memory is taken pro rata per GPU, as the greedy does."""
@@ -200,14 +228,17 @@ def _place_spread(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> b
     k = info.gpus
     if st.model_free.get(model, 0) < k:
         return False
-    if info.job.same_domain:
-        domains = sorted((c, d) for (d, m), c in st.domain_free.items()
-                         if m == model and c >= k and d is not None)
-        options = [[ni for ni in g._domain_nodes.get(d, []) if st.free_count(ni, model)]
-                   for _, d in domains[:_SPREAD_DOMAINS]]
+    levels = required_levels(info.job)
+    if levels:
+        options = [[ni for ni in nodes if st.free_count(ni, model)]
+                   for nodes in g.required_groups(model, k, levels)[:_SPREAD_DOMAINS]]
     else:
         options = [[ni for bucket in st.buckets.get(model, [])[1:] for ni in sorted(bucket)]]
-    best: tuple[int, int] | None = None
+    pref = costed_level(info.job, g.topology, g.request.policy.topology_cost) \
+        if info.job.topology is not None else None
+    if pref is not None:
+        options = _preferred_options(g, model, k, pref, options)
+    best: tuple[int, int, int] | None = None
     best_take: list[tuple[int, list[int]]] = []
     for nodes in options:
         take = _spread_take(g, info, model, sorted(nodes, key=lambda ni: (
@@ -215,12 +246,31 @@ def _place_spread(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> b
         if take is None:
             continue
         displaced = sum(1 for _, gids in take for gid in gids if gid in reserved)
-        key = (displaced, len(take))
+        spans = 0 if pref is None else len(
+            g.topology.domains((st.nodes[ni].name for ni, _ in take), pref))
+        key = (spans, displaced, len(take))
         if best is None or key < best:
             best, best_take = key, take
     if best is None:
         return False
     return _commit(g, info, best_take)
+
+
+def _preferred_options(g: Greedy, model: str, k: int, pref: str,
+                       options: list[list[int]]) -> list[list[int]]:
+    """Before each node set of `options`, its domains of preferred level `pref` that hold
+    `k` free GPUs of `model` alone (the tightest few first)."""
+    st = g.state
+    out: list[list[int]] = []
+    for nodes in options:
+        by_dom: dict[str, list[int]] = {}
+        for ni in nodes:
+            by_dom.setdefault(g.topology.domain(st.nodes[ni].name, pref), []).append(ni)
+        free = {d: sum(st.free_count(ni, model) for ni in ns) for d, ns in by_dom.items()}
+        fit = sorted((d for d in by_dom if free[d] >= k), key=lambda d: (free[d], d))
+        out += [by_dom[d] for d in fit[:_SPREAD_DOMAINS]]
+        out.append(nodes)
+    return out
 
 
 def _commit(g: Greedy, info: JobInfo, take: list[tuple[int, list[int]]]) -> bool:

@@ -17,6 +17,7 @@ from models.catalog import (
 from models.plan import Assignment, MigChange, Plan, PlanStats, PlanStatus, Unplaced
 from models.request import (
     Cluster,
+    Elastic,
     Gpu,
     Job,
     MigDemand,
@@ -25,9 +26,11 @@ from models.request import (
     Placement,
     PlanRequest,
     Policy,
+    Quota,
     speed,
 )
 from models.rules import (
+    allowed_sizes,
     eligible_models,
     job_size,
     job_value,
@@ -39,6 +42,7 @@ __all__ = [
     "BUILTIN_CATALOG",
     "Assignment",
     "Cluster",
+    "Elastic",
     "Gpu",
     "GpuModel",
     "Instance",
@@ -54,7 +58,9 @@ __all__ = [
     "PlanStats",
     "PlanStatus",
     "Policy",
+    "Quota",
     "Unplaced",
+    "allowed_sizes",
     "eligible_models",
     "instance_positions",
     "is_maximal_layout",

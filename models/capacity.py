@@ -10,11 +10,19 @@ the cluster, its largest node or its largest topology domain has.
 
 A node without a topology domain is a domain of its own (`domain_of`), as in the
 formulation and the validator.
+
+Topology levels (contract 5.5): `Topology` names the domain of every node at every level,
+`cluster.topology_levels` widest first, then the implicit ones: "host" (the node itself)
+and "domain" (v1's `topology_domain`, as `domain_of`). A domain at a listed level is keyed
+by its path, the node's domains from the widest level down to that one, so rack "r1" of
+block "b1" and rack "r1" of block "b2" are two racks and every domain lies in one domain of
+each wider level. `CapacitySummary.most_in_one(level, pool)` is the capacity per domain
+per level.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from models.request import Cluster, Gpu, Node
@@ -33,6 +41,53 @@ def usable(node: Node, gpu: Gpu) -> bool:
 def domain_of(node: str, domain: str | None) -> str:
     """The topology domain of node `node`: its own when it names none."""
     return domain if domain is not None else f"\x00{node}"
+
+
+#: The implicit topology levels (models.request.IMPLICIT_LEVELS): the node itself, and v1's
+#: `topology_domain`.
+HOST = "host"
+DOMAIN = "domain"
+
+
+def _path_key(parts: Iterable[str]) -> str:
+    """A domain's path as one string ("/" separated, "/" and "\\" escaped: unique)."""
+    return "/".join(p.replace("\\", "\\\\").replace("/", "\\/") for p in parts)
+
+
+def node_domains(node: Node, levels: Iterable[str]) -> dict[str, str]:
+    """level -> the domain key of `node` at that level, for `levels` (the cluster's
+    `topology_levels`, widest first) and the implicit "host" and "domain"."""
+    out = {HOST: node.name, DOMAIN: domain_of(node.name, node.topology_domain)}
+    path: list[str] = []
+    for level in levels:
+        path.append(node.topology.get(level, ""))
+        out[level] = _path_key(path)
+    return out
+
+
+class Topology:
+    """The domain of every node of a cluster at every topology level (module doc)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.levels: tuple[str, ...] = tuple(cluster.topology_levels)
+        self._of: dict[str, dict[str, str]] = {
+            n.name: node_domains(n, self.levels) for n in cluster.nodes}
+
+    def domain(self, node: str, level: str) -> str:
+        """The domain key of the node named `node` at `level`."""
+        return self._of[node][level]
+
+    def domains(self, nodes: Iterable[str], level: str) -> set[str]:
+        """The domains at `level` that the nodes named `nodes` lie in."""
+        return {self._of[n][level] for n in nodes}
+
+    def nested(self, narrow: str, wide: str) -> bool:
+        """Whether every domain of level `narrow` lies in one domain of level `wide`:
+        "host" in every level, a listed level in itself and every wider listed one."""
+        if narrow in (wide, HOST):
+            return True
+        lv = self.levels
+        return narrow in lv and wide in lv and lv.index(wide) <= lv.index(narrow)
 
 
 @dataclass
@@ -61,6 +116,9 @@ class CapacitySummary:
         self.domains: dict[tuple[str, Pool], int] = {}
         #: pool -> the most counted GPUs of it on one node
         self.node_most: dict[Pool, int] = {}
+        #: (listed topology level, domain, pool) -> counted GPUs in that domain
+        self.level_domains: dict[tuple[str, str, Pool], int] = {}
+        levels = tuple(cluster.topology_levels)
         for node in cluster.nodes:
             s = NodeCapacity(node.name, domain_of(node.name, node.topology_domain),
                              node.cpu_millicores, node.memory_gib)
@@ -78,6 +136,12 @@ class CapacitySummary:
                 dk = (s.domain, pool)
                 self.domains[dk] = self.domains.get(dk, 0) + c
                 self.node_most[pool] = max(self.node_most.get(pool, 0), c)
+            if levels:
+                doms = node_domains(node, levels)
+                for pool, c in s.gpus.items():
+                    for level in levels:
+                        lk = (level, doms[level], pool)
+                        self.level_domains[lk] = self.level_domains.get(lk, 0) + c
             self.nodes.append(s)
 
     def total(self, pool: Pool) -> int:
@@ -91,6 +155,16 @@ class CapacitySummary:
     def most_in_one_domain(self, pool: Pool) -> int:
         """The most counted GPUs of `pool` in one topology domain."""
         return max((c for (_, p), c in self.domains.items() if p == pool), default=0)
+
+    def most_in_one(self, level: str, pool: Pool) -> int:
+        """The most counted GPUs of `pool` in one domain of topology level `level` ("host"
+        and "domain" included)."""
+        if level == HOST:
+            return self.most_on_one_node(pool)
+        if level == DOMAIN:
+            return self.most_in_one_domain(pool)
+        return max((c for (lv, _, p), c in self.level_domains.items()
+                    if lv == level and p == pool), default=0)
 
     def pools_present(self) -> set[Pool]:
         """Every pool the cluster has a GPU of (counted or not)."""

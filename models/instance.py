@@ -7,8 +7,9 @@ request:
 - `compile_jobs(request)` turns every job into a `JobInfo`: its shape, the models present
   in the cluster it may run on with their values, its MIG profiles, host requests and
   resolved current placement. The result is cached per request object (a small,
-  lock-protected cache shared by the request threads of the service); `forget_compiled`
-  drops it after an in-place edit.
+  lock-protected cache shared by the request threads of the service; `per_request` keeps
+  other per-request precomputations, such as the static reasons, beside it);
+  `forget_compiled` drops it after an in-place edit.
 - `ClusterState(request)` is the occupancy: for every GPU what occupies it (a whole-GPU
   job, shared fractions and memory, or MIG instances and the jobs they host) and, for
   every node, the free host CPU/memory, with O(node) updates. Three indexes answer "where
@@ -22,6 +23,11 @@ request:
 
   Only healthy GPUs on schedulable nodes enter the indexes (they alone take new
   placements); a kept running job may still occupy an unhealthy GPU or a cordoned node.
+
+  With `cluster.quotas`, it also tracks the usage of every quota key (contract 5.3;
+  `quota_fits`): `conflicts` refuses a placement that would break a limit, except a
+  non-preemptible running job kept in place (it may already exceed it: then nothing else
+  of its tenants may be added on that key).
 - `MigGeometry` caches the MIG layout queries of the placers (positions, options, the
   largest instance still creatable).
 
@@ -33,8 +39,9 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from models import GpuModel, Instance, Job, MigInstance, Placement, PlanRequest
 from models.capacity import usable
@@ -43,16 +50,23 @@ from models.objective import objective_value_of
 from models.request import speed
 from models.rules import (
     HOST_TOL,
+    QuotaKey,
+    allowed_sizes,
+    fits,
     host_fits,
     host_room,
     job_value,
     mig_profiles_for,
     model_eligible,
+    quota_keys,
+    quota_usage,
     share_fits,
 )
 
 #: Number of buckets of the remaining fraction of a shared GPU.
 SHARE_BUCKETS = 20
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -78,21 +92,51 @@ class JobInfo:
     size: float
     current: list[Placement] | None
     preemptible: bool
+    #: elastic gangs (contract 5.1): allowed size n -> model -> value on n GPUs, and the
+    #: same for the policy objective's value; empty for every other job
+    size_values: dict[int, dict[str, float]] = field(default_factory=dict)
+    size_obj_values: dict[int, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def elastic(self) -> bool:
+        """Whether the planner picks this job's GPU count (an elastic gang)."""
+        return bool(self.size_values)
+
+    @property
+    def sizes(self) -> list[int]:
+        """The GPU counts this job may get, ascending (`[gpus]` for a fixed gang)."""
+        return sorted(self.size_values) if self.size_values else [self.gpus]
+
+    def value_on(self, model: str, n: int) -> float:
+        """Throughput value on n GPUs of `model` (n is ignored unless elastic)."""
+        return self.size_values[n][model] if self.size_values else self.values[model]
+
+    def obj_value_on(self, model: str, n: int) -> float:
+        """The policy objective's value on n GPUs of `model` (n ignored unless elastic)."""
+        return self.size_obj_values[n][model] if self.size_values else self.obj_values[model]
 
     @property
     def best_value(self) -> float:
-        """The highest objective value of the job on any eligible present model."""
+        """The highest objective value of the job on any eligible present model (an
+        elastic gang: at any allowed size)."""
+        if self.size_values:
+            return max((v for by_model in self.size_obj_values.values()
+                        for v in by_model.values()), default=0.0)
         return max(self.obj_values.values(), default=0.0)
 
     @property
     def density(self) -> float:
-        """Best objective value per GPU equivalent."""
+        """Best objective value per GPU equivalent (an elastic gang: per GPU at its best
+        size for that)."""
+        if self.size_values:
+            return max((v / n for n, by_model in self.size_obj_values.items()
+                        for v in by_model.values()), default=0.0)
         return self.best_value / self.size if self.size > 0 else 0.0
 
 
-#: id(request) -> (weak reference to it, its compiled jobs, its fingerprint); the last few
-#: requests only. Guarded by `_COMPILED_LOCK` (the service plans in several threads).
-_COMPILED: dict[int, tuple[weakref.ref[PlanRequest], list[JobInfo], tuple[object, ...]]] = {}
+#: id(request) -> (weak reference to it, its fingerprint, its cached values by slot); the
+#: last few requests only. Guarded by `_COMPILED_LOCK` (the service plans in several threads).
+_COMPILED: dict[int, tuple[weakref.ref[PlanRequest], tuple[object, ...], dict[str, object]]] = {}
 _COMPILED_MAX = 4
 _COMPILED_LOCK = threading.Lock()
 #: Keys whose request was collected; purged under the lock at the next cache access (a
@@ -110,26 +154,35 @@ def forget_compiled(request: PlanRequest | None = None) -> None:
             _COMPILED.pop(id(request), None)
 
 
-def compile_jobs(request: PlanRequest) -> list[JobInfo]:
-    """A JobInfo per job of `request`, in request order (cached per request object; the
-    JobInfos are shared and must not be mutated)."""
+def per_request(request: PlanRequest, slot: str, build: Callable[[PlanRequest], T]) -> T:
+    """`build(request)`, computed once per request object and `slot` (the cache of
+    `compile_jobs`, shared by other per-request precomputations such as the static
+    reasons). The value is shared and must not be mutated by its users."""
     key = id(request)
     mark = _fingerprint(request)
     with _COMPILED_LOCK:
         _purge_collected()
         hit = _COMPILED.get(key)
-        if hit is not None and hit[0]() is request and hit[2] == mark:
-            return hit[1]
-    # Compiled outside the lock: two threads may compile one request twice, never wait.
-    infos = _compile(request)
-    ref = weakref.ref(request, functools.partial(_collected, key))
+        if hit is not None and hit[0]() is request and hit[1] == mark and slot in hit[2]:
+            return cast(T, hit[2][slot])
+    # Built outside the lock: two threads may build one value twice, never wait.
+    value = build(request)
     with _COMPILED_LOCK:
         _purge_collected()
-        _COMPILED.pop(key, None)
-        while len(_COMPILED) >= _COMPILED_MAX:
-            _COMPILED.pop(next(iter(_COMPILED)))
-        _COMPILED[key] = (ref, infos, mark)
-    return infos
+        hit = _COMPILED.get(key)
+        if hit is None or hit[0]() is not request or hit[1] != mark:
+            while len(_COMPILED) >= _COMPILED_MAX:
+                _COMPILED.pop(next(iter(_COMPILED)))
+            hit = (weakref.ref(request, functools.partial(_collected, key)), mark, {})
+            _COMPILED[key] = hit
+        hit[2][slot] = value
+    return value
+
+
+def compile_jobs(request: PlanRequest) -> list[JobInfo]:
+    """A JobInfo per job of `request`, in request order (cached per request object; the
+    JobInfos are shared and must not be mutated)."""
+    return per_request(request, "jobs", _compile)
 
 
 def _fingerprint(request: PlanRequest) -> tuple[object, ...]:
@@ -184,6 +237,13 @@ def _compile(request: PlanRequest) -> list[JobInfo]:
                 profiles[m] = profs
             values[m] = job_value(job, m, catalog)
             obj[m] = objective_value_of(job, m, catalog, objective)
+        size_values: dict[int, dict[str, float]] = {}
+        size_obj: dict[int, dict[str, float]] = {}
+        if job.elastic is not None:
+            for n in allowed_sizes(job):
+                size_values[n] = {m: job_value(job, m, catalog, n) for m in values}
+                size_obj[n] = {m: objective_value_of(job, m, catalog, objective, n)
+                               for m in values}
         if shape == "whole":
             size = float(job.gpus or 1)
         elif shape == "share":
@@ -196,6 +256,7 @@ def _compile(request: PlanRequest) -> list[JobInfo]:
             cpu=job.cpu_millicores or 0.0, host_mem=job.host_memory_gib or 0.0,
             values=values, obj_values=obj, profiles=profiles, size=max(size, 1e-6),
             current=job.current, preemptible=job.preemptible,
+            size_values=size_values, size_obj_values=size_obj,
         ))
     return out
 
@@ -294,6 +355,13 @@ class ClusterState:
         self.share_index: dict[str, list[set[int]]] = {}
         self.mig_index: dict[str, dict[tuple[frozenset[Instance], frozenset[Instance]],
                                        set[int]]] = {}
+        self._signatures: dict[tuple[frozenset[Instance], frozenset[Instance]],
+                               tuple[frozenset[Instance], frozenset[Instance]]] = {}
+        # Quota usage per key, and the part of it non-preemptible kept jobs hold.
+        self.quotas = request.cluster.quotas
+        self.quota_used: dict[QuotaKey, float] = {}
+        self.quota_fixed: dict[QuotaKey, float] = {}
+        self._quota_keys: dict[tuple[str, str], list[QuotaKey]] = {}
         # Assignments: job -> (placements, node -> number of its GPUs there).
         self.placed: dict[str, list[Placement]] = {}
         self._host: dict[str, tuple[float, float, int]] = {}
@@ -334,7 +402,10 @@ class ClusterState:
         if not g.usable:
             return
         if g.mig:
+            # one object per distinct signature: the placers' caches keyed by it then
+            # compare by identity, not element by element
             sig = g.mig_signature()
+            sig = self._signatures.setdefault(sig, sig)
             self.mig_index.setdefault(g.model, {}).setdefault(sig, set()).add(g.gid)
         elif g.is_free:
             free = self.free_gpus[g.node].setdefault(g.model, set())
@@ -401,14 +472,50 @@ class ClusterState:
             return False
         return share_fits(g.share_used, g.share_mem, frac, mem, g.mem)
 
+    def quota_keys(self, tenant: str, model: str) -> list[QuotaKey]:
+        """`models.rules.quota_keys`, cached per tenant and model."""
+        keys = self._quota_keys.get((tenant, model))
+        if keys is None:
+            keys = self._quota_keys[(tenant, model)] = quota_keys(self.quotas, tenant, model)
+        return keys
+
+    def quota_fits(self, info: JobInfo, model: str, n: int | None = None) -> bool:
+        """Whether one more placement of `info` on `model` (an elastic gang: on n GPUs)
+        keeps every quota key of its tenant and ancestors within its limit (always true
+        without quotas)."""
+        if not self.quotas:
+            return True
+        size = quota_usage(info.job, self.catalog[model], n)
+        for key in self.quota_keys(info.job.tenant, model):
+            lim = self.quotas[key[0]].limit.get(key[1])
+            if lim is not None and not fits(size, max(lim, self.quota_fixed.get(key, 0.0)),
+                                            self.quota_used.get(key, 0.0)):
+                return False
+        return True
+
+    def _charge_quota(self, info: JobInfo, placements: Sequence[Placement],
+                      sign: float) -> None:
+        model = self.model_of(placements)
+        # a gang uses the GPUs it got (an elastic gang's n), other shapes their size
+        size = sign * (float(len(placements)) if info.shape == "whole"
+                       else quota_usage(info.job, self.catalog[model]))
+        fixed = info.current is not None and not info.preemptible
+        for key in self.quota_keys(info.job.tenant, model):
+            self.quota_used[key] = self.quota_used.get(key, 0.0) + size
+            if fixed:
+                self.quota_fixed[key] = self.quota_fixed.get(key, 0.0) + size
+
     def value_of_placed(self, infos: Sequence[JobInfo]) -> float:
         """Sum of the policy per-job values of placed jobs (costs excluded)."""
         total = 0.0
         for info in infos:
             pl = self.placed.get(info.name)
             if pl:
-                total += info.obj_values.get(self.gpus[self.gid_of[(pl[0].node, pl[0].gpu)]]
-                                             .model, 0.0)
+                model = self.gpus[self.gid_of[(pl[0].node, pl[0].gpu)]].model
+                if info.elastic:
+                    total += info.size_obj_values.get(len(pl), {}).get(model, 0.0)
+                else:
+                    total += info.obj_values.get(model, 0.0)
         return total
 
     # ------------------------------------------------------------- mutations
@@ -445,6 +552,11 @@ class ClusterState:
             part = k / info.gpus if info.shape == "whole" else 1.0
             if not self.nodes[ni].host_fits(info.cpu * part, info.host_mem * part):
                 return f"host CPU/memory of node {self.nodes[ni].name} exceeded"
+        if self.quotas and (info.preemptible or not info.current) and placements:
+            model = self.model_of(placements)
+            n = len(placements) if info.shape == "whole" else None
+            if not self.quota_fits(info, model, n):
+                return f"a quota limit of tenant {info.job.tenant} on {model} would be exceeded"
         return None
 
     def place(self, info: JobInfo, placements: list[Placement]) -> None:
@@ -467,6 +579,8 @@ class ClusterState:
             part = k / info.gpus if info.shape == "whole" else 1.0
             self.nodes[ni].cpu_used += info.cpu * part
             self.nodes[ni].mem_used += info.host_mem * part
+        if self.quotas and placements:
+            self._charge_quota(info, placements, 1.0)
         self.placed[info.name] = placements
 
     def remove(self, info: JobInfo) -> list[Placement] | None:
@@ -474,6 +588,8 @@ class ClusterState:
         placements = self.placed.pop(info.name, None)
         if placements is None:
             return None
+        if self.quotas and placements:
+            self._charge_quota(info, placements, -1.0)
         per_node: dict[int, int] = {}
         for p in placements:
             g = self.gpus[self.gid_of[(p.node, p.gpu)]]

@@ -9,9 +9,28 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from models.capacity import Topology
 from models.catalog import GpuModel
 from models.request import Job, Placement, PlanRequest, speed
-from models.rules import HORIZON_S, eligible_models, job_value, model_eligible
+from models.rules import (
+    HORIZON_S,
+    QuotaKey,
+    best_value,
+    colocation_factors,
+    eligible_models,
+    guaranteed_served,
+    interference_table,
+    job_value,
+    lexicographic_levels,
+    model_eligible,
+    preferred_level,
+    priority_classes,
+    priority_key,
+    quota_keys,
+    quota_usage,
+    remaining_on,
+    topology_cost,
+)
 
 
 def same_placement(a: Sequence[Placement], b: Sequence[Placement]) -> bool:
@@ -26,9 +45,11 @@ def gpu_models_of(request: PlanRequest) -> dict[tuple[str, int], str]:
     return {(n.name, g.index): g.model for n in request.cluster.nodes for g in n.gpus}
 
 
-def work_factor(job: Job, objective: str) -> float:
-    """The per-job multiplier of the `jct` / `makespan` objectives (1 otherwise)."""
-    r = max(job.remaining_work, 1.0) if job.remaining_work is not None else HORIZON_S
+def work_factor(job: Job, objective: str, n: int | None = None) -> float:
+    """The per-job multiplier of the `jct` / `makespan` objectives (1 otherwise); an
+    elastic gang on n GPUs uses its remaining time there (`models.rules.remaining_on`)."""
+    rem = remaining_on(job, n)
+    r = max(rem, 1.0) if rem is not None else HORIZON_S
     if objective == "jct":
         return HORIZON_S / r
     if objective == "makespan":
@@ -37,15 +58,18 @@ def work_factor(job: Job, objective: str) -> float:
 
 
 def objective_value_of(job: Job, model: str, catalog: Mapping[str, GpuModel],
-                       objective: str) -> float:
-    """The contribution of placing `job` on `model` under `objective` (before costs)."""
+                       objective: str, n: int | None = None) -> float:
+    """The contribution of placing `job` on `model` (a whole-GPU gang on n GPUs, default
+    its nominal `gpus`) under `objective` (before costs)."""
     if objective == "jct":
-        return job.weight * speed(job, model, catalog) * work_factor(job, objective)
-    return job_value(job, model, catalog) * work_factor(job, objective)
+        return job.weight * speed(job, model, catalog) * work_factor(job, objective, n)
+    return job_value(job, model, catalog, n) * work_factor(job, objective, n)
 
 
-def tenant_demands(request: PlanRequest) -> dict[str, float]:
-    """D_k: per tenant, the sum over its jobs of their best value on an eligible model.
+def tenant_demands(request: PlanRequest, jobs: Sequence[Job] | None = None
+                   ) -> dict[str, float]:
+    """D_k: per tenant, the sum over its jobs (of `jobs`, default all) of their best value
+    on an eligible model.
 
     One pass over the cluster and one over the jobs: linear in GPUs + jobs x models."""
     catalog = request.cluster.catalog()
@@ -56,7 +80,7 @@ def tenant_demands(request: PlanRequest) -> dict[str, float]:
             present[g.mig_enabled].add(g.model)
     gpu_models: dict[tuple[str, int], str] | None = None
     out: dict[str, float] = {}
-    for job in request.jobs:
+    for job in request.jobs if jobs is None else jobs:
         models = [m for m in eligible_models(job, catalog) if m in present[job.shape == "mig"]]
         if job.current:
             # A running job's own model counts even when no longer eligible.
@@ -65,7 +89,7 @@ def tenant_demands(request: PlanRequest) -> dict[str, float]:
             models.append(gpu_models[(job.current[0].node, job.current[0].gpu)])
         if not models:
             continue
-        best = max(job_value(job, m, catalog) for m in models)
+        best = max(best_value(job, m, catalog) for m in models)
         out[job.tenant] = out.get(job.tenant, 0.0) + best
     return {k: v for k, v in out.items() if v > 0}
 
@@ -79,13 +103,45 @@ class Evaluation:
     migrated: tuple[str, ...]
     preempted: tuple[str, ...]
     min_share: float | None = None
+    #: the topology costs of the plan (contract 5.5), included in the objective
+    topology_cost: float = 0.0
+    #: contract 5.2: throughput value lost to interference (`interference_loss`)
+    interference_loss: float = 0.0
 
 
-def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]) -> Evaluation:
+def topology_costs(request: PlanRequest,
+                   placements: Mapping[str, Sequence[Placement]]) -> float:
+    """The topology costs of `placements`: per placed job with a preferred level,
+    `policy.topology_cost` per domain beyond the first that it spans there."""
+    cost = request.policy.topology_cost
+    jobs = [j for j in request.jobs if preferred_level(j) is not None
+            and placements.get(j.name)]
+    if not jobs or cost <= 0:
+        return 0.0
+    topo = Topology(request.cluster)
+    return sum(topology_cost(j, {p.node for p in placements[j.name]}, topo, cost)
+               for j in jobs)
+
+
+def interference_loss(values: Mapping[str, float], factors: Mapping[str, float]) -> float:
+    """`stats.interference_loss`: the throughput value the placed shared jobs lose to
+    co-location interference, summed per job and clipped at 0 per job:
+    sum over jobs j with factor F_j < 1 of value_j(factor 1) * (1 - F_j). A job that a
+    co-resident speeds up (F_j > 1) gains, but its gain offsets no other job's loss (the
+    gain is in `objective_value`). `values`: job -> value at factor 1."""
+    return sum(values[name] * (1.0 - f) for name, f in factors.items()
+               if f < 1.0 and name in values)
+
+
+def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+             models: Mapping[tuple[str, int], str] | None = None,
+             factors: Mapping[str, float] | None = None) -> Evaluation:
     """Evaluate `request.policy.objective` for `placements` (job -> placements; absent =
-    unplaced)."""
+    unplaced); `models` is `gpu_models_of(request)` when the caller has it; `factors` the
+    co-location factors (contract 5.2) when they come from a larger plan than
+    `placements` (a priority class's jobs share GPUs with other classes' jobs)."""
     catalog = request.cluster.catalog()
-    models = gpu_models_of(request)
+    models = gpu_models_of(request) if models is None else models
     policy = request.policy
     objective = policy.objective
     migrated: list[str] = []
@@ -93,6 +149,10 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
     gained = 0.0
     thr = 0.0
     placed_value: dict[str, float] = {}
+    if factors is None:
+        factors = colocation_factors(request.jobs, placements,
+                                     interference_table(request.interference))
+    plain: dict[str, float] = {}
     for job in request.jobs:
         pl = placements.get(job.name)
         if job.current and not pl:
@@ -103,12 +163,22 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
         if job.current and not same_placement(pl, job.current):
             migrated.append(job.name)
         model = models[(pl[0].node, pl[0].gpu)]
-        v = job_value(job, model, catalog)
+        n = len(pl) if job.elastic is not None else None
+        v = job_value(job, model, catalog, n)
+        f = factors.get(job.name)
+        if f is not None:
+            # Contract 5.2: interference scales the job's speed, so every objective's
+            # per-job value.
+            plain[job.name] = v
+            v *= f
         thr += v
         placed_value[job.tenant] = placed_value.get(job.tenant, 0.0) + v
         if objective in ("jct", "makespan"):
-            gained += objective_value_of(job, model, catalog, objective)
-    costs = policy.migration_cost * len(migrated) + policy.preemption_cost * len(preempted)
+            gained += objective_value_of(job, model, catalog, objective, n) * (
+                1.0 if f is None else f)
+    topo = topology_costs(request, placements)
+    costs = (policy.migration_cost * len(migrated) + policy.preemption_cost * len(preempted)
+             + topo)
     thr -= costs
     min_share: float | None = None
     if objective == "fairness":
@@ -120,10 +190,98 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
         value = gained - costs
     else:
         value = thr
-    return Evaluation(value, thr, tuple(migrated), tuple(preempted), min_share)
+    return Evaluation(value, thr, tuple(migrated), tuple(preempted), min_share,
+                      topology_cost=topo, interference_loss=interference_loss(plain, factors))
 
 
 def eligible_on(job: Job, model: str, catalog: Mapping[str, GpuModel]) -> bool:
     """Whether `model` is eligible for `job` (re-exported for planners)."""
     spec = catalog.get(model)
     return spec is not None and model_eligible(job, model, spec)
+
+
+# ------------------------------------------------ the levels of contract 5.3 / 5.4
+
+
+def quota_usage_of(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+                   models: Mapping[tuple[str, int], str] | None = None
+                   ) -> dict[QuotaKey, float]:
+    """Usage of every quota key (tenant, model or "*") by the placed jobs."""
+    quotas = request.cluster.quotas
+    if not quotas:
+        return {}
+    catalog = request.cluster.catalog()
+    models = gpu_models_of(request) if models is None else models
+    usage: dict[QuotaKey, float] = {}
+    for job in request.jobs:
+        pl = placements.get(job.name)
+        if not pl:
+            continue
+        model = models[(pl[0].node, pl[0].gpu)]
+        # a gang uses the GPUs it got (an elastic gang's n), other shapes their size
+        size = float(len(pl)) if job.gpus is not None else quota_usage(job, catalog[model])
+        for key in quota_keys(quotas, job.tenant, model):
+            usage[key] = usage.get(key, 0.0) + size
+    return usage
+
+
+def _class_evaluation(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+                      priority: int, models: Mapping[tuple[str, int], str]
+                      ) -> tuple[list[Job], Evaluation]:
+    """The jobs of one priority class and `evaluate` over them alone (their own costs;
+    for fairness, the demands of their own jobs)."""
+    jobs = [j for j in request.jobs if j.priority == priority]
+    sub = request.model_copy(update={"jobs": jobs})
+    # a job's co-location factor counts its co-residents of every class
+    factors = colocation_factors(request.jobs, placements,
+                                 interference_table(request.interference))
+    return jobs, evaluate(sub, {j.name: placements[j.name] for j in jobs
+                                if placements.get(j.name)}, models, factors)
+
+
+def level_values(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
+                 ) -> list[tuple[str, float]]:
+    """The lexicographic levels of the plan, highest first: `("quota", guaranteed usage
+    served)` when there are quotas, then `("priority <p>", value)` per class from the
+    highest down, the value being the policy objective over the class's jobs (its own
+    migration and preemption costs included; for fairness its minimum tenant share over
+    its own demands). Empty for a request without levels (it means what it meant in v1)."""
+    if not lexicographic_levels(request):
+        return []
+    out: list[tuple[str, float]] = []
+    models = gpu_models_of(request)
+    if request.cluster.quotas:
+        usage = quota_usage_of(request, placements, models)
+        out.append(("quota", guaranteed_served(request.cluster.quotas, usage)))
+    out.extend((f"priority {p}",
+                _class_evaluation(request, placements, p, models)[1].objective_value)
+               for p in priority_classes(request.jobs))
+    return out
+
+
+def level_key(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
+              ) -> tuple[float, ...]:
+    """The levels as a tuple that ranks plans lexicographically (rounded to 1e-9 so float
+    noise does not decide); empty without levels. Each class contributes what its
+    objective ranks by: `priority_fifo` whether each of its jobs is placed in priority
+    order, then its throughput; `fairness` its minimum share, then its throughput; the
+    other objectives their value."""
+    if not lexicographic_levels(request):
+        return ()
+    out: list[float] = []
+    models = gpu_models_of(request)
+    if request.cluster.quotas:
+        usage = quota_usage_of(request, placements, models)
+        out.append(round(guaranteed_served(request.cluster.quotas, usage), 9))
+    objective = request.policy.objective
+    for p in priority_classes(request.jobs):
+        jobs, ev = _class_evaluation(request, placements, p, models)
+        if objective == "priority_fifo":
+            out.extend(1.0 if placements.get(j.name) else 0.0
+                       for j in sorted(jobs, key=priority_key))
+            out.append(round(ev.throughput, 9))
+        elif objective == "fairness":
+            out.extend((round(ev.objective_value, 9), round(ev.throughput, 9)))
+        else:
+            out.append(round(ev.objective_value, 9))
+    return tuple(out)

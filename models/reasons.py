@@ -2,7 +2,8 @@
 
 - `no_eligible_gpu`: no usable GPU of an eligible model (or MIG profile) in the cluster; the
   detail names the models the job accepts and those the cluster has;
-- `gang_too_large`: more eligible GPUs than one node / domain / the cluster has;
+- `gang_too_large`: more eligible GPUs than one node / one domain of each required
+  topology level (v1's `same_domain` is the level "domain") / the cluster has;
 - `infeasible_constraints`: the host CPU / memory request fits no eligible node.
 
 A job without such a reason that stays unplaced lacks capacity (`insufficient_capacity`).
@@ -15,9 +16,16 @@ cost stays linear in jobs + nodes on large requests.
 
 from __future__ import annotations
 
-from models.capacity import CapacitySummary, Pool
+from models.capacity import CapacitySummary, NodeCapacity, Pool
+from models.instance import per_request
 from models.request import Job, PlanRequest
-from models.rules import host_fits, mig_profiles_for, model_eligible
+from models.rules import (
+    allowed_sizes,
+    host_fits,
+    mig_profiles_for,
+    model_eligible,
+    required_levels,
+)
 
 Reason = tuple[str, str]
 
@@ -31,7 +39,8 @@ def _signature(job: Job) -> tuple[object, ...]:
             None if job.mig is None else (job.mig.compute_slices, job.mig.memory_gib),
             job.gpu_memory_gib, tuple(sorted(job.throughput or {})),
             None if job.allowed_models is None else tuple(sorted(job.allowed_models)),
-            job.cpu_millicores, job.host_memory_gib)
+            job.cpu_millicores, job.host_memory_gib,
+            None if job.elastic is None else min(allowed_sizes(job)), required_levels(job))
 
 
 def accepted_models(job: Job) -> str:
@@ -62,7 +71,8 @@ def _pools_text(pools: set[Pool]) -> str:
 
 
 class StaticReasons:
-    """The static reason of any job of one request (memoised by job shape)."""
+    """The static reason of any job of one request (memoised by job shape); `of` gives
+    the one instance of a request, shared by every planner phase."""
 
     def __init__(self, request: PlanRequest) -> None:
         self.catalog = request.cluster.catalog()
@@ -71,6 +81,13 @@ class StaticReasons:
         self.present = self.capacity.pools_present()
         self.models = sorted({m for m, _ in self.present})
         self._memo: dict[tuple[object, ...], Reason | None] = {}
+        self._nodes_memo: dict[tuple[object, ...], list[tuple[NodeCapacity, int]]] = {}
+
+    @classmethod
+    def of(cls, request: PlanRequest) -> StaticReasons:
+        """The static reasons of `request`, built once per request object (each greedy
+        pass, rounding and repair asks for them; building them scans the whole cluster)."""
+        return per_request(request, "static_reasons", cls)
 
     def reason(self, job: Job) -> Reason | None:
         """(reason, detail) when no plan can place `job`, else None."""
@@ -93,41 +110,51 @@ class StaticReasons:
         mig = job.shape == "mig"
         ok = self._eligible(job)
         g = job.gpus or 1
+        # an elastic gang needs its smallest allowed size, and that part of its host
+        # request (docs/semantics.md: the request is per `gpus` GPUs, pro rata)
+        need = min(allowed_sizes(job)) if job.elastic is not None else g
         whole_multi = job.shape == "whole" and not job.single_node and g > 1
-        share = 1.0 / g if whole_multi else 1.0
+        share = 1.0 / g if whole_multi else need / g if job.elastic is not None else 1.0
         cpu, mem = (job.cpu_millicores or 0.0) * share, (job.host_memory_gib or 0.0) * share
-        # (node, model) -> eligible GPUs there that can take the job now
-        per_node: dict[tuple[str, str], int] = {}
-        host_ok: set[str] = set()
+        nodes = self._nodes_with(ok, mig)
+        if not nodes:
+            return ("no_eligible_gpu", self._no_gpu_detail(job, ok))
+        size, need = need, 1
+        if job.shape == "whole":
+            too_large = self._gang_too_large(job, list(ok))
+            if too_large is not None:
+                return too_large
+            need = 1 if whole_multi else size
+        if not any(n >= need and host_fits(cpu, mem, s.cpu, s.mem) for s, n in nodes):
+            return ("infeasible_constraints", "its host CPU / memory request fits no eligible node")
+        return None
+
+    def _nodes_with(self, ok: dict[str, set[str]], mig: bool
+                    ) -> list[tuple[NodeCapacity, int]]:
+        """The nodes with a GPU that can take a job eligible on `ok` now, each with the
+        most such GPUs of one model it has (memoised: many job shapes share `ok`)."""
+        key = (mig, tuple(sorted((m, tuple(sorted(p))) for m, p in ok.items())))
+        hit = self._nodes_memo.get(key)
+        if hit is not None:
+            return hit
+        out: list[tuple[NodeCapacity, int]] = []
         for s in self.capacity.nodes:
+            most = 0
             for m, profs in ok.items():
                 if mig and self.fixed_mig:
                     n = sum(s.profiles.get((m, p), 0) for p in profs)
                 else:
                     n = s.gpus.get((m, mig), 0)
-                if n <= 0:
-                    continue
-                per_node[(s.name, m)] = n
-                if host_fits(cpu, mem, s.cpu, s.mem):
-                    host_ok.add(s.name)
-        if not per_node:
-            return ("no_eligible_gpu", self._no_gpu_detail(job, ok))
-        if job.shape == "whole":
-            too_large = self._gang_too_large(job, list(ok))
-            if too_large is not None:
-                return too_large
-            fits = bool(host_ok) if whole_multi else any(
-                n >= g and node in host_ok for (node, _), n in per_node.items())
-        else:
-            fits = bool(host_ok)
-        if not fits:
-            return ("infeasible_constraints", "its host CPU / memory request fits no eligible node")
-        return None
+                most = max(most, n)
+            if most > 0:
+                out.append((s, most))
+        self._nodes_memo[key] = out
+        return out
 
     def _gang_too_large(self, job: Job, models: list[str]) -> Reason | None:
         """`gang_too_large` when no node / domain / the cluster has the gang's GPUs of one
-        eligible model (whole jobs)."""
-        g = job.gpus or 1
+        eligible model (whole jobs; an elastic gang's smallest allowed size)."""
+        g = min(allowed_sizes(job)) if job.elastic is not None else job.gpus or 1
         cap = self.capacity
         if job.single_node or g == 1:
             best = max(cap.most_on_one_node((m, False)) for m in models)
@@ -135,11 +162,14 @@ class StaticReasons:
                 return ("gang_too_large", f"needs {g} GPUs of one model on one node; the "
                                           f"largest eligible node has {best}")
             return None
-        count = cap.most_in_one_domain if job.same_domain else cap.total
-        best = max(count((m, False)) for m in models)
+        for level in required_levels(job):
+            best = max(cap.most_in_one(level, (m, False)) for m in models)
+            if best < g:
+                return ("gang_too_large", f"needs {g} GPUs of one model in one {level}; "
+                                          f"at most {best} are eligible")
+        best = max(cap.total((m, False)) for m in models)
         if best < g:
-            where = "domain" if job.same_domain else "cluster"
-            return ("gang_too_large", f"needs {g} GPUs of one model in one {where}; at "
+            return ("gang_too_large", f"needs {g} GPUs of one model in one cluster; at "
                                       f"most {best} are eligible")
         return None
 
@@ -158,7 +188,7 @@ class StaticReasons:
 def static_reasons(request: PlanRequest) -> dict[str, Reason]:
     """job name -> (reason, detail) for the new jobs that no plan can place (running jobs
     are never given a static reason: they can always be kept)."""
-    reasons = StaticReasons(request)
+    reasons = StaticReasons.of(request)
     out: dict[str, Reason] = {}
     for job in request.jobs:
         if job.current:

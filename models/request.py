@@ -21,6 +21,29 @@ needs every scaled coefficient, and sums of them, inside 64-bit integers):
 | `Job.submitted_at` | 1e12 s (seconds, not milliseconds) | Unix time now: ~1.8e9 |
 | `Policy.migration_cost`, `Policy.preemption_cost` | 1e6 | objective units |
 | `Gpu.index`, `Placement.gpu` | 65,535 | GPUs per node: <= 16 |
+| `Elastic.speedup` values | 1e4 | a linear curve reaches 4,096 |
+| `PlanRequest.interference` | 10,000 pairs | Gavel's matrix: ~50 pairs |
+
+Elastic gangs (contract 5.1): `Job.elastic` is checked in `_elastic_errors` (the field
+paths of the 422s: `jobs.<i>.elastic` on a job that is not a whole-GPU gang,
+`jobs.<i>.elastic.max_gpus` below `min_gpus`, `jobs.<i>.elastic.speedup.<key>` for a key
+that is not an integer in the range, `jobs.<i>.gpus` when the nominal size is not allowed).
+
+Co-location interference (contract 5.2): `Job.colocation_class` is accepted on shared jobs
+only, every `interference` speed lies in (0, 2], and an (a, b) pair is given once. Class
+names are not cross-checked: a class that no job carries, or a job class that no pair
+names, is legal (an absent pair means 1.0, and one interference matrix, Gavel's, serves
+every request whatever subset of its classes the jobs use).
+| `Quota.guaranteed`, `Quota.limit` values | 1e7 (GPUs) | largest clusters: ~1e5 GPUs |
+| `Job.priority` | -2^31 .. 2^31 - 1 | Kubernetes PriorityClass values: int32 |
+
+Quotas (contract 5.3, `Cluster.quotas`) are checked as a whole (`quota_errors`): a parent
+must be a tenant of the map, the parent links must not form a cycle, a key is `"*"` or a
+model the catalog knows, the children of a tenant guarantee on each key no more than the
+tenant itself (a model key the parent does not name is compared with the parent's `"*"`
+guarantee), and a tenant's guarantee on a key never exceeds its own limit on that key (a
+guarantee above the limit could never be served: we reject it rather than guess which of
+the two the user meant).
 """
 
 from __future__ import annotations
@@ -52,6 +75,14 @@ MAX_REMAINING_WORK_S = 1e9
 MAX_SUBMITTED_AT_S = 1e12
 MAX_COST = 1e6
 MAX_GPU_INDEX = 65535
+MAX_SPEEDUP = 1e4
+MAX_GANG_GPUS = 4096
+MAX_INTERFERENCE_PAIRS = 10_000
+#: Largest co-location speed factor of contract 5.2.
+MAX_INTERFERENCE_SPEED = 2.0
+MAX_QUOTA = 1e7
+#: The quota key that counts usage over every model.
+ANY_MODEL = "*"
 
 Millicores = Annotated[float, Field(ge=0, le=MAX_MILLICORES, allow_inf_nan=False)]
 HostMemory = Annotated[float, Field(ge=0, le=MAX_HOST_MEMORY_GIB, allow_inf_nan=False)]
@@ -59,6 +90,7 @@ GpuMemory = Annotated[float, Field(ge=0, le=MAX_GPU_MEMORY_GIB, allow_inf_nan=Fa
 Speed = Annotated[float, Field(ge=0, le=MAX_SPEED, allow_inf_nan=False)]
 Cost = Annotated[float, Field(ge=0, le=MAX_COST, allow_inf_nan=False)]
 GpuIndex = Annotated[int, Field(ge=0, le=MAX_GPU_INDEX)]
+Speedup = Annotated[float, Field(gt=0, le=MAX_SPEEDUP, allow_inf_nan=False)]
 
 Objective = Literal["throughput", "fairness", "makespan", "priority_fifo", "jct"]
 SolverName = Literal["auto", "cp_sat", "milp", "heuristic"]
@@ -132,6 +164,10 @@ class Node(_Wire):
     labels: dict[str, str] = Field(default_factory=dict)
     schedulable: bool = True
     topology_domain: str | None = None
+    #: topology level -> this node's domain at that level, one entry per
+    #: `Cluster.topology_levels` (contract 5.5)
+    topology: dict[str, Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=dict, examples=[{"zone": "z1", "block": "b2", "rack": "r7"}])
     cpu_millicores: Millicores | None = None
     memory_gib: HostMemory | None = None
     gpus: list[Gpu] = Field(default_factory=list)
@@ -147,11 +183,34 @@ class Node(_Wire):
         return gpus
 
 
+QuotaAmount = Annotated[float, Field(ge=0, le=MAX_QUOTA, allow_inf_nan=False)]
+
+
+class Quota(_Wire):
+    """A tenant's quota (contract 5.3): GPUs guaranteed and GPUs at most, per model name or
+    `"*"` (all models), and an optional parent whose usage includes this tenant's.
+
+    Usage on a key is the sum of the `size` of the tenant's placed jobs there (a MIG slice
+    counts its compute fraction, a share its fraction). A key absent from `guaranteed`
+    guarantees nothing; a key absent from `limit` is unlimited."""
+
+    guaranteed: dict[str, QuotaAmount] = Field(default_factory=dict,
+                                               examples=[{"*": 8, "H100-SXM5-80GB": 4}])
+    limit: dict[str, QuotaAmount] = Field(default_factory=dict, examples=[{"*": 16}])
+    parent: str | None = Field(default=None, min_length=1)
+
+
 class Cluster(_Wire):
-    """The cluster snapshot: nodes and optional GPU model overrides."""
+    """The cluster snapshot: nodes, optional GPU model overrides and tenant quotas."""
 
     nodes: list[Node] = Field(default_factory=list)
     gpu_models: dict[str, GpuModel] = Field(default_factory=dict)
+    #: topology level names, widest first; the node itself is the implicit narrowest
+    #: level "host" (contract 5.5)
+    topology_levels: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, examples=[["zone", "block", "rack"]])
+    #: tenant -> its quota (contract 5.3); tenants absent are not limited.
+    quotas: dict[str, Quota] = Field(default_factory=dict)
 
     def catalog(self) -> dict[str, GpuModel]:
         """The effective catalog: built-in models overridden/extended by `gpu_models`."""
@@ -163,6 +222,29 @@ class MigDemand(_Wire):
 
     compute_slices: int = Field(ge=1, le=8)
     memory_gib: GpuMemory = 0.0
+
+
+class Elastic(_Wire):
+    """An elastic gang's sizes (contract 5.1): the planner picks n GPUs among the allowed
+    sizes, the integers in [min_gpus, max_gpus] that are keys of `speedup` (every integer
+    of the range, with speedup n, when `speedup` is absent or empty)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"min_gpus": 2, "max_gpus": 8, "speedup": {"2": 1.9, "4": 3.5, "8": 6.0}}]})
+
+    min_gpus: int = Field(ge=1, le=MAX_GANG_GPUS)
+    max_gpus: int = Field(ge=1, le=MAX_GANG_GPUS)
+    #: "<n>" -> throughput on n GPUs relative to one GPU (JSON keys are strings)
+    speedup: dict[str, Speedup] = Field(default_factory=dict)
+
+
+class JobTopology(_Wire):
+    """A gang's topology levels (contract 5.5): `required` keeps all of its GPUs in one
+    domain of that level; `preferred` costs `policy.topology_cost` per domain beyond the
+    first that it spans at that level."""
+
+    required: str | None = Field(default=None, min_length=1, examples=["block"])
+    preferred: str | None = Field(default=None, min_length=1, examples=["rack"])
 
 
 #: JSON Schema of "exactly one demand shape": one branch per shape, each matching when
@@ -182,12 +264,15 @@ class Job(_Wire):
     tenant: str = "default"
     weight: float = Field(default=1.0, gt=0, le=MAX_WEIGHT, allow_inf_nan=False)
     # Demand shapes (exactly one).
-    gpus: int | None = Field(default=None, ge=1, le=4096)
+    gpus: int | None = Field(default=None, ge=1, le=MAX_GANG_GPUS)
     single_node: bool = True
     same_domain: bool = False
+    topology: JobTopology | None = None
     mig: MigDemand | None = None
     mig_profile: str | None = Field(default=None, min_length=1)
     gpu_share: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
+    #: v1.1 elastic gang (whole-GPU jobs only): the planner picks its size
+    elastic: Elastic | None = None
     # Eligibility and host resources.
     gpu_memory_gib: GpuMemory | None = None
     throughput: dict[str, Speed] | None = None
@@ -201,6 +286,10 @@ class Job(_Wire):
                                          allow_inf_nan=False)
     submitted_at: float | None = Field(default=None, ge=0, le=MAX_SUBMITTED_AT_S,
                                        allow_inf_nan=False)
+    # Co-location interference (contract 5.2; shared jobs only).
+    colocation_class: str | None = Field(default=None, min_length=1, max_length=253)
+    #: Strict priority class (contract 5.4): higher classes are served first.
+    priority: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
 
     @model_validator(mode="after")
     def _one_shape(self) -> Job:
@@ -256,6 +345,19 @@ class Policy(_Wire):
     preemption_cost: Cost = 1.0
     allow_preemption: bool = True
     allow_mig_reconfiguration: bool = True
+    #: objective units per domain beyond the first that a gang spans at its preferred
+    #: topology level (contract 5.5)
+    topology_cost: Cost = 0.1
+
+
+class InterferencePair(_Wire):
+    """Contract 5.2: a job of class `a` runs at `speed` times its own speed while it shares
+    a GPU with a job of class `b` (not symmetric)."""
+
+    a: str = Field(min_length=1, max_length=253, examples=["resnet50"])
+    b: str = Field(min_length=1, max_length=253, examples=["transformer"])
+    speed: float = Field(gt=0, le=MAX_INTERFERENCE_SPEED, allow_inf_nan=False,
+                         examples=[0.72])
 
 
 def _err(loc: tuple[str | int, ...], msg: str) -> InitErrorDetails:
@@ -272,6 +374,9 @@ class PlanRequest(_Wire):
     cluster: Cluster
     jobs: list[Job] = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
+    #: Co-location interference factors (contract 5.2); empty = none.
+    interference: list[InterferencePair] = Field(default_factory=list,
+                                                 max_length=MAX_INTERFERENCE_PAIRS)
 
     #: Set once the cross-checks passed: pydantic hands a validated instance back as it is
     #: (instances are never revalidated) but still runs this after-validator on it, which
@@ -356,6 +461,7 @@ def _request_errors(req: PlanRequest) -> list[InitErrorDetails]:
         ):
             errors.append(_err(("jobs", ji, "mig_profile"),
                                f"no model in the catalog has MIG profile {job.mig_profile!r}"))
+        errors.extend(_elastic_errors(job, ji))
         for pi, p in enumerate(job.current or []):
             ploc: tuple[str | int, ...] = ("jobs", ji, "current", pi)
             held = gpus.get((p.node, p.gpu))
@@ -375,7 +481,163 @@ def _request_errors(req: PlanRequest) -> list[InitErrorDetails]:
             elif held.mig_enabled:
                 errors.append(_err(ploc, f"whole or shared placement on MIG GPU "
                                          f"{p.node}/{p.gpu}"))
+    errors.extend(_topology_errors(req))
+    errors.extend(_interference_errors(req))
+    errors.extend(_err(loc, msg) for loc, msg in quota_errors(req.cluster.quotas, catalog))
     return errors
+
+
+def quota_errors(quotas: Mapping[str, Quota], catalog: Mapping[str, GpuModel]
+                 ) -> list[tuple[tuple[str | int, ...], str]]:
+    """(field path, message) of each inconsistency of `cluster.quotas` (module doc)."""
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    base: tuple[str, ...] = ("cluster", "quotas")
+    for tenant, q in quotas.items():
+        for part in ("guaranteed", "limit"):
+            out.extend(((*base, tenant, part, key), unknown_model_message(key, catalog))
+                       for key in getattr(q, part) if key != ANY_MODEL and key not in catalog)
+        for key, g in q.guaranteed.items():
+            lim = q.limit.get(key)
+            if lim is not None and g > lim:
+                out.append(((*base, tenant, "guaranteed", key),
+                            f"tenant {tenant!r} guarantees {g:g} on {key!r}, above its "
+                            f"limit {lim:g}"))
+        if q.parent is not None and q.parent not in quotas:
+            out.append(((*base, tenant, "parent"),
+                        f"parent {q.parent!r} of tenant {tenant!r} has no quota entry"))
+    cyclic = _quota_cycle(quotas)
+    if cyclic:
+        out.append(((*base, cyclic[0], "parent"),
+                    "quota parents form a cycle: " + " -> ".join([*cyclic, cyclic[0]])))
+        return out
+    children: dict[str, list[str]] = {}
+    for tenant, q in quotas.items():
+        if q.parent is not None and q.parent in quotas:
+            children.setdefault(q.parent, []).append(tenant)
+    for parent, kids in children.items():
+        keys = {k for kid in kids for k in quotas[kid].guaranteed}
+        for key in sorted(keys):
+            total = sum(quotas[kid].guaranteed.get(key, 0.0) for kid in kids)
+            own = quotas[parent].guaranteed
+            cap = own.get(key, own.get(ANY_MODEL, 0.0))
+            if total > cap * (1 + 1e-12) + 1e-9:
+                out.append(((*base, parent, "guaranteed", key),
+                            f"the children of {parent!r} ({', '.join(sorted(kids))}) "
+                            f"guarantee {total:g} on {key!r}, more than its {cap:g}"))
+    return out
+
+
+def _quota_cycle(quotas: Mapping[str, Quota]) -> list[str]:
+    """The tenants of one cycle of parent links (empty when there is none)."""
+    done: set[str] = set()
+    for start in quotas:
+        path: list[str] = []
+        on_path: set[str] = set()
+        t: str | None = start
+        while t is not None and t in quotas and t not in done:
+            if t in on_path:
+                return path[path.index(t):]
+            path.append(t)
+            on_path.add(t)
+            t = quotas[t].parent
+        done.update(path)
+    return []
+
+
+def _interference_errors(req: PlanRequest) -> list[InitErrorDetails]:
+    """Contract 5.2's cross-checks: a class on shared jobs only, each (a, b) pair once."""
+    errors = [_err(("jobs", ji, "colocation_class"),
+                   f"colocation_class is for shared jobs (gpu_share) only; job {job.name!r} "
+                   f"is a {job.shape} job")
+              for ji, job in enumerate(req.jobs)
+              if job.colocation_class is not None and job.gpu_share is None]
+    seen: set[tuple[str, str]] = set()
+    for i, pair in enumerate(req.interference):
+        if (pair.a, pair.b) in seen:
+            errors.append(_err(("interference", i),
+                               f"duplicate interference pair ({pair.a!r}, {pair.b!r})"))
+        seen.add((pair.a, pair.b))
+    return errors
+
+
+def _elastic_errors(job: Job, ji: int) -> list[InitErrorDetails]:
+    """The 422s of contract 5.1 (module doc): whole-GPU jobs only, min <= max, speedup
+    keys integers in the range (canonical decimal), the nominal `gpus` an allowed size."""
+    el = job.elastic
+    if el is None:
+        return []
+    loc: tuple[str | int, ...] = ("jobs", ji, "elastic")
+    if job.gpus is None:
+        return [_err(loc, "elastic applies to whole-GPU jobs (gpus) only, not to shared "
+                          "or MIG jobs")]
+    if el.min_gpus > el.max_gpus:
+        return [_err((*loc, "max_gpus"),
+                     f"max_gpus {el.max_gpus} is below min_gpus {el.min_gpus}")]
+    errors: list[InitErrorDetails] = []
+    for key in el.speedup:
+        n = int(key) if key.isascii() and key.isdigit() else None
+        if n is None or str(n) != key:
+            errors.append(_err((*loc, "speedup", key),
+                               f"speedup key {key!r} is not an integer GPU count"))
+        elif not el.min_gpus <= n <= el.max_gpus:
+            errors.append(_err((*loc, "speedup", key),
+                               f"speedup key {n} is outside [{el.min_gpus}, {el.max_gpus}]"))
+    if errors:
+        return errors
+    if not el.min_gpus <= job.gpus <= el.max_gpus or (el.speedup
+                                                      and str(job.gpus) not in el.speedup):
+        errors.append(_err(("jobs", ji, "gpus"),
+                           f"gpus {job.gpus} is not an allowed size of the elastic gang"))
+    return errors
+
+
+#: The implicit topology levels: every node is a domain of its own at "host"; "domain" is
+#: v1's `topology_domain` (a node without one a domain of its own). Neither may be listed
+#: in `Cluster.topology_levels`.
+IMPLICIT_LEVELS = ("host", "domain")
+
+
+def _topology_errors(req: PlanRequest) -> list[InitErrorDetails]:
+    """Topology levels (contract 5.5): levels listed once and not implicit, each node
+    naming a domain for every level and for no other, jobs naming known levels."""
+    errors: list[InitErrorDetails] = []
+    levels = req.cluster.topology_levels
+    seen: set[str] = set()
+    for i, level in enumerate(levels):
+        if level in IMPLICIT_LEVELS:
+            errors.append(_err(("cluster", "topology_levels", i),
+                               f"topology level {level!r} is implicit and cannot be listed"))
+        elif level in seen:
+            errors.append(_err(("cluster", "topology_levels", i),
+                               f"duplicate topology level {level!r}"))
+        seen.add(level)
+    for ni, node in enumerate(req.cluster.nodes):
+        for level in node.topology:
+            if level not in seen or level in IMPLICIT_LEVELS:
+                errors.append(_err(("cluster", "nodes", ni, "topology", level),
+                                   _unknown_level(level, levels)))
+        missing = [lv for lv in levels if lv not in node.topology and lv not in IMPLICIT_LEVELS]
+        if missing:
+            errors.append(_err(("cluster", "nodes", ni, "topology"),
+                               f"node {node.name!r} names no domain for topology level(s) "
+                               f"{', '.join(repr(m) for m in missing)}"))
+    known = seen | set(IMPLICIT_LEVELS)
+    for ji, job in enumerate(req.jobs):
+        topo = job.topology
+        if topo is None:
+            continue
+        for where, named in (("required", topo.required), ("preferred", topo.preferred)):
+            if named is not None and named not in known:
+                errors.append(_err(("jobs", ji, "topology", where),
+                                   _unknown_level(named, levels)))
+    return errors
+
+
+def _unknown_level(level: str, levels: list[str]) -> str:
+    """The error for a topology level that the cluster does not define."""
+    listed = ", ".join(repr(lv) for lv in levels) or "none"
+    return (f"unknown topology level {level!r} (cluster.topology_levels: {listed}; "
+            f"'host' and 'domain' are implicit)")
 
 
 def speed(job: Job, model_name: str, catalog: Mapping[str, GpuModel]) -> float:

@@ -17,13 +17,13 @@ from __future__ import annotations
 from heuristics.local_search import improve
 from heuristics.result import HeuristicResult
 from models import PlanRequest, PlanStatus
-from models.objective import evaluate
+from models.rules import lexicographic_levels
 from solver.budget import MOVES_PER_S
 from solver.context import Context
 from solver.exact import compile_model, exact_outcome
 from solver.formulation import Compiled
 from solver.linear import ModelTooLarge
-from solver.outcome import LP_ROUND_OBJECTIVES, Outcome, rank
+from solver.outcome import LP_ROUND_OBJECTIVES, Outcome
 
 #: Variables up to which the exact backends (and `auto`) solve the full model.
 EXACT_VARS = 20_000
@@ -80,7 +80,7 @@ def estimate_vars(request: PlanRequest) -> int:
          None if j.mig is None else (j.mig.compute_slices, j.mig.memory_gib), j.gpu_share,
          j.gpu_memory_gib, tuple(sorted((j.throughput or {}).items())),
          tuple(j.allowed_models or ()), j.cpu_millicores, j.host_memory_gib, j.tenant,
-         j.weight)
+         j.weight, j.name if j.elastic is not None else None, j.colocation_class)
         for j in request.jobs if not j.current}
     running = sum(1 for j in request.jobs if j.current)
     return (len(shapes) + running) * max(1, len(request.cluster.nodes))
@@ -109,13 +109,16 @@ def exact_for_size(ctx: Context, backend: str) -> Outcome:
 def meets_bound(ctx: Context, plan: HeuristicResult, what: str, producer: str
                 ) -> Outcome | None:
     """`plan`, as `optimal`, when its objective already reaches the LP bound
-    (throughput-like objectives, where that bound is computed anyway); else None."""
-    if ctx.request.policy.objective not in LP_ROUND_OBJECTIVES:
+    (throughput-like objectives, where that bound is computed anyway); else None. Not
+    with quotas or priority classes: the bound is the objective's over all plans within
+    the limits, and the best of those need not be the lexicographic optimum."""
+    if (ctx.request.policy.objective not in LP_ROUND_OBJECTIVES
+            or lexicographic_levels(ctx.request)):
         return None
     bound = ctx.portfolio.bound()
     if bound is None:
         return None
-    value = evaluate(ctx.request, plan.placements).objective_value
+    value = ctx.portfolio.judge(plan)[1]
     if value < bound - BOUND_TOL * max(1.0, abs(bound)):
         return None
     ctx.notes.append(f"{what} reaches the LP bound, so it is optimal")
@@ -147,6 +150,10 @@ def _pruned(ctx: Context) -> Outcome:
                        ctx.label("heuristic"))
     if done is not None:
         return done
+    if ctx.budget.stopped(need=0.05):
+        # compiling the model does work before its first variable, past any deadline
+        ctx.notes.append("no time left to build the exact model")
+        return settle(ctx, None)
     out = exact_outcome(ctx, "cp_sat", PRUNE_K)
     k = PRUNE_K
     while (out.status == "feasible" and k < PRUNE_K_MAX
@@ -156,8 +163,7 @@ def _pruned(ctx: Context) -> Outcome:
         k *= 2
         ctx.portfolio.offer(out.result, "cp_sat")
         wider = exact_outcome(ctx, "cp_sat", k)
-        if wider.status != "feasible" or rank(ctx.request, wider.result.placements) < rank(
-                ctx.request, out.result.placements):
+        if wider.status != "feasible" or ctx.portfolio.better(out.result, wider.result):
             break
         out = wider
     return settle(ctx, out)
@@ -171,8 +177,7 @@ def settle(ctx: Context, out: Outcome | None) -> Outcome:
         return out
     start = ctx.portfolio.start()
     status: PlanStatus
-    if out is None or rank(ctx.request, start.placements) > rank(
-            ctx.request, out.result.placements):
+    if out is None or ctx.portfolio.better(start, out.result):
         result, status, solver = start, "heuristic", ctx.label("heuristic")
     else:
         result, status, solver = out.result, out.status, out.solver

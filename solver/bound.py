@@ -10,12 +10,22 @@
   fraction, a MIG job the compute share of its smallest profile on m (at least what any
   instance it gets takes). Options that can never be used are left out: ineligible models
   (a running job's current model stays, it is grandfathered), gangs larger than any node
-  (`single_node`), any domain (`same_domain`) or the pool;
+  (`single_node`), any domain of one of its required topology levels (v1's `same_domain`
+  is the level "domain") or the pool;
+- an elastic gang (contract 5.1) has one option per model and allowed size n (columns
+  per allowed size: n GPUs of the pool, earning its value on n GPUs), so that every size
+  a plan may choose is a point of the LP, priced exactly, whatever the curve's shape (a
+  max speedup-per-GPU relaxation would be looser on concave curves and wrong for the
+  time-based objectives, whose value is not proportional to n). Its options are not
+  single-node gang columns (`single_k` = 0): node patterns and threshold rows ignore it,
+  which only relaxes them. A fixed (non-preemptible running) one keeps its size;
 - jobs with identical options (and tenant, for fairness) form a group of n jobs:
   sum of the group's option variables <= n, == n for non-preemptible running jobs;
 - objective: each option earns the job's per-job objective value; a running job also
   earns back `preemption_cost` when placed (its constant `-preemption_cost` is added),
-  migration costs are dropped (>= 0, so the bound stays valid). For `fairness` the LP
+  migration costs are dropped (>= 0, so the bound stays valid), and so are topology costs
+  (contract 5.5: >= 0 as well); required topology levels enter only through that size
+  test (a gang fits some domain of each), the LP does not see domains. For `fairness` the LP
   maximises t subject to (placed value of tenant k) >= D_k * t.
 
 Node structure enters in three places: single-node gangs pack into node patterns (per
@@ -26,6 +36,13 @@ re-solved with them integral (HiGHS MIP, part of the time slice): its dual bound
 tighten the LP's, and its incumbent gives `Relaxation.targets`, which
 heuristics/lp_round.py rounds into a plan.
 
+Quota limits (contract 5.3, Q1) are a row family: `quota[k, m]`, the usage of the options
+of tenant k and its descendants on key m (each option's `quota`: the job's size on its
+model) <= max(limit, what fixed jobs use there); jobs of different tenants then group
+apart. Priority classes and the guaranteed usage served are lexicographic levels above the
+objective, not constraints: the LP bounds the objective over every plan within the
+limits, hence also over the lexicographically best ones.
+
 Every feasible plan maps to a feasible LP point of at least its objective (capacities,
 eligibility and gang sizes are relaxations of the contract's constraints), so the LP
 optimum is a valid bound for `throughput`, `jct`, `makespan`, `priority_fifo` (whose
@@ -34,6 +51,12 @@ Host CPU/memory and MIG geometry are relaxed away. Coefficients are rounded up t
 0.2% geometric grid so that jobs group more (the bound loosens by at most 0.2%). If
 HiGHS does not finish in time, the sum of every job's best value (capacity ignored) is
 returned instead: still valid, looser.
+
+Co-location interference (contract 5.2) is relaxed to each shared job's largest
+achievable factor (`models.rules.colocation_factor_cap`, at least 1): factors can reach 2,
+so pricing them at 1 would not bound a plan whose co-residents speed each other up. A job's
+value in any plan is its value at factor 1 times its factor, at most times the cap, so the
+option earning the capped value keeps every plan's LP point at least its objective.
 """
 
 from __future__ import annotations
@@ -48,7 +71,18 @@ from models import Gpu, Node, PlanRequest
 from models.capacity import CapacitySummary, usable
 from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import objective_value_of, tenant_demands
-from models.rules import job_value, mig_profiles_for, model_eligible
+from models.request import Quota
+from models.rules import (
+    class_census,
+    colocation_factor_cap,
+    interference_table,
+    job_value,
+    mig_profiles_for,
+    model_eligible,
+    quota_keys,
+    quota_usage,
+    required_levels,
+)
 from solver.highs import INF, INFEASIBLE, OPTIMAL, SOLUTION_FEASIBLE, HighsLp, set_integral
 
 log = logging.getLogger(__name__)
@@ -76,6 +110,8 @@ class Option(NamedTuple):
     thr: float
     mem: float
     whole: bool
+    #: the usage it adds to its tenants' quota keys (0 without quotas)
+    quota: float = 0.0
 
 
 class GroupKey(NamedTuple):
@@ -114,6 +150,8 @@ class _Capacity:
     #: model with non-preemptible shares -> non-MIG GPUs left for whole jobs (a GPU
     #: holding such a share stays shared, so only shares may use the rest of it)
     whole_cap: dict[str, int]
+    #: the counted GPUs per node, domain and topology level (`models.capacity`)
+    summary: CapacitySummary
 
 
 def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
@@ -150,7 +188,7 @@ def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
                 node_free.setdefault(m, []).append(c)
     shared_models = {state.gpus[state.gid_of[key]].model for key in pinned_shares}
     whole_cap = {m: unpinned.total((m, False)) for m in shared_models}
-    return _Capacity(cap, per_node, dom_count, node_free, whole_cap)
+    return _Capacity(cap, per_node, dom_count, node_free, whole_cap, every)
 
 
 def _round_up(x: float) -> float:
@@ -170,6 +208,9 @@ class Relaxation:
     #: integer part of the group's LP count on that model (empty when the LP was not
     #: solved to optimality and the capacity-free bound was used)
     targets: dict[str, str] = field(default_factory=dict)
+    #: job name -> the GPUs (or amount) of the option the LP gives it, beside `targets`
+    #: (an elastic gang's size)
+    amounts: dict[str, float] = field(default_factory=dict)
 
 
 def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | None:
@@ -195,13 +236,15 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0) -> Relaxation | No
     solved = _solve_lp(groups, caps.cap, caps.node_free, caps.whole_cap,
                        mem_cap, fair,
                        tenant_demands(request) if fair else {},
-                       max(0.1, time_limit_s - (time.perf_counter() - t0)))
+                       max(0.1, time_limit_s - (time.perf_counter() - t0)),
+                       request.cluster.quotas)
     if solved is None:
         return None
     bound, cols = solved
     value = bound if fair else bound + const
+    amounts: dict[str, float] = {}
     return Relaxation(value + _REL_MARGIN * abs(value) + _ABS_MARGIN,
-                      _targets(groups, members, cols))
+                      _targets(groups, members, cols, amounts), amounts)
 
 
 def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
@@ -212,9 +255,13 @@ def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
     const = 0.0
     groups: dict[GroupKey, GroupCount] = {}
     members: dict[GroupKey, list[str]] = {}
+    table = interference_table(request.interference)
+    census = class_census(request.jobs) if table else {}
     for info in compile_jobs(request):
         job = info.job
-        options = _job_options(info, request, state, caps, fair)
+        cap = (colocation_factor_cap(job, census, table)
+               if table and job.colocation_class is not None else 1.0)
+        options = _job_options(info, request, state, caps, fair, cap)
         if job.current:
             const -= pre_cost
         if not options:
@@ -222,8 +269,10 @@ def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
                 return None
             continue
         fixed = bool(job.current and not job.preemptible)
-        single_k = info.gpus if info.shape == "whole" and job.single_node else 0
-        key = GroupKey(tuple(sorted(options.values())), job.tenant if fair else "", fixed,
+        single_k = info.gpus if info.shape == "whole" and job.single_node \
+            and not info.elastic else 0
+        split = fair or bool(request.cluster.quotas)
+        key = GroupKey(tuple(sorted(options.values())), job.tenant if split else "", fixed,
                        single_k)
         slot = groups.setdefault(key, GroupCount())
         members.setdefault(key, []).append(info.name)
@@ -234,12 +283,11 @@ def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
 
 
 def _job_options(info: JobInfo, request: PlanRequest, state: ClusterState,
-                 caps: _Capacity, fair: bool) -> dict[str, Option]:
+                 caps: _Capacity, fair: bool, factor_cap: float = 1.0) -> dict[str, Option]:
     """Per model, the job's option (module doc): eligible models, plus the current one
-    of a running job (only that one if it is fixed), where the job can ever fit."""
+    of a running job (only that one if it is fixed), where the job can ever fit. Its
+    value is raised by `factor_cap`, the job's co-location factor cap (module doc)."""
     job = info.job
-    policy = request.policy
-    pre_cost = 0.0 if fair else policy.preemption_cost
     models = set(info.values)
     cur_model = None
     if job.current:
@@ -247,45 +295,70 @@ def _job_options(info: JobInfo, request: PlanRequest, state: ClusterState,
         models.add(cur_model)
     if job.current and not job.preemptible:
         models = {cur_model} if cur_model is not None else set()
+    # elastic gangs: one option per allowed size (a fixed running one keeps its size)
+    sizes: list[int | None] = [None]
+    if info.elastic:
+        sizes = [info.gpus] if job.current and not job.preemptible else list(info.sizes)
     options: dict[str, Option] = {}
     for m in sorted(models):
         spec = state.catalog[m]
         grandfathered = m == cur_model
         if not grandfathered and not model_eligible(job, m, spec):
             continue
-        use = _option_use(info, m, grandfathered, state, caps)
-        if use is None:
-            continue
-        pool, amount = use
-        if caps.cap.get(pool, 0) <= 0 or amount > caps.cap[pool] + 1e-9:
-            continue
-        if fair:
-            coef = 0.0
-            thr = info.values.get(m)
-            if thr is None:
-                thr = job_value(job, m, state.catalog)
-        else:
-            thr = 0.0
-            coef_ = info.obj_values.get(m)
-            coef = coef_ if coef_ is not None else objective_value_of(
-                job, m, state.catalog, policy.objective)
-        if job.current:
-            coef += pre_cost
-            if m != cur_model and not fair:
-                coef -= policy.migration_cost  # placed on another model = migrated
-        mem = 0.0
-        if pool[0] == "whole" and spec.memory_gib is not None:
-            mem = (info.gpus * spec.memory_gib if info.shape == "whole"
-                   else min(info.gpu_mem, spec.memory_gib))
-        options[m] = Option(pool, amount, _round_up(coef), _round_up(thr), mem,
-                            info.shape == "whole")
+        for n in sizes:
+            key = m if n is None else f"{m}:{n}"
+            opt = _option(info, m, n, grandfathered, state, caps, request, fair, factor_cap)
+            if opt is not None:
+                options[key] = opt
     return options
 
 
+def _option(info: JobInfo, m: str, n: int | None, grandfathered: bool, state: ClusterState,
+            caps: _Capacity, request: PlanRequest, fair: bool,
+            factor_cap: float = 1.0) -> Option | None:
+    """The job's option on model `m` (an elastic gang: on n GPUs of it), None if it never
+    fits; its value raised by `factor_cap`, the job's co-location factor cap (module doc)."""
+    job = info.job
+    policy = request.policy
+    pre_cost = 0.0 if fair else policy.preemption_cost
+    cur_model = state.model_of(job.current) if job.current else None
+    spec = state.catalog[m]
+    use = _option_use(info, m, grandfathered, state, caps, n)
+    if use is None:
+        return None
+    pool, amount = use
+    if caps.cap.get(pool, 0) <= 0 or amount > caps.cap[pool] + 1e-9:
+        return None
+    if fair:
+        coef = 0.0
+        thr = info.values.get(m) if n is None else info.size_values[n].get(m)
+        if thr is None:
+            thr = job_value(job, m, state.catalog, n)
+    else:
+        thr = 0.0
+        coef_ = info.obj_values.get(m) if n is None else info.size_obj_values[n].get(m)
+        coef = coef_ if coef_ is not None else objective_value_of(
+            job, m, state.catalog, policy.objective, n)
+    if factor_cap != 1.0:
+        coef, thr = coef * factor_cap, thr * factor_cap
+    if job.current:
+        coef += pre_cost
+        if m != cur_model and not fair:
+            coef -= policy.migration_cost  # placed on another model = migrated
+    mem = 0.0
+    if pool[0] == "whole" and spec.memory_gib is not None:
+        mem = (amount * spec.memory_gib if info.shape == "whole"
+               else min(info.gpu_mem, spec.memory_gib))
+    quota = quota_usage(job, spec, n) if request.cluster.quotas else 0.0
+    return Option(pool, amount, _round_up(coef), _round_up(thr), mem, info.shape == "whole",
+                  quota)
+
+
 def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
-                caps: _Capacity) -> tuple[Pool, float] | None:
-    """The pool and amount of it the job takes on model `m`; None if it never fits (no
-    MIG profile covers it, or a gang larger than any node, domain or the pool)."""
+                caps: _Capacity, n: int | None = None) -> tuple[Pool, float] | None:
+    """The pool and amount of it the job takes on model `m` (an elastic gang: on n GPUs);
+    None if it never fits (no MIG profile covers it, or a gang larger than any node,
+    domain or the pool)."""
     job = info.job
     spec = state.catalog[m]
     if info.shape == "mig":
@@ -297,26 +370,29 @@ def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
             return None
         return ("mig", m), min(p.compute_slices for p in profs) / spec.compute_slices
     pool: Pool = ("whole", m)
-    amount = float(info.gpus) if info.shape == "whole" else info.share
+    gpus = info.gpus if n is None else n
+    amount = float(gpus) if info.shape == "whole" else info.share
     if grandfathered and info.shape == "share" and job.current:
         amount = min(amount, job.current[0].fraction or amount)
     if info.shape == "whole" and not grandfathered:
+        levels = required_levels(job)
         if job.single_node:
             limit = caps.per_node.get(m, 0)
-        elif job.same_domain:
-            limit = max((c for (d, mm), c in caps.dom_count.items()
-                         if mm == m and d is not None), default=0)
+        elif levels:
+            limit = min(caps.summary.most_in_one(lv, (m, False)) for lv in levels)
         else:
             limit = caps.cap.get(pool, 0)
-        if info.gpus > limit:
+        if gpus > limit:
             return None
     return pool, amount
 
 
 def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[str]],
-             cols: list[float] | None) -> dict[str, str]:
+             cols: list[float] | None, amounts: dict[str, float] | None = None
+             ) -> dict[str, str]:
     """Per group, hand the integer part of each option's LP count to the group's jobs
-    (options of higher objective coefficient first, jobs in request order)."""
+    (options of higher objective coefficient first, jobs in request order); `amounts`
+    gets each such job's option amount (an elastic gang's size)."""
     if cols is None:
         return {}
     out: dict[str, str] = {}
@@ -324,15 +400,17 @@ def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[st
     for key in groups:
         opts = []
         for opt in key.options:
-            opts.append((opt.coef, opt.pool[1], cols[col]))
+            opts.append((opt.coef, opt.pool[1], cols[col], opt.amount))
             col += 1
         names = iter(members[key])
-        for _coef, model, x in sorted(opts, key=lambda o: (-o[0], o[1])):
+        for _coef, model, x, amount in sorted(opts, key=lambda o: (-o[0], o[1])):
             for _ in range(math.floor(x + 1e-6)):
                 name = next(names, None)
                 if name is None:
                     break
                 out[name] = model
+                if amounts is not None:
+                    amounts[name] = amount
     return out
 
 
@@ -417,7 +495,8 @@ def _maximal_multisets(c: int, sizes: list[int], cap: int) -> list[tuple[int, ..
 def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
               node_free: dict[str, list[int]], whole_cap: dict[str, int],
               mem_cap: dict[str, float | None], fair: bool,
-              demands: dict[str, float], time_limit_s: float
+              demands: dict[str, float], time_limit_s: float,
+              quotas: dict[str, Quota] | None = None
               ) -> tuple[float, list[float] | None] | None:
     """max sum coef x (or t for fairness) over the aggregated model (the LP above) and the
     optimal column values of its job columns (None with the capacity-free fallback);
@@ -425,7 +504,9 @@ def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
     patterns = _node_patterns(groups, node_free)
     lp = HighsLp()
     _declare_rows(lp, groups, cap, node_free, whole_cap, mem_cap, fair, demands, patterns)
-    gang_cols, fallback = _job_columns(lp, groups, fair, patterns)
+    if quotas:
+        _declare_quota_rows(lp, groups, quotas)
+    gang_cols, fallback = _job_columns(lp, groups, fair, patterns, quotas or {})
     if fair:
         t = lp.add_col(-1.0, hi=1.0)
         gang_cols.append(False)
@@ -478,8 +559,24 @@ def _declare_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount], cap: dict[Poo
             lp.add_row("pattern_gangs", (m, k), hi=0.0)
 
 
+def _declare_quota_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount],
+                        quotas: dict[str, Quota]) -> None:
+    """quota[k, m] (module doc), after every other family: its bound is the limit, or what
+    the fixed (non-preemptible running) jobs already use there when that is more."""
+    fixed: dict[tuple[str, str], float] = {}
+    for key, slot in groups.items():
+        if slot.fixed:
+            for opt in key.options:
+                for qk in quota_keys(quotas, key.tenant, opt.pool[1]):
+                    fixed[qk] = fixed.get(qk, 0.0) + opt.quota * slot.fixed
+    for t in sorted(quotas):
+        for k in sorted(quotas[t].limit):
+            lp.add_row("quota", (t, k), hi=max(quotas[t].limit[k], fixed.get((t, k), 0.0)))
+
+
 def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
-                 patterns: Patterns) -> tuple[list[bool], float]:
+                 patterns: Patterns, quotas: dict[str, Quota] | None = None
+                 ) -> tuple[list[bool], float]:
     """x[G, o] per group and option, in order: whether each is a gang column (whole,
     >= 2 GPUs), and the capacity-free fallback bound (each job's best value)."""
     gang_cols: list[bool] = []
@@ -502,6 +599,9 @@ def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
                 lp.entry("whole_gpus", model, col, opt.amount)
             if fair and lp.has_row("tenant", key.tenant):
                 lp.entry("tenant", key.tenant, col, opt.thr)
+            for qk in quota_keys(quotas, key.tenant, model) if quotas else ():
+                if lp.has_row("quota", qk):
+                    lp.entry("quota", qk, col, opt.quota)
             if on_patterns and usable:
                 lp.entry("pattern_gangs", (model, key.single_k), col, 1.0)
             elif single_gang and opt.pool[0] == "whole" and not on_patterns:

@@ -2,12 +2,15 @@
 flag, and (in deterministic mode) a work clock in place of the wall clock.
 
 Every phase of `solver.plan` asks the budget how long it may run (`until`, `limits`) and
-whether it should stop (`stopped`); nothing else reads the clock to decide. The time kept
-back for finishing (the static reasons, building and validating the Plan) is measured, not
-assumed: a prior per job and GPU, calibrated as CPU seconds, is scaled by how much wall time
-a CPU second of this process costs right now (`load`, measured over the Python phases of
-this solve, so a busy machine reserves more), and replaced by the real cost once a plan has
-been built (an incumbent report, see solver/portfolio.py).
+whether it should stop (`stopped`); nothing else reads the clock to decide. Whether a
+phase fits is decided from what this solve has measured, not from assumed speeds: each
+phase has a prior cost in CPU seconds (calibrated on a quiet machine, with the collector
+paused), and `pace` records how many wall seconds each prior second really took in the
+phases run so far (compiling the jobs, the greedy pass, the LP, a rounding), which covers
+both the machine's load and how hard this request is. `estimate` scales a prior by it.
+The time kept back for finishing (building and validating the Plan) is such an estimate
+too, with a safety factor, and is replaced by the real cost once a plan has been built
+(an incumbent report, see solver/portfolio.py).
 
 Deterministic mode (`policy.deterministic`): the decisions that depend on time (how long a
 phase may run, whether the next one fits) read a work clock instead: each phase charges
@@ -26,14 +29,16 @@ from dataclasses import dataclass, field
 from threading import Event
 
 from models import PlanRequest
+from models.rules import lexicographic_levels
 from solver.linear import Limits
 
-#: CPU seconds to finish a plan (build, validation) per job and GPU, and per job again for
-#: its placements (all jobs counted: an upper bound); measured on L (16,384 GPUs / 20,000
-#: jobs: build 0.55 s, validation 0.35 s on a quiet machine) with some margin. Under load
-#: the estimate is scaled by `load()`, and replaced by the real cost once a plan is built.
-FINISH_CPU_PER_ITEM = 2e-5
-FINISH_CPU_PER_JOB = 3e-5
+#: CPU seconds to finish a plan per job and GPU (build and validate it), and per job
+#: again (the planner's last comparison of plans); measured with the collector paused
+#: (M: 0.07 s; L, 16,384 GPUs / 20,000 jobs: build 0.5 s, validation 0.45 s; XL, 65,536
+#: / 80,000: 2.0 s and 2.4 s). The estimate is scaled by the measured pace, and replaced
+#: by the real cost once a plan is built.
+FINISH_CPU_PER_ITEM = 2.8e-5
+FINISH_CPU_PER_JOB = 5e-6
 #: Fixed seconds kept back on top of the measured finishing cost (returning, logging).
 FINISH_MARGIN_S = 0.1
 #: Safety factor on the finishing estimate.
@@ -41,6 +46,15 @@ FINISH_SAFETY = 1.5
 #: Most of the budget kept back for finishing: at least the rest plans, even when the
 #: machine is so busy that finishing alone would take the whole budget.
 FINISH_MAX_SHARE = 0.8
+#: Phases shorter than this (wall seconds) do not update the pace: too noisy.
+PACE_MIN_S = 0.02
+#: Bounds of the pace (wall seconds per prior CPU second): a phase that ran from a cache
+#: must not make the next look free, nor one stalled phase make every other look hopeless.
+PACE_RANGE = (0.5, 12.0)
+#: Finishing a plan with quotas or priority classes costs about this much more (restoring
+#: displaced jobs, the level reasons and stats, their checks; measured on M: 0.29 s of
+#: CPU against 0.06 s).
+FINISH_LEVELS_FACTOR = 5.0
 #: Seconds by which an exact backend may overrun the limit it is given (CP-SAT checks its
 #: clock between steps; its result is decoded afterwards), by backend. CBC is a separate
 #: process that writes and reads files, and is killed a grace period past its deadline.
@@ -58,6 +72,13 @@ MOVES_PER_S = 60
 
 
 @dataclass
+class Pacing:
+    """A paced phase's measure; `void` when the phase did not do all its work."""
+
+    void: bool = False
+
+
+@dataclass
 class Budget:
     """The deadline, the finishing reserve and the cancel flag of one solve."""
 
@@ -71,15 +92,19 @@ class Budget:
     _py_wall: float = 0.0    # wall and CPU seconds of the Python phases so far
     _py_cpu: float = 0.0
     _finish_measured: float | None = None
+    _pace: float | None = None   # wall seconds per prior CPU second, recent phases
+    _pace_last: float | None = None
     _work: float = 0.0       # deterministic mode: budget seconds charged so far
+    finish_factor: float = 1.0  # FINISH_LEVELS_FACTOR for requests with levels
 
     @classmethod
     def of(cls, request: PlanRequest, cancel: Event | None = None) -> Budget:
         """The budget of `request` (its policy's limit and mode), starting now."""
         pol = request.policy
+        factor = FINISH_LEVELS_FACTOR if lexicographic_levels(request) else 1.0
         return cls(pol.time_limit_s, len(request.jobs),
                    sum(len(n.gpus) for n in request.cluster.nodes), cancel,
-                   pol.deterministic)
+                   pol.deterministic, finish_factor=factor)
 
     # ------------------------------------------------------------------ clocks
     @property
@@ -137,6 +162,41 @@ class Budget:
         """Record what finishing a plan (build and validate) really cost."""
         self._finish_measured = max(self._finish_measured or 0.0, seconds)
 
+    @contextmanager
+    def paced(self, prior_cpu_s: float) -> Iterator[Pacing]:
+        """Time a phase whose prior cost is `prior_cpu_s` CPU seconds and update the pace
+        (module doc), unless the body marks its measure void (a phase cut at its
+        deadline did only part of its work). The phase also counts as a Python phase of
+        `load`."""
+        w0 = time.monotonic()
+        pacing = Pacing()
+        try:
+            with self.python_phase():
+                yield pacing
+        finally:
+            wall = time.monotonic() - w0
+            if wall >= PACE_MIN_S and prior_cpu_s > 0 and not pacing.void:
+                lo, hi = PACE_RANGE
+                ratio = min(hi, max(lo, wall / prior_cpu_s))
+                self._pace_last = ratio
+                self._pace = ratio if self._pace is None else 0.5 * (self._pace + ratio)
+
+    def pace(self) -> float:
+        """Wall seconds per prior CPU second (module doc): the recent phases' average,
+        or the latest phase's when that was slower; the load before any phase ran."""
+        if self._pace is None or self._pace_last is None:
+            return self.load()
+        return max(self._pace, self._pace_last)
+
+    def estimate(self, prior_cpu_s: float) -> float:
+        """The wall seconds a phase of `prior_cpu_s` prior CPU seconds should take now."""
+        return prior_cpu_s * self.pace()
+
+    def fits(self, prior_cpu_s: float) -> bool:
+        """Whether a phase of `prior_cpu_s` prior CPU seconds should end before the
+        finishing reserve (never when cancelled)."""
+        return not self.stopped(need=self.estimate(prior_cpu_s))
+
     @property
     def reserve(self) -> float:
         """Seconds kept back for finishing the plan (module doc)."""
@@ -147,8 +207,8 @@ class Budget:
     def finish_reserve(self) -> float:
         """The wall seconds finishing a plan is expected to take, with a safety margin."""
         cpu = (FINISH_CPU_PER_ITEM * (self.jobs + self.gpus)
-               + FINISH_CPU_PER_JOB * self.jobs)
-        est = cpu * self.load()
+               + FINISH_CPU_PER_JOB * self.jobs) * self.finish_factor
+        est = self.estimate(cpu)
         if self._finish_measured is not None:
             est = max(est, self._finish_measured)
         return min(FINISH_SAFETY * est + FINISH_MARGIN_S, FINISH_MAX_SHARE * self.limit_s)

@@ -23,6 +23,8 @@ from models import (
     is_valid_layout,
 )
 from models.objective import evaluate
+from models.rules import lexicographic_levels
+from solver.level_report import level_reasons, level_stats
 
 
 def final_layouts(
@@ -131,6 +133,8 @@ def build_plan(
     placements = {j: list(p) for j, p in result.placements.items() if p}
     layouts = final_layouts(request, placements)
     ev = evaluate(request, placements)
+    levels = lexicographic_levels(request) and status != "infeasible"
+    reasons = level_reasons(request, placements, result.reasons) if levels else result.reasons
     assignments: list[Assignment] = []
     unplaced: list[Unplaced] = []
     for job in request.jobs:
@@ -140,10 +144,13 @@ def build_plan(
             continue
         if job.current and status != "infeasible":
             reason, detail = "preempted", "a running job this plan stops"
-            if job.name in result.reasons and result.reasons[job.name][0] != "preempted":
-                detail = f"stopped: {result.reasons[job.name][1]}"
+            why = reasons.get(job.name)
+            if why is not None and why[0] != "preempted":
+                detail = f"stopped: {why[1]}"
+            elif why is not None and levels:  # who reclaimed it, or which class
+                detail = why[1]
         else:
-            reason, detail = result.reasons.get(job.name, default_reason)
+            reason, detail = reasons.get(job.name, default_reason)
         unplaced.append(Unplaced(job=job.name, reason=reason, detail=detail))
     value = ev.objective_value
     gap = None
@@ -157,9 +164,16 @@ def build_plan(
         "throughput": round(ev.throughput, 9),
         "fragmentation": round(fragmentation(request, placements), 6),
     }
+    if request.interference:
+        # Contract 5.2 (models/objective.py: interference_loss); absent without pairs, so a
+        # v1 request's plan is unchanged.
+        extras["interference_loss"] = round(ev.interference_loss, 9)
     extras.update(extra_stats or {})
     for k, v in extras.items():
         setattr(stats, k, v)
+    if lexicographic_levels(request):
+        for k, obj in level_stats(request, placements).items():
+            setattr(stats, k, obj)
     return Plan(
         status=status,
         solver=solver,

@@ -6,23 +6,31 @@ within `policy.time_limit_s`, dress the Outcome as a Plan (solver/build.py), val
 is raised, never a wrong plan returned.
 
 The parts, one job each:
-- solver/budget.py: the one deadline, the measured finishing reserve, the cancel flag,
-  the work clock of deterministic mode;
-- solver/portfolio.py: the starting plan (greedy, rounded LP, share re-pack), the LP
-  bound and the static reasons, each computed once; incumbent reports;
+- solver/budget.py: the one deadline, the measured pace of the phases and the finishing
+  reserve, the cancel flag, the work clock of deterministic mode;
+- solver/portfolio.py: the starting plan (greedy, rounded LP, share re-pack), the bound
+  (the LP's, else the quick one of solver/quick_bound.py) and the static reasons, each
+  computed once; incumbent reports;
 - solver/exact.py: compiling and solving the model, the status of an exact answer;
 - solver/levels.py: the lexicographic objectives (fairness, priority_fifo);
 - solver/auto.py: the `auto` size policy and the shared local search;
 - solver/outcome.py: the Outcome (decided once) and how plans rank.
+
+With priority classes, every planner's answer passes `heuristics.levels.restore_displaced`
+before it is dressed: a higher-class running job that a time-limited search left stopped
+where removing only lower-class work would keep it is kept (contract 5.4; a proven
+lexicographic optimum never has one, so it comes back unchanged).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from threading import Event
 
+from heuristics.levels import restore_displaced
 from heuristics.result import HeuristicResult
 from models import Plan, PlanRequest
 from models.objective import same_placement
@@ -30,7 +38,8 @@ from solver.auto import auto, exact_for_size, local_search
 from solver.build import build_plan
 from solver.context import Context
 from solver.exact import fallback
-from solver.outcome import Outcome, infeasible, rank
+from solver.gcpause import gc_paused
+from solver.outcome import Outcome, infeasible
 from solver.reasons import hard_conflicts
 from solver.validate import validate_plan
 
@@ -106,13 +115,16 @@ def _outcome(ctx: Context) -> Outcome:
         return infeasible(request, request.policy.solver, "; ".join(conflicts[:3]))
     ctx.portfolio.reasons()   # needed at the end; also a first measure of the load
     out = PLANNERS[request.policy.solver](ctx)
+    if out.status != "infeasible":
+        kept = restore_displaced(request, out.result)
+        if kept is not out.result:
+            out = dataclasses.replace(out, result=kept)
     if out.status != "infeasible" and _breaks_running(request, out.result):
         out = _settle_running(ctx, out)
     if ctx.budget.cancelled():
         ctx.notes.append("cancelled: returning the best plan found so far")
-        if out.status in ("feasible", "heuristic") and rank(
-                request, ctx.portfolio.start().placements) > rank(request,
-                                                                  out.result.placements):
+        if out.status in ("feasible", "heuristic") and ctx.portfolio.better(
+                ctx.portfolio.start(), out.result):
             return fallback(ctx)
     return out
 
@@ -129,8 +141,16 @@ def plan(
     solve: the best plan so far comes back. `on_incumbent` receives each better plan as
     it is found: the starting heuristic plans (status `heuristic`) from the first phase
     on, then the exact search's incumbents (status `feasible`), each validated.
-    `solve_time_s` covers the whole call, validation included.
+    `solve_time_s` covers the whole call, validation included. The cyclic garbage
+    collector is paused meanwhile (solver/gcpause.py).
     """
+    with gc_paused():
+        return _plan(request, cancel, on_incumbent)
+
+
+def _plan(request: PlanRequest, cancel: Event | None,
+          on_incumbent: Callable[[Plan], None] | None) -> Plan:
+    """`plan`, with the collector paused."""
     ctx = Context.start(request, cancel, on_incumbent)
     out = _outcome(ctx)
     if ctx.budget.wall_cut:

@@ -19,10 +19,12 @@ import time
 from collections.abc import Mapping
 
 from heuristics.result import HeuristicResult
+from models.rules import lexicographic_levels
 from solver.backends import BACKENDS, IncumbentCallback
 from solver.budget import DET_UNITS_PER_S
 from solver.context import Context
 from solver.formulation import Compiled, compile_request, decode, encode_hints
+from solver.formulation.patterns import PatternsTooMany
 from solver.linear import BuildTimeout, LinearModel, Solution, build_deadline
 from solver.outcome import Outcome, infeasible
 
@@ -71,7 +73,8 @@ def compile_model(ctx: Context, prune: int | None = None,
                   max_vars: int | None = None) -> Compiled | None:
     """The model of the request (restricted to each job's `prune` best targets), hinted
     with the starting plan, compiled before the finishing reserve; None (with a note)
-    when that time runs out. `ModelTooLarge` passes through past `max_vars`."""
+    when that time runs out or a GPU has too many co-location patterns
+    (`PatternsTooMany`). `ModelTooLarge` passes through past `max_vars`."""
     start = ctx.portfolio.start().placements
     t0 = time.monotonic()
     try:
@@ -81,6 +84,9 @@ def compile_model(ctx: Context, prune: int | None = None,
             compiled.model.hints.update(encode_hints(compiled, start))
     except BuildTimeout:
         ctx.notes.append("no time left to build the exact model")
+        return None
+    except PatternsTooMany as exc:
+        ctx.notes.append(f"no exact model: {exc}")
         return None
     ctx.prune = prune
     if ctx.budget.deterministic:
@@ -95,7 +101,7 @@ def exact_outcome(ctx: Context, backend: str, prune: int | None = None,
                   compiled: Compiled | None = None) -> Outcome:
     """Solve the request with `backend`: exactly, or on the model restricted to each
     job's `prune` best targets (then at best `feasible`, with the aggregated LP bound)."""
-    from solver.levels import LEVELS  # levels build on `solve` and `finish` below
+    from solver.levels import LEVELS, lexicographic  # levels build on `solve` and `finish`
 
     if compiled is None:
         compiled = compile_model(ctx, prune)
@@ -104,6 +110,8 @@ def exact_outcome(ctx: Context, backend: str, prune: int | None = None,
     if ctx.budget.stopped(need=ctx.budget.reserve + 0.05):
         ctx.notes.append("no time left for the exact search after compiling the model")
         return fallback(ctx)
+    if lexicographic_levels(ctx.request):
+        return lexicographic(ctx, backend, compiled)
     levels = LEVELS.get(ctx.request.policy.objective)
     if levels is not None:
         return levels(ctx, backend, compiled)

@@ -6,6 +6,24 @@ after the other, each level's optimum fixed before the next.
 - `priority_fifo`: one level per job in priority order (is job k placed beside the jobs
   committed before it?), decided in runs of jobs (`_PriorityWalk`), then throughput with
   every committed job placed.
+- quotas and priority classes (contract 5.3 / 5.4; `lexicographic`, for any objective):
+  the guaranteed usage served first, then each class from the highest down with the
+  policy's own levels over its jobs (additive objectives: their value, own costs
+  included; fairness: the class's minimum share, then its throughput; priority_fifo: the
+  walk over its jobs, then its throughput). Successive solves of the same compiled model
+  (weights would need a scale per level that floats do not give): each level's optimum
+  is held by a row before the next, in the model's own units:
+
+    served[k, m] <= D * S * U[k, m],  0 <= served[k, m] <= D * S * guaranteed(k, m)
+    maximise sum served / (D * S);  held as  sum served >= its optimum (integers)
+
+  with S the quota scale of the compiled usage terms (MIG sizes become integers) and D
+  = 10^d the decimals of the shares and guarantees (so min(usage, guaranteed) is exact);
+  a class's value is held as `sum class_terms >= v* - tol`, tol = 1e-6 * (1 + |v*| +
+  jobs), which covers CP-SAT's conservative rounding of fractional rows. A level that
+  ends without proof holds the value it reached and the plan is `feasible`. The bound of
+  an additive objective is the held values of the higher classes plus the last level's
+  bound (None for fairness unless proven).
 """
 
 from __future__ import annotations
@@ -15,11 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from models.objective import tenant_demands
-from models.rules import priority_key
+from models.objective import evaluate, tenant_demands
+from models.rules import priority_classes, priority_key
 from solver.context import Context
 from solver.exact import finish, solve
-from solver.formulation import FAIRNESS_STEPS, Compiled
+from solver.formulation import FAIRNESS_STEPS, Compiled, decode
 from solver.linear import LinearModel, Solution, add_terms
 from solver.outcome import Outcome
 
@@ -174,6 +192,173 @@ def priority(ctx: Context, backend: str, compiled: Compiled) -> Outcome:
         sol = Solution("feasible", walk.values, None, None)
     reasons = {req.jobs[i].name: why.value for i, why in walk.left_out.items()}
     return finish(ctx, backend, compiled, sol, proven=walk.exhaustive, reasons=reasons)
+
+
+@dataclass
+class _Levels:
+    """The state of the lexicographic walk: the model with the rows holding each level
+    reached so far, the last values, whether every level was proven, the held values of
+    the classes (their sum is the additive objective's), reasons of the walk."""
+
+    ctx: Context
+    backend: str
+    compiled: Compiled
+    model: LinearModel
+    left: int
+    values: list[int] | None = None
+    last: Solution | None = None
+    proven: bool = True
+    stopped: bool = False
+    #: whether every level before the last one solved was proven
+    proven_before: bool = True
+    held: float = 0.0
+    #: the held class values before the last class level
+    held_before: float = 0.0
+    reasons: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def maximise(self, terms: dict[int, float], const: float = 0.0) -> float | None:
+        """Solve the model for `terms` (share of the time: 1 / levels left); the value
+        reached (None when nothing was found: the walk stops)."""
+        m = self.model
+        m.objective, m.objective_const = dict(terms), const
+        if self.values is not None:
+            m.hints = dict(enumerate(self.values))
+        self.left -= 1
+        sol = solve(self.ctx, self.backend, m, 1.0 / max(1, self.left + 1), self.compiled,
+                    stream=self.left == 0)
+        if sol.values is None or sol.status == "infeasible":
+            self.stopped = True
+            if self.values is None:
+                self.last = sol
+            self.proven = False
+            return None
+        self.proven_before = self.proven
+        self.last, self.values = sol, sol.values
+        self.proven = self.proven and sol.status == "optimal"
+        return sum(c * sol.values[v] for v, c in terms.items())
+
+    def hold(self, terms: dict[int, float], value: float, name: str) -> None:
+        """Keep `terms` at the value reached (up to the rounding tolerance)."""
+        tol = 1e-6 * (1.0 + abs(value) + len(self.ctx.request.jobs))
+        self.model.add(terms, lo=value - tol, name=name)
+
+    def quota(self) -> None:
+        """The guaranteed usage served (module doc)."""
+        req = self.ctx.request
+        c = self.compiled
+        scale = c.quota_scale * 10 ** _decimals(
+            [j.gpu_share for j in req.jobs if j.gpu_share is not None]
+            + [g for q in req.cluster.quotas.values() for g in q.guaranteed.values()])
+        unit = scale // c.quota_scale
+        served: dict[int, float] = {}
+        for (t, k), terms in c.quota_terms.items():
+            g = req.cluster.quotas[t].guaranteed.get(k, 0.0)
+            if g <= 0:
+                continue
+            s = self.model.new_var(f"served[{t},{k}]", 0, math.floor(g * scale + 1e-6))
+            row = {v: coef * unit for v, coef in terms.items()}
+            row[s] = -1.0
+            self.model.add(row, lo=0.0, name=f"served[{t},{k}]")
+            served[s] = 1.0 / scale
+        got = self.maximise(served)
+        if got is not None and not self.stopped:
+            total = round(got * scale)
+            self.model.add(dict.fromkeys(served, 1.0), lo=total, name="served")
+
+    def additive(self, p: int) -> None:
+        """Class p's objective over its own jobs."""
+        c = self.compiled
+        got = self.maximise(c.class_terms[p], c.class_const[p])
+        if got is not None:
+            self.hold(c.class_terms[p], got, f"class[{p}]")
+            self.held_before = self.held
+            self.held += got + c.class_const[p]
+
+    def fairness(self, p: int) -> None:
+        """Class p's minimum tenant share over its own demands, then its throughput."""
+        req = self.ctx.request
+        demands = tenant_demands(req, [j for j in req.jobs if j.priority == p])
+        t = self.model.new_var(f"min_share[{p}]", 0, FAIRNESS_STEPS)
+        for tenant, d in demands.items():
+            row = dict(self.compiled.class_tenant_terms.get(p, {}).get(tenant, {}))
+            add_terms(row, {t: -d / FAIRNESS_STEPS})
+            self.model.add(row, lo=0.0, name=f"share[{p},{tenant}]")
+        if not demands:
+            self.model.fix(t, 0)
+        got = self.maximise({t: 1.0})
+        if got is None:
+            return
+        self.model.lbs[t] = round(got)
+        self.throughput(p)
+
+    def throughput(self, p: int) -> None:
+        """Class p's throughput (own costs included)."""
+        c = self.compiled
+        got = self.maximise(c.class_throughput[p], c.class_const[p])
+        if got is not None:
+            self.hold(c.class_throughput[p], got, f"class_throughput[{p}]")
+            self.held_before = self.held
+            self.held += got + c.class_const[p]
+
+    def fifo(self, p: int) -> None:
+        """Class p's jobs placed in priority order (`_PriorityWalk`), then throughput."""
+        req = self.ctx.request
+        static = self.ctx.portfolio.reasons()
+        order = sorted((i for i, j in enumerate(req.jobs) if j.priority == p
+                        and (j.name not in static or j.current)),
+                       key=lambda i: priority_key(req.jobs[i]))
+        self.model.objective, self.model.objective_const = {}, 0.0
+        walk = _PriorityWalk(self.ctx, self.backend, self.compiled, self.model, self.values)
+        walk.walk(order)
+        self.model, self.proven = walk.model, self.proven and walk.exhaustive
+        if walk.values is not None:
+            self.values = walk.values
+        self.reasons.update({req.jobs[i].name: why.value for i, why in walk.left_out.items()})
+        self.throughput(p)
+
+
+def _decimals(xs: list[float], most: int = 4) -> int:
+    """The fewest decimals (<= most) that write every number of `xs` exactly."""
+    for d in range(most + 1):
+        if all(abs(x * 10 ** d - round(x * 10 ** d)) <= 1e-9 * max(1.0, x * 10 ** d)
+               for x in xs):
+            return d
+    return most
+
+
+def lexicographic(ctx: Context, backend: str, compiled: Compiled) -> Outcome:
+    """Quotas' guaranteed usage, then each priority class (module doc)."""
+    req = ctx.request
+    objective = req.policy.objective
+    classes = priority_classes(req.jobs)
+    per_class = {"fairness": 2, "priority_fifo": 1}.get(objective, 1)
+    walk = _Levels(ctx, backend, compiled, compiled.model.copy(),
+                   left=len(classes) * per_class + bool(req.cluster.quotas))
+    if req.cluster.quotas:
+        walk.quota()
+    step = {"fairness": walk.fairness, "priority_fifo": walk.fifo}.get(objective,
+                                                                        walk.additive)
+    for p in classes:
+        if walk.stopped:
+            break
+        step(p)
+    sol = walk.last if walk.last is not None else Solution("unknown")
+    if walk.values is not None:
+        sol = Solution("optimal" if sol.status == "optimal" else "feasible", walk.values,
+                       sol.objective, None, sol.wall_s, sol.info)
+    proven = walk.proven and not walk.stopped
+    last = walk.last
+    bound: float | None = None
+    if objective == "fairness":
+        if proven and walk.values is not None:
+            bound = evaluate(req, decode(compiled, walk.values).placements).objective_value
+    elif (walk.proven_before and not walk.stopped and last is not None
+          and last.bound is not None and last.values is not None):
+        # the classes above the last are optimal: their values plus the last's bound
+        bound = walk.held_before + last.bound
+    stats = {"levels_proven": int(proven)}
+    return finish(ctx, backend, compiled, sol, bound=bound, proven=proven,
+                  reasons=walk.reasons, stats=stats)
 
 
 #: policy.objective -> its levels (objectives not listed are solved in one level).

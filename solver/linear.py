@@ -47,6 +47,12 @@ def build_deadline(deadline: float | None) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
+def check_deadline() -> None:
+    """Raise `BuildTimeout` when the build deadline has passed (for model-building loops
+    that add no variable or row for a while)."""
+    _check_deadline()
+
+
 def _check_deadline() -> None:
     deadline = _DEADLINE.get()
     if deadline is not None and time.monotonic() > deadline:

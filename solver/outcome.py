@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest, PlanStatus
-from models.objective import evaluate
+from models.objective import Evaluation, evaluate, level_key
 from models.rules import priority_key
 
 #: Objectives whose plans may start from the rounded LP relaxation and whose LP bound is
@@ -42,16 +42,20 @@ def infeasible(request: PlanRequest, solver: str, why: str) -> Outcome:
     return Outcome(HeuristicResult(reasons=reasons), "infeasible", solver)
 
 
-def rank(request: PlanRequest, placements: dict[str, list[Placement]]
-         ) -> tuple[float, ...]:
-    """How good a plan is under the policy's objective, lexicographic where it is:
-    priority_fifo compares which jobs are placed in priority order first, fairness the
-    minimum share first; then the objective (rounded, so that float noise does not rank)."""
-    ev = evaluate(request, placements)
+def rank(request: PlanRequest, placements: dict[str, list[Placement]],
+         ev: Evaluation | None = None) -> tuple[float, ...]:
+    """How good a plan is under the policy's objective, lexicographic where it is: the
+    levels of quotas and priority classes first (`models.objective.level_key`, empty
+    without them), then priority_fifo compares which jobs are placed in priority order,
+    fairness the minimum share; then the objective (rounded, so that float noise does not
+    rank). `ev`: the plan's evaluation when known already."""
+    levels = level_key(request, placements)
+    if ev is None:
+        ev = evaluate(request, placements)
     if request.policy.objective == "priority_fifo":
         order = sorted(request.jobs, key=priority_key)
-        return (*(1.0 if placements.get(j.name) else 0.0 for j in order),
+        return (*levels, *(1.0 if placements.get(j.name) else 0.0 for j in order),
                 round(ev.throughput, 9))
     if request.policy.objective == "fairness":
-        return (round(ev.objective_value, 9), round(ev.throughput, 9))
-    return (round(ev.objective_value, 9),)
+        return (*levels, round(ev.objective_value, 9), round(ev.throughput, 9))
+    return (*levels, round(ev.objective_value, 9))

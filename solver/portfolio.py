@@ -8,10 +8,16 @@ patterns when that ranks better (solver/share_packing.py). Later phases `offer` 
 plans (the local search's, an exact solve's when it seeds a wider one); the starting plan
 is what exact solves are warm-started from and what is returned when they find nothing.
 
-Each ingredient (greedy plan, LP relaxation and its bound, static reasons) is computed
-once, within the budget (solver/budget.py). Every improvement of the starting plan is
-reported through the caller's incumbent hook (`Incumbents`), so that an async solve has a
-plan to show, store or return from its first seconds.
+Each ingredient (greedy plan, LP relaxation and its bound, the quick bound, static
+reasons) is computed once, within the budget (solver/budget.py): each phase has a prior
+cost in CPU seconds (the constants below) and runs only when the budget, which scales it
+by the pace measured so far, says it fits. On large requests the LP and a rounding go
+first when both fit (the rounded plan is the better start there, and a greedy pass costs
+as much as both); else the greedy goes first. A bound always exists: the quick Lagrangian one of
+solver/quick_bound.py stands in when the LP does not fit or its solve is cut. Every
+improvement of the starting plan is reported through the caller's incumbent hook
+(`Incumbents`), so that an async solve has a plan to show, store or return from its first
+seconds.
 """
 
 from __future__ import annotations
@@ -26,10 +32,13 @@ from heuristics.lp_round import VARIANTS as ROUNDINGS
 from heuristics.lp_round import plan_lp_round
 from heuristics.result import HeuristicResult
 from models import Plan, PlanRequest, PlanStatus
+from models.instance import compile_jobs
+from models.objective import evaluate
 from solver.bound import Relaxation, relax
 from solver.budget import PASS_S_PER_JOB, Budget
 from solver.build import build_plan
 from solver.outcome import LP_ROUND_OBJECTIVES, label, rank
+from solver.quick_bound import quick_bound
 from solver.reasons import static_reasons
 from solver.share_packing import repack
 from solver.validate import validate_plan
@@ -42,21 +51,28 @@ REPACK_SHARE = 0.3
 #: whichever is larger, and at most half of what is left.
 BOUND_MIN_S = 2.0
 BOUND_SHARE = 0.1
-#: CPU seconds per job of one greedy pass, measured on M and L. With less than
-#: `CUT_EARLY` of a pass left, the greedy keeps the running jobs first: measured on a
-#: loaded machine, M at 1 s 3,218 instead of 1,832 and L at 10 s 27,829 instead of
-#: -3,697, while M at 2 s (0.6 of a pass) keeps the default's 4,330 (3,248 otherwise).
-GREEDY_CPU_PER_JOB = 2.5e-4
+#: Prior costs of the phases in CPU seconds (module doc of solver/budget.py: scaled by the
+#: pace measured in this solve), measured on M and L with the collector paused.
+#: Compiling the jobs: L 0.27 s.
+COMPILE_CPU_PER_JOB = 1.5e-5
+#: One greedy pass: M 0.13 s, L 1.8 s. With less than `CUT_EARLY` of a pass left, the
+#: greedy keeps the running jobs first: measured on a loaded machine, M at 1 s 3,218
+#: instead of 1,832 and L at 10 s 27,829 instead of -3,697, while M at 2 s (0.6 of a
+#: pass) keeps the default's 4,330 (3,248 otherwise).
+GREEDY_CPU_PER_JOB = 1e-4
 CUT_EARLY = 0.3
-#: CPU seconds per job the whole LP relaxation takes (compiling and grouping the jobs,
-#: building the rows, the LP solve): M 1.6e-4, L 6e-5 on a quiet machine, 1.1e-4 on L
-#: with the cores shared. Its Python part is not time-boxed, so the bound is skipped when
-#: this much (times the load) does not fit. An estimate too high here costs the bound and
-#: the rounded starting plan on L (10 s: no bound, 6% lower objective).
-RELAX_CPU_PER_JOB = 1.2e-4
-#: A rounding pass costs about this share of a greedy pass (quiet L: 1.1 s against
-#: 2.4-3.4 s); before the first rounding has been timed, it is the estimate.
-ROUNDING_PER_GREEDY = 0.5
+#: The LP relaxation without its integer re-solve (grouping the jobs, building the rows,
+#: the LP solve): M 0.15 s, L 0.75 s. Its Python part is not time-boxed, so the LP is
+#: skipped (the quick bound stands in) when this much does not fit.
+RELAX_CPU_S = 0.1
+RELAX_CPU_PER_JOB = 3.5e-5
+RELAX_SAFETY = 1.5
+#: One rounding pass, which grows faster than the jobs: M 0.05 s, L 0.9-1.0 s, XL (65,536
+#: GPUs / 80,000 jobs) 13 s: a per job and a per job squared term.
+ROUNDING_CPU_PER_JOB = 1.25e-5
+ROUNDING_CPU_PER_JOB2 = 1.9e-9
+#: The quick bound (solver/quick_bound.py): M 0.02 s, L 0.25 s.
+QUICK_CPU_PER_JOB = 1.5e-5
 #: Seconds between two heuristic incumbent reports, at least (and at least twice what
 #: building the last one cost): each report builds and validates a whole plan.
 REPORT_EVERY_S = 1.0
@@ -119,28 +135,56 @@ class Portfolio:
         self._greedy: HeuristicResult | None = None
         self._relax: Relaxation | None = None
         self._bound_done = False
+        self._relax_done = False
+        self._quick: float | None = None
+        self._compiled = False
+        #: id(result) -> (the result, its rank, its objective value): plans are compared
+        #: several times, and evaluating one is a pass over every job
+        self._judged: dict[int, tuple[HeuristicResult, tuple[float, ...], float]] = {}
         self._start: HeuristicResult | None = None
         self._reasons: dict[str, tuple[str, str]] | None = None
 
     def reasons(self) -> dict[str, tuple[str, str]]:
         """Static reasons of the jobs no plan can place."""
         if self._reasons is None:
+            self.compiled()
             with self.budget.python_phase():
                 self._reasons = static_reasons(self.request)
         return self._reasons
 
+    def compiled(self) -> None:
+        """Compile the jobs (cached per request) as the first paced phase: how long it
+        takes is the first measure of this solve's pace."""
+        if not self._compiled:
+            self._compiled = True
+            with self.budget.paced(COMPILE_CPU_PER_JOB * len(self.request.jobs)):
+                compile_jobs(self.request)
+
+    def _jobs_cpu(self, per_job: float) -> float:
+        """A prior of `per_job` CPU seconds per job, for this request."""
+        return per_job * len(self.request.jobs)
+
+    def _rounding_cpu(self) -> float:
+        """The prior of one rounding pass on this request."""
+        n = len(self.request.jobs)
+        return ROUNDING_CPU_PER_JOB * n + ROUNDING_CPU_PER_JOB2 * n * n
+
     def greedy(self) -> HeuristicResult:
         """The greedy plan (cut at the deadline: the jobs it did not reach stay out).
-        When the time left buys only a small part of one pass (measured load), a single
+        When the time left buys only a small part of one pass (measured pace), a single
         pass that keeps the running jobs first is made: cut early, the default pass
         would preempt every running job it did not reach."""
         if self._greedy is None:
             b = self.budget
-            one_pass = GREEDY_CPU_PER_JOB * len(self.request.jobs) * b.load()
-            short = not b.deterministic and b.stopped(need=CUT_EARLY * one_pass)
-            self._greedy = plan_greedy(self.request, seed=self.request.policy.seed,
-                                       deadline=self._heuristic_deadline(),
-                                       keep_running=True if short else self._one_variant())
+            one_pass = self._jobs_cpu(GREEDY_CPU_PER_JOB)
+            short = not b.deterministic and not b.fits(CUT_EARLY * one_pass)
+            keep = True if short else self._one_variant()
+            # room for the quick bound after it, in case the LP does not fit then
+            room = 0.0 if self._bound_done else b.estimate(self._jobs_cpu(QUICK_CPU_PER_JOB))
+            self._greedy = self._run(partial(
+                plan_greedy, self.request, seed=self.request.policy.seed,
+                deadline=self._heuristic_deadline(room), keep_running=keep),
+                one_pass if keep is not None else 0.0)
         return self._greedy
 
     def _one_variant(self) -> bool | None:
@@ -151,29 +195,44 @@ class Portfolio:
         large = len(self.request.jobs) > BOTH_VARIANTS_UP_TO
         return False if large and self.request.policy.objective in LP_ROUND_OBJECTIVES else None
 
-    def _heuristic_deadline(self) -> float | None:
+    def _heuristic_deadline(self, room: float = 0.0) -> float | None:
         """A starting heuristic runs to completion in deterministic mode (its cut-off and
-        its choice of variants would depend on timing), else until the finishing reserve."""
-        return None if self.budget.deterministic else self.budget.until()
+        its choice of variants would depend on timing), else until the finishing reserve
+        (and `room` seconds more kept back for what must follow it)."""
+        if self.budget.deterministic:
+            return None
+        return max(time.monotonic(), self.budget.until() - room)
 
     def bound(self) -> float | None:
-        """The aggregated LP bound (module doc of solver/bound.py); None if unknown."""
+        """The best proven bound known (None if the relaxation shows the request
+        infeasible): the aggregated LP's (module doc of solver/bound.py) when it fits in
+        the time left, else, or when its solve is cut, the quick bound of
+        solver/quick_bound.py, which always fits."""
         if not self._bound_done:
             self._bound_done = True
             b = self.budget
-            left = max(0.0, b.remaining() - b.reserve)
-            if b.deterministic:
+            self.compiled()
+            prior = RELAX_CPU_S + self._jobs_cpu(RELAX_CPU_PER_JOB)
+            if b.deterministic or b.fits(RELAX_SAFETY * prior):
+                left = max(0.0, b.remaining() - b.reserve)
                 limit = max(BOUND_MIN_S, BOUND_SHARE * b.limit_s)
-            else:
-                limit = min(max(BOUND_MIN_S, BOUND_SHARE * b.limit_s), left / 2)
-            build = RELAX_CPU_PER_JOB * len(self.request.jobs) * b.load()
-            if b.deterministic or not b.stopped(need=build + 0.05):
+                if not b.deterministic:
+                    limit = min(limit, max(left / 2, 2 * b.estimate(prior)), left)
+                # not paced: its solve runs as long as its limit allows
                 with b.python_phase():
                     self._relax = relax(self.request, time_limit_s=max(0.1, limit))
                 b.charge(PASS_S_PER_JOB * len(self.request.jobs))
+                self._relax_done = True
             else:
-                self.notes.append("no time left for the LP bound")
-        return None if self._relax is None else self._relax.bound
+                self.notes.append("no time left for the LP bound: the quick bound stands in")
+            if not self._relax_done or (self._relax is not None and not self._relax.targets):
+                with b.paced(self._jobs_cpu(QUICK_CPU_PER_JOB)):
+                    self._quick = quick_bound(self.request)
+        if self._relax_done and self._relax is None:
+            return None
+        found = [x for x in (self._relax.bound if self._relax else None, self._quick)
+                 if x is not None]
+        return min(found) if found else None
 
     def start(self) -> HeuristicResult:
         """The starting plan (module doc): computed on first use, then the best offered."""
@@ -185,51 +244,105 @@ class Portfolio:
             self.incumbents.report(self._start, "heuristic", "heuristic", throttle=False)
         return self._start
 
+    def judge(self, result: HeuristicResult) -> tuple[tuple[float, ...], float]:
+        """(rank, objective value) of `result` (solver/outcome.py: rank), computed once
+        per plan object (plans are not changed once made)."""
+        hit = self._judged.get(id(result))
+        if hit is None or hit[0] is not result:
+            ev = evaluate(self.request, result.placements)
+            hit = (result, rank(self.request, result.placements, ev), ev.objective_value)
+            self._judged[id(result)] = hit
+        return hit[1], hit[2]
+
+    def better(self, a: HeuristicResult, b: HeuristicResult) -> bool:
+        """Whether plan `a` ranks strictly better than plan `b`."""
+        return a is not b and self.judge(a)[0] > self.judge(b)[0]
+
     def offer(self, result: HeuristicResult, producer: str = "heuristic") -> bool:
         """Make `result` the starting plan when it ranks strictly better; True if so."""
         current = self.start()
-        if rank(self.request, result.placements) <= rank(self.request, current.placements):
+        if not self.better(result, current):
             return False
         self._start = result
         self.incumbents.report(result, producer,
                                "heuristic" if producer == "heuristic" else "feasible")
         return True
 
+    def _lp_first(self) -> bool:
+        """Whether the LP and one rounding run before the greedy pass: on requests over
+        `BOTH_VARIANTS_UP_TO` jobs, when both fit in the time left (measured pace; the
+        LP's Python part is not time-boxed, so its estimate counts `RELAX_SAFETY` times).
+        There the rounded plan is the better start (L 67,307 against the greedy's 62,845,
+        XL 268,187 against 250,348) and a greedy pass takes about as long as both; on
+        smaller requests the greedy pass is cheap and goes first, so that a plan exists
+        early whatever the load. Not in deterministic mode, whose path must not depend on
+        timing."""
+        b = self.budget
+        if (b.deterministic or len(self.request.jobs) <= BOTH_VARIANTS_UP_TO
+                or self.request.policy.objective not in LP_ROUND_OBJECTIVES):
+            return False
+        self.compiled()
+        return b.fits(RELAX_SAFETY * (RELAX_CPU_S + self._jobs_cpu(RELAX_CPU_PER_JOB))
+                      + self._rounding_cpu())
+
     def _first_start(self) -> tuple[HeuristicResult, bool]:
         """The best of the greedy plan and the rounded LP plans, and whether it is a
-        rounded one. The greedy runs first, so that a plan exists from the first moment
-        (and is reported); the LP bound and the roundings follow while each still fits
-        (a rounding's cost is estimated from the greedy pass, then from the last rounding,
-        both measured). Ties go to the first rounding, then to the greedy plan."""
-        t0 = time.monotonic()
-        greedy = self._run(self.greedy)
-        spent = ROUNDING_PER_GREEDY * (time.monotonic() - t0)
-        targets: dict[str, str] = {}
+        rounded one. On large requests where the LP and a rounding fit (`_lp_first`),
+        they come first and the greedy pass follows only if it still fits; else the
+        greedy runs first, so that
+        a plan exists early (and is reported), then the bound (the LP's, or the quick one)
+        and the roundings while each still fits. Ties go to the first rounding, then to
+        the greedy plan."""
+        greedy: HeuristicResult | None = None
+        rounded: list[HeuristicResult] = []
+        lp_first = self._lp_first()
+        if not lp_first:
+            greedy = self.greedy()
         if self.request.policy.objective in LP_ROUND_OBJECTIVES:
             self.bound()
             targets = self._relax.targets if self._relax is not None else {}
-        rounded: list[HeuristicResult] = []
-        for variant in ROUNDINGS:
-            if not targets or (self.budget.stopped(need=spent)
-                               if not self.budget.deterministic else self.budget.stopped()):
-                break
-            t0 = time.monotonic()
-            rounded.append(self._run(partial(
-                plan_lp_round, self.request, targets, variant=variant,
-                deadline=self._heuristic_deadline())))
-            spent = max(spent, time.monotonic() - t0)
-        order = [(p, True) for p in rounded[:1]] + [(greedy, False)] + [
-            (p, True) for p in rounded[1:]]
+            rounded = self._roundings(targets, 1 if lp_first else len(ROUNDINGS))
+        if greedy is None and (not rounded or self.budget.fits(
+                self._jobs_cpu(GREEDY_CPU_PER_JOB))):
+            greedy = self.greedy()
+        if lp_first and rounded:
+            rounded += self._roundings(targets, len(ROUNDINGS), len(rounded))
+        order = [(p, True) for p in rounded[:1]]
+        if greedy is not None:
+            order.append((greedy, False))
+        order += [(p, True) for p in rounded[1:]]
+        if not order:   # no rounding and no room for the greedy: it runs anyway, cut
+            order.append((self.greedy(), False))
         best, was_rounded = order[0]
         for cand, is_rounded in order[1:]:
-            if rank(self.request, cand.placements) > rank(self.request, best.placements):
+            if self.better(cand, best):
                 best, was_rounded = cand, is_rounded
         return best, was_rounded
 
-    def _run(self, make: Callable[[], HeuristicResult]) -> HeuristicResult:
-        """One starting heuristic, timed as a Python phase, its plan reported."""
-        with self.budget.python_phase():
+    def _roundings(self, targets: dict[str, str], upto: int, first: int = 0
+                   ) -> list[HeuristicResult]:
+        """The rounded LP plans of variants `first` to `upto` (solver order), each while
+        it fits in the time left (measured pace)."""
+        out: list[HeuristicResult] = []
+        prior = self._rounding_cpu()
+        for variant in ROUNDINGS[first:upto]:
+            if not targets or (self.budget.stopped() if self.budget.deterministic
+                               else not self.budget.fits(prior)):
+                break
+            out.append(self._run(partial(
+                plan_lp_round, self.request, targets, variant=variant,
+                sizes=self._relax.amounts if self._relax is not None else None,
+                deadline=self._heuristic_deadline()), prior))
+        return out
+
+    def _run(self, make: Callable[[], HeuristicResult], prior_cpu_s: float = 0.0
+             ) -> HeuristicResult:
+        """One starting heuristic of `prior_cpu_s` prior CPU seconds (0: not a measure
+        of the pace), timed, its plan reported."""
+        with self.budget.paced(prior_cpu_s) as pacing:
             plan = make()
+            # a pass cut at its deadline did part of its work: not a measure of the pace
+            pacing.void = any(why[0] == "time_limit" for why in plan.reasons.values())
         self.budget.charge(PASS_S_PER_JOB * len(self.request.jobs))
         self.budget.check_wall()
         self.incumbents.report(plan, "heuristic", "heuristic")
@@ -239,16 +352,16 @@ class Portfolio:
         """`plan` with its new shared jobs re-packed exactly by GPU patterns
         (solver/share_packing.py) when that ranks better; throughput-like objectives only,
         with at most `REPACK_SHARE` of the budget. Not in deterministic mode: the re-pack
-        is bounded by wall time only."""
+        is bounded by wall time only. Not with quotas: the pattern model does not count
+        usage against the limits."""
         if (self.request.policy.objective not in LP_ROUND_OBJECTIVES
-                or self.budget.deterministic):
+                or self.budget.deterministic or self.request.cluster.quotas):
             return plan
         stop = self.budget.until(cap_s=REPACK_SHARE * self.budget.limit_s)
         if stop - time.monotonic() < 0.05 or self.budget.cancelled():
             return plan
         better = repack(self.request, plan, stop)
-        if better is None or rank(self.request, better.placements) <= rank(
-                self.request, plan.placements):
+        if better is None or not self.better(better, plan):
             return plan
         self.notes.append("new shared jobs were re-packed by GPU patterns")
         return better

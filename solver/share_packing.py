@@ -32,6 +32,13 @@ generation on the model's LP relaxation, pricing each GPU class by a branch-and-
 knapsack over the job groups, then the MIP over the generated columns (price-and-branch,
 a heuristic: the columns may miss the optimum). Very large requests are left alone
 (`MAX_GPUS`, `MAX_MOVABLE`).
+
+Co-location interference (contract 5.2) fits the pattern model exactly, since a
+pattern fixes who shares each GPU: groups also differ by class, a GPU class also by the
+classed shared jobs that stay on it (their classes and values), and a pattern's value is
+its jobs' values times their factors plus what it changes in the staying jobs' values
+(`_coloc_value`). Column generation prices additive values only, so with interference the
+re-pack runs only when the patterns can be listed.
 """
 
 from __future__ import annotations
@@ -45,9 +52,12 @@ from typing import NamedTuple
 
 import highspy
 
+from heuristics.colocation import Colocation
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import ClusterState, JobInfo, compile_jobs
+from models.objective import objective_value_of
+from models.rules import InterferenceTable, colocation_factor
 from solver.highs import OPTIMAL, SOLUTION_FEASIBLE, HighsLp, set_integral
 
 log = logging.getLogger(__name__)
@@ -67,6 +77,8 @@ CG_SHARE = 0.5
 MAX_COLUMNS = 100_000
 #: Patterns priced into the LP per class and round (the best by reduced cost).
 PRICED_PER_CLASS = 100
+#: Pattern columns beyond which the MIP runs without HiGHS's presolve (see `_solve`).
+PRESOLVE_MAX_COLS = 20_000
 #: Capacity tolerance, the validator's.
 _TOL = 1e-9
 _NONE = -1.0  # an unconstrained host resource in a class key
@@ -79,6 +91,8 @@ class _Class:
     mem: float
     cpu: float  # _NONE: unconstrained
     host_mem: float
+    #: classed shared jobs staying on the GPU: (class, objective value), sorted
+    residents: tuple[tuple[str, float], ...] = ()
 
     def holds(self, frac: float, mem: float, cpu: float, host_mem: float) -> bool:
         """Whether what a pattern leaves of this class's residuals is all >= 0."""
@@ -106,11 +120,50 @@ class _Group:
     host_mem: float
     values: dict[str, float]
     jobs: list[JobInfo]
+    #: co-location class (only when it matters, contract 5.2)
+    cls: str | None = None
 
 
-def _group_key(info: JobInfo) -> tuple[object, ...]:
+def _group_key(info: JobInfo, cls: str | None = None) -> tuple[object, ...]:
     return (info.share, info.gpu_mem, info.cpu, info.host_mem,
-            tuple(sorted(info.obj_values.items())))
+            tuple(sorted(info.obj_values.items())), cls)
+
+
+def _coloc_value(cls: _Class, pat: Pattern, groups: list[_Group],
+                 table: InterferenceTable) -> float:
+    """A pattern's value with interference (module doc): each placed job's value times its
+    factor beside everyone on the GPU, plus the change of the staying jobs' values."""
+    placed = [(groups[gi].cls, groups[gi].values[cls.model]) for gi, n in pat
+              for _ in range(n)]
+    everyone = [c for c, _ in placed] + [c for c, _ in cls.residents]
+    total = 0.0
+    for i, (c, v) in enumerate(placed):
+        total += v * colocation_factor(c, everyone[:i] + everyone[i + 1:], table)
+    stay = [c for c, _ in cls.residents]
+    for k, (c, v) in enumerate(cls.residents):
+        i = len(placed) + k
+        before = colocation_factor(c, stay[:k] + stay[k + 1:], table)
+        total += v * (colocation_factor(c, everyone[:i] + everyone[i + 1:], table) - before)
+    return total
+
+
+def _residents(state: ClusterState, gid: int, coloc: Colocation,
+               by_name: dict[str, JobInfo], request: PlanRequest
+               ) -> tuple[tuple[str, float], ...]:
+    """The classed shared jobs on GPU `gid` in `state`, as (class, objective value)."""
+    if not coloc.active:
+        return ()
+    g = state.gpus[gid]
+    out = []
+    for name in g.share_jobs:
+        if name in coloc.cls:
+            info = by_name[name]
+            v = info.obj_values.get(g.model)
+            if v is None:
+                v = objective_value_of(info.job, g.model, state.catalog,
+                                       request.policy.objective)
+            out.append((coloc.cls[name], round(v, 12)))
+    return tuple(sorted(out))
 
 
 def _patterns(cls: _Class, groups: list[_Group], budget: int, deadline: float
@@ -185,6 +238,7 @@ def repack(request: PlanRequest, result: HeuristicResult, deadline: float
         return None
     state = ClusterState(request)
     by_name = {i.name: i for i in infos}
+    coloc = Colocation(request, infos)
     for name, pls in result.placements.items():
         if name not in movable:
             state.place(by_name[name], pls)
@@ -213,15 +267,16 @@ def repack(request: PlanRequest, result: HeuristicResult, deadline: float
         cls = _Class(
             g.model, round(1.0 - g.share_used, 9), round(g.mem - g.share_mem, 9),
             _NONE if node.cpu_cap is None else round(node.cpu_cap - node.cpu_used, 9),
-            _NONE if node.mem_cap is None else round(node.mem_cap - node.mem_used, 9))
+            _NONE if node.mem_cap is None else round(node.mem_cap - node.mem_used, 9),
+            _residents(state, gid, coloc, by_name, request))
         if cls.frac > _TOL:
             classes[cls].append(gid)
     grouped: dict[tuple[object, ...], _Group] = {}
     for info in movable.values():
-        key = _group_key(info)
+        key = _group_key(info, coloc.cls.get(info.name))
         if key not in grouped:
             grouped[key] = _Group(info.share, info.gpu_mem, info.cpu, info.host_mem,
-                                  dict(info.obj_values), [])
+                                  dict(info.obj_values), [], coloc.cls.get(info.name))
         grouped[key].jobs.append(info)
     groups = list(grouped.values())
     ordered = sorted(classes, key=lambda c: (c.model, c.frac, c.mem, c.cpu, c.host_mem))
@@ -231,8 +286,12 @@ def repack(request: PlanRequest, result: HeuristicResult, deadline: float
         if pats is None:
             cols = []
             break
+        if coloc.active:
+            pats = [(p, _coloc_value(cls, p, groups, coloc.table)) for p, _v in pats]
         cols.extend(Column(cls, p, v) for p, v in pats)
     own = _own_patterns(result, state, movable, classes, groups)
+    if not cols and coloc.active:
+        return None
     if not cols and time.monotonic() < deadline:
         # too many patterns to list: generate the useful ones (price-and-branch)
         cg_stop = time.monotonic() + CG_SHARE * (deadline - time.monotonic())
@@ -436,6 +495,11 @@ def _solve(cols: list[Column], classes: dict[_Class, list[int]], groups: list[_G
     h = _master(cols, classes, groups, {cls: r for r, cls in enumerate(classes)}).to_highs()
     h.setOptionValue("time_limit", left)
     h.setOptionValue("mip_rel_gap", 1e-6)
+    if len(cols) > PRESOLVE_MAX_COLS:
+        # HiGHS 1.16's MIP presolve can overrun the time limit by minutes on such models
+        # (a few classes, tens of thousands of binary columns: seen on M with elastic
+        # gangs); without it the limit holds
+        h.setOptionValue("presolve", "off")
     set_integral(h, list(range(len(cols))))
     if start is not None:
         sol = highspy.HighsSolution()

@@ -9,7 +9,9 @@ models/capacity.py and models/objective.py): speed, size and value of a job (`_s
 `_size`, `_value`), the objective terms and their horizon (`HORIZON_S`), the fairness
 demands D_k, MIG demand cover (`_check_mig_covers`), gang topology (one model, one node,
 one domain, a node without a domain being a domain of its own), whole-GPU exclusivity, and
-every capacity sum (shares, GPU memory, host CPU / memory) with its own `CAPACITY_TOL`
+the elastic gangs' allowed sizes, speedups and remaining times on n GPUs (`_allowed`,
+`_speedup`, `_remaining`), every capacity sum (shares, GPU memory, host CPU / memory)
+with its own `CAPACITY_TOL`
 (equal to the planners' `models.rules.HOST_TOL`, so that nothing a planner accepts is
 rejected here; a test pins the two constants and the two horizons together).
 Shared with the planners, because they are the contract's definitions rather than
@@ -24,7 +26,8 @@ Rule names (`Violation.rule`), one per invariant:
   eligible model; every placement's kind matches the job's shape and the GPU's mode; a
   shared placement's fraction is the job's `gpu_share`; a MIG instance covers the demand.
 - `whole_gpu`: a whole GPU hosts at most one whole-GPU job; a gang has exactly `gpus`
-  distinct GPUs of one model, on one node (`single_node`) or in one domain (`same_domain`).
+  (an elastic gang: its chosen number of) distinct GPUs of one model, on one node
+  (`single_node`) or in one domain (`same_domain`).
 - `mig`: final layouts (current - destroy + create) are valid; destroy/create are
   consistent with the current layout; MIG changes only on MIG GPUs and only when
   reconfiguration is allowed; an instance hosts at most one job and exists in the final
@@ -33,9 +36,38 @@ Rule names (`Violation.rule`), one per invariant:
   never on a MIG GPU, never beside a whole-GPU job.
 - `host_resources`: per node, `cpu_millicores` and `memory_gib` hold the placed jobs' host
   requests (a gang's request split pro rata over its GPUs).
+- `elastic` (E1, contract 5.1): a placed elastic gang has an allowed number of GPUs (an
+  integer of [min_gpus, max_gpus] that is a key of a non-empty `speedup`). A running
+  elastic job whose GPU set changes in any way, size included, is moved (`running`).
 - `running`: non-preemptible running jobs are kept; with `allow_preemption: false` no
   running job is stopped; `preempted` / `migrated` list exactly the stopped / moved jobs.
-- `objective`: `objective_value` is the recomputed objective; `best_bound` and `gap` agree.
+- `topology` (T1, contract 5.5): a gang's GPUs lie in one domain of each level its
+  `topology.required` names ("host" = one node; a domain of a listed level is the path of
+  the node's domains from the widest level down). v1's `same_domain` is the same rule at
+  the level "domain" and keeps its v1 rule name, `whole_gpu`.
+- `objective`: `objective_value` is the recomputed objective (with the topology costs of
+  contract 5.5: `topology_cost` per domain beyond the first that a gang spans at its
+  preferred level, charged wherever migration costs are); `best_bound` and `gap` agree.
+- `interference` (contract 5.2): `stats.interference_loss` is the recomputed loss (0 or
+  absent when no placed job is slowed). The factors themselves (`_colocation_factors`: per
+  GPU, the product over a shared job's co-residents of the (class, class) speeds) are
+  re-derived here and scale every job term of the objective.
+- `quota` (Q1, contract 5.3): no tenant's usage (its own jobs and its descendants', sizes
+  re-derived) exceeds its `limit` on any key, beyond what its non-preemptible running jobs
+  kept in place already use.
+- `priority` (contract 5.4): a lower class never displaces a higher one. A stopped
+  preemptible running job h of class p is displaced when the plan could have kept it by
+  removing only lower-class work: with C = the removable (preemptible or new) jobs of
+  classes below p on h's GPUs and on h's host-limited nodes, the plan
+  minus C plus h kept fits (GPUs, MIG layout, shares, host, quota limits), serves no less
+  guaranteed usage, and h is worth something to its class (value + preemption cost > 0).
+  Which of a tenant's jobs use its quota limit is left to the levels (the exact planners
+  optimise them, the heuristics serve the classes from the highest): a job kept out by
+  a limit alone is not flagged.
+  Such a plan would be lexicographically better, so no optimum is ever flagged.
+- `levels`: with quotas or several priority classes, `stats.quota` (usage, guaranteed,
+  limit per tenant and key) and `stats.levels` (the guaranteed usage served, then each
+  class's value from the highest) are the values recomputed here.
 
 Kept placements of running jobs (placed exactly on their `current` GPUs / instances) are
 grandfathered: health, schedulability, model eligibility and gang topology are not checked
@@ -97,6 +129,8 @@ class _Ctx:
     placed: dict[str, list[Placement]] = field(default_factory=dict)
     #: Running jobs placed exactly on their current placements.
     kept: set[str] = field(default_factory=set)
+    #: Contract 5.2: placed shared job -> product of its co-location factors (absent: 1).
+    factors: dict[str, float] = field(default_factory=dict)
     out: list[Violation] = field(default_factory=list)
 
     def add(self, rule: str, message: str, *, job: str | None = None,
@@ -254,7 +288,7 @@ def _check_whole_gpu(c: _Ctx) -> None:
 def _check_gang(c: _Ctx, job: Job, pls: list[Placement]) -> None:
     name = job.name
     keys = [(p.node, p.gpu) for p in pls]
-    if len(pls) != job.gpus:
+    if job.elastic is None and len(pls) != job.gpus:
         c.add("whole_gpu", f"gang needs {job.gpus} GPUs, got {len(pls)}", job=name)
     if len(set(keys)) != len(keys):
         c.add("whole_gpu", "gang lists the same GPU more than once", job=name)
@@ -270,10 +304,69 @@ def _check_gang(c: _Ctx, job: Job, pls: list[Placement]) -> None:
             c.add("whole_gpu", f"single-node gang spans nodes {', '.join(sorted(nodes))}",
                   job=name)
     elif job.same_domain:
-        # A node without a topology domain is its own singleton domain.
-        domains = {c.nodes[n].topology_domain or f"(node {n})" for n in nodes}
-        if len(domains) > 1:
-            c.add("whole_gpu", f"same-domain gang spans domains {', '.join(sorted(domains))}",
+        _check_level(c, job, nodes, "domain", "whole_gpu", "same-domain gang")
+
+
+def _node_domain(c: _Ctx, node: str, level: str) -> str:
+    """The domain of `node` at `level`: itself at "host", its `topology_domain` (else its
+    own singleton domain) at "domain", the path of its domains down to a listed level."""
+    n = c.nodes[node]
+    if level == "host":
+        return node
+    if level == "domain":
+        return n.topology_domain or f"(node {node})"
+    levels = c.request.cluster.topology_levels
+    if level not in levels:
+        return f"(unknown level {level})"
+    return " > ".join(repr(n.topology.get(lv, "")) for lv in levels[:levels.index(level) + 1])
+
+
+def _check_level(c: _Ctx, job: Job, nodes: set[str], level: str, rule: str,
+                 what: str) -> None:
+    """The nodes of a new gang placement lie in one domain of `level`."""
+    domains = {_node_domain(c, n, level) for n in nodes}
+    if len(domains) > 1:
+        where = "domains" if level == "domain" else f"{level} domains"
+        c.add(rule, f"{what} spans {where} {', '.join(sorted(domains))}", job=job.name)
+
+
+# ---------------------------------------------------------------- T1. topology levels
+
+
+def _check_topology(c: _Ctx) -> None:
+    """T1: new placements of a job with `topology.required` lie in one domain of it (kept
+    placements are grandfathered)."""
+    for name, pls in c.placed.items():
+        job = c.jobs[name]
+        required = job.topology.required if job.topology is not None else None
+        if required is None or name in c.kept:
+            continue
+        nodes = {p.node for p in pls if p.node in c.nodes}
+        _check_level(c, job, nodes, required, "topology", f"gang requiring one {required}")
+
+
+# ---------------------------------------------------------------- E1. elastic gangs
+
+
+def _allowed(job: Job, n: int) -> bool:
+    """Whether an elastic gang may get n GPUs: n in [min_gpus, max_gpus] and, when the
+    speedup curve is given, one of its keys."""
+    el = job.elastic
+    assert el is not None
+    if not el.min_gpus <= n <= el.max_gpus:
+        return False
+    return not el.speedup or str(n) in el.speedup
+
+
+def _check_elastic(c: _Ctx) -> None:
+    """E1: a placed elastic gang has an allowed number of GPUs."""
+    for name, pls in c.placed.items():
+        job = c.jobs[name]
+        if job.elastic is not None and job.gpus is not None and not _allowed(job, len(pls)):
+            el = job.elastic
+            sizes = (", ".join(sorted(el.speedup, key=int)) if el.speedup
+                     else f"{el.min_gpus}..{el.max_gpus}")
+            c.add("elastic", f"elastic gang placed on {len(pls)} GPUs; allowed: {sizes}",
                   job=name)
 
 
@@ -458,9 +551,19 @@ def _speed(job: Job, model: str, spec: GpuModel) -> float:
     return spec.relative_speed
 
 
-def _size(job: Job, spec: GpuModel) -> float:
+def _speedup(job: Job, n: int) -> float:
+    """speedup_j[n]: the curve's entry for an elastic gang with a curve, else n."""
+    el = job.elastic
+    if el is None or not el.speedup:
+        return float(n)
+    return el.speedup.get(str(n), 0.0)
+
+
+def _size(job: Job, spec: GpuModel, n: int | None = None) -> float:
+    """size_j in the value: speedup_j[n] for an elastic gang on n GPUs (contract 5.1)."""
     if job.gpus is not None:
-        return float(job.gpus)
+        return _speedup(job, n) if job.elastic is not None and n is not None \
+            else float(job.gpus)
     if job.gpu_share is not None:
         return job.gpu_share
     if job.mig is not None:
@@ -471,29 +574,37 @@ def _size(job: Job, spec: GpuModel) -> float:
     return demanded / spec.compute_slices
 
 
-def _value(job: Job, model: str, spec: GpuModel) -> float:
-    """value_j(m) = weight_j * size_j(m) * speed_j(m)."""
-    return job.weight * _size(job, spec) * _speed(job, model, spec)
+def _value(job: Job, model: str, spec: GpuModel, n: int | None = None) -> float:
+    """value_j(m) = weight_j * size_j(m) * speed_j(m), on n GPUs for an elastic gang."""
+    return job.weight * _size(job, spec, n) * _speed(job, model, spec)
 
 
-def _remaining(job: Job) -> float:
-    return max(job.remaining_work, 1.0) if job.remaining_work is not None else HORIZON_S
+def _remaining(job: Job, n: int | None = None) -> float:
+    """max(R, 1) (H when absent); an elastic gang on n GPUs: R * speedup[gpus] /
+    speedup[n] in place of R."""
+    if job.remaining_work is None:
+        return HORIZON_S
+    r = job.remaining_work
+    if job.elastic is not None and job.gpus is not None and n is not None and n != job.gpus:
+        r = r * _speedup(job, job.gpus) / _speedup(job, n)
+    return max(r, 1.0)
 
 
-def _job_term_throughput(job: Job, model: str, spec: GpuModel) -> float:
-    return _value(job, model, spec)
+def _job_term_throughput(job: Job, model: str, spec: GpuModel, n: int) -> float:
+    return _value(job, model, spec, n)
 
 
-def _job_term_jct(job: Job, model: str, spec: GpuModel) -> float:
-    return job.weight * _speed(job, model, spec) * HORIZON_S / _remaining(job)
+def _job_term_jct(job: Job, model: str, spec: GpuModel, n: int) -> float:
+    return job.weight * _speed(job, model, spec) * HORIZON_S / _remaining(job, n)
 
 
-def _job_term_makespan(job: Job, model: str, spec: GpuModel) -> float:
-    return _value(job, model, spec) * _remaining(job) / HORIZON_S
+def _job_term_makespan(job: Job, model: str, spec: GpuModel, n: int) -> float:
+    return _value(job, model, spec, n) * _remaining(job, n) / HORIZON_S
 
 
-#: Per-job contribution of each additive objective (before migration/preemption costs).
-_ADDITIVE: Mapping[str, Callable[[Job, str, GpuModel], float]] = {
+#: Per-job contribution of each additive objective (before migration/preemption costs),
+#: for a job placed on `n` placements.
+_ADDITIVE: Mapping[str, Callable[[Job, str, GpuModel, int], float]] = {
     "throughput": _job_term_throughput,
     "priority_fifo": _job_term_throughput,
     "jct": _job_term_jct,
@@ -511,14 +622,18 @@ def _placed_models(c: _Ctx) -> dict[str, tuple[str, GpuModel]]:
     return out
 
 
-def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]]) -> float:
-    """min over tenants k of (value of k's placed jobs) / D_k (docs/semantics.md)."""
+def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]],
+              priority: int | None = None) -> float:
+    """min over tenants k of (value of k's placed jobs) / D_k (docs/semantics.md); with
+    `priority`, over the jobs of that class only (demands included)."""
     # Models present in each mode: MIG jobs need MIG-enabled GPUs, the others non-MIG ones.
     present = {mig: {g.model for g in c.gpus.values() if g.mig_enabled == mig}
                for mig in (False, True)}
     demand: dict[str, float] = defaultdict(float)
     got: dict[str, float] = defaultdict(float)
     for name, job in c.jobs.items():
+        if priority is not None and job.priority != priority:
+            continue
         mode = job.mig is not None or job.mig_profile is not None
         options = {m for m in present[mode]
                    if m in c.catalog and model_eligible(job, m, c.catalog[m])}
@@ -527,10 +642,16 @@ def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]]) -> float:
             cur = c.gpus.get((job.current[0].node, job.current[0].gpu))
             if cur is not None and cur.model in c.catalog:
                 options.add(cur.model)
+        sizes: list[int | None] = [None]
+        if job.elastic is not None:
+            el = job.elastic
+            sizes = [n for n in range(el.min_gpus, el.max_gpus + 1) if _allowed(job, n)]
         if options:
-            demand[job.tenant] += max(_value(job, m, c.catalog[m]) for m in options)
+            demand[job.tenant] += max(_value(job, m, c.catalog[m], n)
+                                      for m in options for n in sizes)
         if name in models:
-            got[job.tenant] += _value(job, *models[name])
+            got[job.tenant] += (_value(job, *models[name], len(c.placed[name]))
+                                * c.factors.get(name, 1.0))
     return min((got[k] / d for k, d in demand.items() if d > 0), default=0.0)
 
 
@@ -547,9 +668,28 @@ def _objective(c: _Ctx) -> float:
         return _fairness(c, models)
     moved, stopped = _running_outcome(c)
     policy = c.request.policy
-    costs = policy.migration_cost * len(moved) + policy.preemption_cost * len(stopped)
+    costs = (policy.migration_cost * len(moved) + policy.preemption_cost * len(stopped)
+             + _topology_costs(c))
     term = _ADDITIVE[objective]
-    return sum(term(c.jobs[n], *models[n]) for n in c.jobs if n in models) - costs
+    return sum(term(c.jobs[n], *models[n], len(c.placed[n])) * c.factors.get(n, 1.0)
+               for n in c.jobs if n in models) - costs
+
+
+def _topology_costs(c: _Ctx, names: set[str] | None = None) -> float:
+    """sum over placed jobs (of `names`, default all) with a preferred level of
+    topology_cost * (domains spanned there - 1) (contract 5.5)."""
+    cost = c.request.policy.topology_cost
+    total = 0.0
+    for name, pls in c.placed.items():
+        if names is not None and name not in names:
+            continue
+        job = c.jobs[name]
+        level = job.topology.preferred if job.topology is not None else None
+        if level is None:
+            continue
+        spanned = {_node_domain(c, p.node, level) for p in pls if p.node in c.nodes}
+        total += cost * max(len(spanned) - 1, 0)
+    return total
 
 
 def _check_objective(c: _Ctx) -> None:
@@ -576,6 +716,329 @@ def _check_objective(c: _Ctx) -> None:
                       f"= {want:.9g}")
 
 
+# ---------------------------------------------------------------- 5.2 interference
+
+
+def _colocation_factors(c: _Ctx) -> dict[str, float]:
+    """Placed shared job with a class -> the product, over the other shared jobs on its
+    GPU, of speed(its class, their class) (an absent pair or a classless job: 1)."""
+    speeds = {(p.a, p.b): p.speed for p in c.request.interference}
+    if not speeds:
+        return {}
+    residents: dict[GpuKey, list[str]] = defaultdict(list)
+    for name, pls in c.placed.items():
+        if c.jobs[name].gpu_share is not None and len(pls) == 1 and pls[0].fraction:
+            residents[(pls[0].node, pls[0].gpu)].append(name)
+    out: dict[str, float] = {}
+    for names in residents.values():
+        for name in names:
+            mine = c.jobs[name].colocation_class
+            if mine is None or len(names) < 2:
+                continue
+            f = 1.0
+            for other in names:
+                theirs = c.jobs[other].colocation_class
+                if other != name and theirs is not None:
+                    f *= speeds.get((mine, theirs), 1.0)
+            out[name] = f
+    return out
+
+
+def _check_interference(c: _Ctx) -> None:
+    """stats.interference_loss = sum over placed jobs slowed (factor < 1) of their
+    throughput value * (1 - factor); required when some job is slowed."""
+    want = 0.0
+    for n, f in c.factors.items():
+        got_model = c.model_of((c.placed[n][0].node, c.placed[n][0].gpu)) if f < 1.0 else None
+        if got_model is not None:
+            want += _value(c.jobs[n], *got_model) * (1.0 - f)
+    got = getattr(c.plan.stats, "interference_loss", None)
+    if got is None:
+        if want > 0:
+            c.add("interference", f"stats.interference_loss missing; the plan loses {want:.9g}")
+        return
+    if not isinstance(got, int | float) or not math.isfinite(got) or got < 0 or abs(
+            got - want) > OBJECTIVE_RTOL * max(1.0, abs(want)):
+        c.add("interference", f"stats.interference_loss {got} but the plan loses {want:.9g}")
+# ---------------------------------------------------------------- Q1, priority, levels
+
+
+ANY = "*"
+QKey = tuple[str, str]
+
+
+def _chain(c: _Ctx, tenant: str) -> list[str]:
+    """The tenant (when it has a quota) and its ancestors."""
+    quotas = c.request.cluster.quotas
+    out: list[str] = []
+    t: str | None = tenant
+    while t is not None and t in quotas and t not in out:
+        out.append(t)
+        t = quotas[t].parent
+    return out
+
+
+def _usage(c: _Ctx, names: Iterable[str], models: Mapping[str, tuple[str, GpuModel]]
+           ) -> dict[QKey, float]:
+    """Usage per (tenant, key) of the jobs `names`, each on the model it is placed on."""
+    quotas = c.request.cluster.quotas
+    out: dict[QKey, float] = defaultdict(float)
+    for name in names:
+        if name not in models:
+            continue
+        job = c.jobs[name]
+        model, spec = models[name]
+        # a gang uses the GPUs it got, other shapes their size
+        size = float(len(c.placed.get(name) or job.current or [])) if job.gpus is not None \
+            else _size(job, spec)
+        for t in _chain(c, job.tenant):
+            q = quotas[t]
+            for key in (model, ANY):
+                if key in q.guaranteed or key in q.limit:
+                    out[(t, key)] += size
+    return out
+
+
+def _served(c: _Ctx, usage: Mapping[QKey, float]) -> float:
+    """sum over tenants and keys of min(usage, guaranteed)."""
+    return sum(min(usage.get((t, k), 0.0), g)
+               for t, q in c.request.cluster.quotas.items() for k, g in q.guaranteed.items())
+
+
+def _fixed_usage(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]]) -> dict[QKey, float]:
+    """Usage of the non-preemptible running jobs kept in place (they may exceed limits)."""
+    return _usage(c, [n for n in c.kept if not c.jobs[n].preemptible], models)
+
+
+def _over_limit(c: _Ctx, usage: Mapping[QKey, float], fixed: Mapping[QKey, float],
+                keys: Iterable[QKey]) -> list[tuple[QKey, float, float]]:
+    """(key, usage, limit) of each key of `keys` whose usage breaks its limit."""
+    quotas = c.request.cluster.quotas
+    out = []
+    for t, k in keys:
+        lim = quotas[t].limit.get(k)
+        if lim is None:
+            continue
+        cap = max(lim, fixed.get((t, k), 0.0))
+        if usage.get((t, k), 0.0) > cap * (1 + CAPACITY_TOL) + CAPACITY_TOL:
+            out.append(((t, k), usage.get((t, k), 0.0), lim))
+    return out
+
+
+def _check_quota(c: _Ctx) -> None:
+    quotas = c.request.cluster.quotas
+    if not quotas:
+        return
+    models = _placed_models(c)
+    usage = _usage(c, c.placed, models)
+    keys = [(t, k) for t, q in quotas.items() for k in q.limit]
+    for (t, k), used, lim in _over_limit(c, usage, _fixed_usage(c, models), keys):
+        c.add("quota", f"tenant {t!r} uses {used:.6g} on {k!r}, over its limit {lim:.6g}")
+
+
+def _classes(c: _Ctx) -> list[int]:
+    return sorted({j.priority for j in c.jobs.values()}, reverse=True)
+
+
+@dataclass
+class _Index:
+    """What the priority check looks up per stopped job, computed once per plan: the
+    placed jobs per GPU and per node, the usage of every key, the fixed usage and the
+    guaranteed usage served."""
+
+    models: Mapping[str, tuple[str, GpuModel]]
+    on_gpu: dict[GpuKey, list[str]]
+    on_node: dict[str, set[str]]
+    usage: dict[QKey, float]
+    fixed: dict[QKey, float]
+    served: float
+
+
+def _index(c: _Ctx) -> _Index:
+    models = _placed_models(c)
+    on_gpu: dict[GpuKey, list[str]] = defaultdict(list)
+    on_node: dict[str, set[str]] = defaultdict(set)
+    for name, pls in c.placed.items():
+        for p in pls:
+            on_gpu[(p.node, p.gpu)].append(name)
+            on_node[p.node].add(name)
+    usage = _usage(c, c.placed, models)
+    return _Index(models, on_gpu, on_node, usage, _fixed_usage(c, models),
+                  _served(c, usage))
+
+
+def _keeps_fit(c: _Ctx, h: Job, others: Iterable[str], usage: Mapping[QKey, float],
+               ix: _Index) -> bool:
+    """Whether running job h, kept exactly in place, fits beside the jobs `others` (every
+    job left on its GPUs and host-limited nodes) as they are placed: its GPUs (whole,
+    shares, MIG layout), its nodes' host capacity, and the quota limits of its tenants
+    given `usage` (the plan's without the jobs taken out)."""
+    cur = h.current or []
+    mine = {(p.node, p.gpu) for p in cur}
+    nodes = {p.node for p in cur}
+    frac: dict[GpuKey, float] = defaultdict(float)
+    mem: dict[GpuKey, float] = defaultdict(float)
+    insts: dict[GpuKey, list[Instance]] = defaultdict(list)
+    busy: set[GpuKey] = set()
+    cpu: dict[str, float] = defaultdict(float)
+    hmem: dict[str, float] = defaultdict(float)
+    for name in [*others, h.name]:
+        job = c.jobs[name]
+        pls = cur if name == h.name else c.placed[name]
+        part = 1.0 / len(pls) if job.shape == "whole" else 1.0
+        for p in pls:
+            key = (p.node, p.gpu)
+            if p.node in nodes:
+                cpu[p.node] += (job.cpu_millicores or 0.0) * part
+                hmem[p.node] += (job.host_memory_gib or 0.0) * part
+            if key not in mine:
+                continue
+            if p.mig is not None:
+                insts[key].append(p.mig.key())
+            elif p.fraction is not None:
+                frac[key] += p.fraction
+                mem[key] += job.gpu_memory_gib or 0.0
+            else:
+                if key in busy:
+                    return False
+                busy.add(key)
+    for key in mine:
+        got = c.model_of(key)
+        if got is None:
+            return False
+        spec = got[1]
+        if (key in busy and frac[key] > 0) or frac[key] > 1 + CAPACITY_TOL:
+            return False
+        if spec.memory_gib is not None and mem[key] > spec.memory_gib + CAPACITY_TOL:
+            return False
+        if insts[key] and (len(set(insts[key])) != len(insts[key])
+                           or layout_violations(spec, insts[key])):
+            return False
+    for n in nodes:
+        node = c.nodes[n]
+        for used, cap in ((cpu[n], node.cpu_millicores), (hmem[n], node.memory_gib)):
+            if cap is not None and used > cap * (1 + CAPACITY_TOL) + CAPACITY_TOL:
+                return False
+    return not _over_limit(c, usage, ix.fixed, [k for k in usage if k[0] in _chain(c, h.tenant)])
+
+
+def _displaced_by(c: _Ctx, h: Job, ix: _Index) -> list[str]:
+    """The removable lower-class jobs whose removal would let running job h be kept
+    (empty when keeping h would need more than that; see the module doc)."""
+    cur = h.current or []
+    got = c.model_of((cur[0].node, cur[0].gpu)) if cur else None
+    if got is None:
+        return []
+    model, spec = got
+    gpus = {(p.node, p.gpu) for p in cur}
+    nodes = {p.node for p in cur if c.nodes[p.node].cpu_millicores is not None
+             or c.nodes[p.node].memory_gib is not None}
+    local = {n for g in gpus for n in ix.on_gpu.get(g, [])}
+    for nd in nodes:
+        local |= ix.on_node.get(nd, set())
+
+    def removable(name: str) -> bool:
+        job = c.jobs[name]
+        return job.priority < h.priority and not (name in c.kept and not job.preemptible)
+
+    gone = {n for n in local if removable(n)}
+    # h's usage on its keys; the keys whose limit it would break
+    quotas = c.request.cluster.quotas
+    size = _size(h, spec)
+    keys = [(t, k) for t in _chain(c, h.tenant) for k in (model, ANY)
+            if k in quotas[t].guaranteed or k in quotas[t].limit]
+    if not gone:
+        return []
+    usage = dict(ix.usage)
+    for key, u in _usage(c, gone, ix.models).items():
+        usage[key] -= u
+    if not _keeps_fit(c, h, sorted(local - gone), {**usage, **{
+            key: usage.get(key, 0.0) + size for key in keys}}, ix):
+        return []
+    if quotas:
+        for key in keys:
+            usage[key] = usage.get(key, 0.0) + size
+        if _served(c, usage) < ix.served - OBJECTIVE_RTOL * max(1.0, ix.served):
+            return []
+    return sorted(gone)
+
+
+def _check_priority(c: _Ctx) -> None:
+    policy = c.request.policy
+    if len(_classes(c)) < 2 or not policy.allow_preemption or c.plan.status == "infeasible":
+        return
+    term = _ADDITIVE.get(policy.objective, _job_term_throughput)
+    _, stopped = _running_outcome(c)
+    ix: _Index | None = None
+    for name in stopped:
+        h = c.jobs[name]
+        if not h.preemptible or not h.current:
+            continue
+        got = c.model_of((h.current[0].node, h.current[0].gpu))
+        if got is None or term(h, *got, len(h.current)) + policy.preemption_cost <= CAPACITY_TOL:
+            continue
+        ix = ix or _index(c)
+        by = _displaced_by(c, h, ix)
+        if by:
+            c.add("priority", f"running job of class {h.priority} stopped while removing "
+                  f"lower-class work ({', '.join(by[:5])}{', ...' if len(by) > 5 else ''}) "
+                  "would have kept it", job=name)
+
+
+def _class_values(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]]
+                  ) -> list[tuple[str, float]]:
+    """(level, value): the guaranteed usage served (with quotas), then each class."""
+    out: list[tuple[str, float]] = []
+    if c.request.cluster.quotas:
+        out.append(("quota", _served(c, _usage(c, c.placed, models))))
+    policy = c.request.policy
+    moved, stopped = _running_outcome(c)
+    term = _ADDITIVE.get(policy.objective, _job_term_throughput)
+    for p in _classes(c):
+        if policy.objective == "fairness":
+            out.append((f"priority {p}", _fairness(c, models, p)))
+            continue
+        jobs = [n for n, j in c.jobs.items() if j.priority == p]
+        value = sum(term(c.jobs[n], *models[n], len(c.placed[n])) * c.factors.get(n, 1.0)
+                    for n in jobs if n in models)
+        value -= _topology_costs(c, set(jobs))
+        value -= policy.migration_cost * sum(1 for n in moved if c.jobs[n].priority == p)
+        value -= policy.preemption_cost * sum(1 for n in stopped if c.jobs[n].priority == p)
+        out.append((f"priority {p}", value))
+    return out
+
+
+def _check_levels(c: _Ctx) -> None:
+    quotas = c.request.cluster.quotas
+    if not quotas and len(_classes(c)) < 2:
+        return
+    stats = c.plan.stats.model_dump()
+    models = _placed_models(c)
+    want = _class_values(c, models)
+    got = stats.get("levels")
+    if not isinstance(got, list) or [x.get("level") for x in got if isinstance(x, dict)] \
+            != [lvl for lvl, _ in want]:
+        c.add("levels", f"stats.levels lists {got!r}, expected levels "
+              f"{[lvl for lvl, _ in want]}")
+    else:
+        for (lvl, v), item in zip(want, got, strict=True):
+            if abs(float(item.get("value", math.nan)) - v) > OBJECTIVE_RTOL * max(1.0, abs(v)):
+                c.add("levels", f"stats.levels {lvl} is {item.get('value')}, recomputed {v:.9g}")
+    if not quotas:
+        return
+    usage = _usage(c, c.placed, models)
+    table = stats.get("quota")
+    for t, q in quotas.items():
+        for k in sorted(set(q.guaranteed) | set(q.limit)):
+            row = table.get(t, {}).get(k) if isinstance(table, dict) else None
+            u = usage.get((t, k), 0.0)
+            if not isinstance(row, dict) or abs(row.get("usage", math.nan) - u) > 1e-6 \
+                    or row.get("guaranteed") != q.guaranteed.get(k, 0.0) \
+                    or row.get("limit") != q.limit.get(k):
+                c.add("levels", f"stats.quota[{t!r}][{k!r}] is {row!r}, expected usage "
+                      f"{u:.6g}, guaranteed {q.guaranteed.get(k, 0.0)}, limit {q.limit.get(k)}")
+
+
 # ---------------------------------------------------------------- driver
 
 
@@ -595,6 +1058,7 @@ def _context(request: PlanRequest, plan: Plan) -> _Ctx:
         if a.job in jobs and a.placements and a.job not in c.placed:
             c.placed[a.job] = list(a.placements)
     c.kept = {n for n, pls in c.placed.items() if _is_kept(jobs[n], pls)}
+    c.factors = _colocation_factors(c)
     return c
 
 
@@ -603,11 +1067,17 @@ CHECKS: Mapping[str, Callable[[_Ctx], None]] = {
     "accounting": _check_accounting,
     "eligibility": _check_eligibility,
     "whole_gpu": _check_whole_gpu,
+    "elastic": _check_elastic,
     "mig": _check_mig,
     "shared": _check_shared,
     "host_resources": _check_host_resources,
     "running": _check_running,
+    "topology": _check_topology,
     "objective": _check_objective,
+    "interference": _check_interference,
+    "quota": _check_quota,
+    "priority": _check_priority,
+    "levels": _check_levels,
 }
 
 #: The rule names, in the order of contract section 3.

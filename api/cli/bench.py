@@ -19,6 +19,10 @@ BENCH_COMMANDS: dict[str, Lazy] = {
     "robustness": Lazy("api.cli.robustness:robustness_command",
                        "Hostile input, overload and /healthz probes."),
     "latency": Lazy("benchmarks.latency:latency_command", "End-to-end latency and sessions."),
+    "colocation": Lazy("benchmarks.colocation:colocation_command",
+                       "Co-location: interference-aware vs blind packing (Gavel factors)."),
+    "elastic": Lazy("benchmarks.elastic:elastic_command",
+                    "Elastic gangs on Pollux's workloads."),
 }
 
 
@@ -30,7 +34,8 @@ bench = typer.Typer(
     name="bench",
     cls=_BenchCommands,
     help="Benchmarks: scale (run), fragmentation (openb), service load (load), exact solves "
-         "(exact), known-optimum packing (vbp), hostile input and overload (robustness).",
+         "(exact), known-optimum packing (vbp), hostile input and overload (robustness), "
+         "elastic gangs on Pollux's workloads (elastic).",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,

@@ -18,11 +18,27 @@ from api.k8s import (
     export_plan,
     mig_parted_yaml,
 )
+from api.k8s.objects import K8sObjects, objects_from_text, read_objects
 from models import Policy
 
 k8s_app = typer.Typer(name="k8s", help="Kubernetes: import a snapshot, export a plan.",
                       cls=LazyGroup, no_args_is_help=True, add_completion=False,
                       rich_markup_mode=None)
+
+
+def _objects(paths: list[Path]) -> K8sObjects:
+    """The queue / priority / topology / pod-group objects of `--objects` files."""
+    docs: list[object] = []
+    for path in paths:
+        try:
+            text = path.read_text()
+        except OSError as e:
+            fail(f"cannot read {path}: {e.strerror or e}")
+        try:
+            docs.extend(objects_from_text(text, str(path)))
+        except SnapshotError as e:
+            fail(str(e))
+    return read_objects(docs)
 
 
 def _aliases(values: list[str]) -> dict[str, str]:
@@ -45,14 +61,21 @@ def snapshot(
     policy: Annotated[Path | None, typer.Option("--policy", help="A Policy JSON file.")] = None,
     alias: Annotated[list[str] | None, typer.Option(
         "--alias", help="Extra alias PRODUCT=MODEL (repeatable).")] = None,
+    objects: Annotated[list[Path] | None, typer.Option(
+        "--objects", help="Kueue ClusterQueue / LocalQueue / ResourceFlavor / Topology, KAI "
+                          "Queue / Topology, PriorityClass and PodGroup objects: a JSON or "
+                          "multi-document YAML file of objects or Lists, e.g. `kubectl get "
+                          "clusterqueues,localqueues -A -o yaml` (repeatable; docs/"
+                          "kubernetes.md).")] = None,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Exit 2 when any object could not be mapped.")] = False,
 ) -> None:
     """Build a PlanRequest from kubectl JSON; unmapped objects are listed on stderr."""
     pol = load_model(policy, Policy) if policy is not None else None
+    extra = _objects(objects or [])
     try:
         snap = build_snapshot(read_json(nodes), read_json(pods), policy=pol,
-                              aliases=_aliases(alias or []))
+                              aliases=_aliases(alias or []), objects=extra)
     except SnapshotError as e:
         source = {"nodes": nodes, "pods": pods}.get(str(e.loc[0]), "input")
         fail(f"{source}: {e}")

@@ -4,7 +4,10 @@
         --policies fifo_firstfit,tiresias_las,gavel_maxmin,gpuplan --jobs 1000 --out out/
 
 prints the comparison table, writes `summary.json` (every figure, per-job JCTs, time
-series) and `jct_cdf.png` / `timeline.png` into `--out`. See benchmarks/SIMULATION.md.
+series) and `jct_cdf.png` / `timeline.png` into `--out`. A trace with several tenants
+(the Philly trace: its virtual clusters) gets quotas proportional to each tenant's demand
+(`benchmarks/sim/tenants.py`; `--borrow-factor` sets the limits) and a `tenants.csv`.
+See benchmarks/SIMULATION.md.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from benchmarks.sim.cluster import ClusterSpecError, describe, largest_pool, loa
 from benchmarks.sim.engine import InvariantError, SimConfig
 from benchmarks.sim.policies import POLICIES
 from benchmarks.sim.runner import compare, table, write_outputs
+from benchmarks.sim.tenants import demand_quotas, tenants, with_quotas
 from benchmarks.sim.workloads import TraceError, load_trace
 from models.request import SolverName
 
@@ -36,6 +40,11 @@ def simulate(
         help=f"Comma-separated policy names (default: {', '.join(POLICIES)}).",
         show_default=False)] = ",".join(POLICIES),
     jobs: Annotated[int | None, typer.Option(min=1, help="Replay the first N jobs.")] = None,
+    skip: Annotated[int, typer.Option(
+        min=0, help="Philly: skip the first N jobs (start of the window).")] = 0,
+    borrow_factor: Annotated[float | None, typer.Option(
+        min=1.0, help="Multi-tenant traces: limit = guarantee x this (default: "
+                      "unlimited borrowing).", show_default=False)] = None,
     seed: Annotated[int, typer.Option(help="Seed of the job-type draw.")] = 0,
     round_s: Annotated[float, typer.Option("--round", min=1.0,
                                            help="Scheduling round (s).")] = 300.0,
@@ -52,6 +61,9 @@ def simulate(
     sessions: Annotated[bool, typer.Option(
         "--sessions", help="gpuplan: drive the rounds through one planning session "
                            "(events between rounds) instead of a snapshot each.")] = False,
+    deterministic: Annotated[bool, typer.Option(
+        "--deterministic", help="gpuplan: policy.deterministic (work limits instead of the "
+                                "wall clock: the same plans on a loaded machine).")] = False,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("sim_out"),
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
@@ -66,17 +78,20 @@ def simulate(
         spec = load_cluster(cluster)
         node_gpus = max(len(n.gpus) for n in spec.nodes)
         trace_jobs = load_trace(trace, limit=jobs, seed=seed, max_gang=largest_pool(spec),
-                                gpus_per_node=node_gpus, arrival_scale=arrival_scale)
+                                gpus_per_node=node_gpus, arrival_scale=arrival_scale,
+                                skip=skip)
     except (ClusterSpecError, TraceError) as e:
         fail(str(e))
     except (ValueError, KeyError) as e:
         fail(f"{trace}: cannot read the trace: {e}")
     if not trace_jobs:
         fail(f"{trace}: no job to replay")
+    if len(tenants(trace_jobs)) > 1:
+        spec = with_quotas(spec, demand_quotas(trace_jobs, spec, borrow_factor))
     config = SimConfig(round_s=round_s, restart_overhead_s=restart_overhead,
                        mig_reconfig_s=mig_delay)
     overrides = {"gpuplan": {"time_limit_s": time_limit, "solver": solver,
-                             "sessions": sessions}}
+                             "sessions": sessions, "deterministic": deterministic}}
     console = Console(width=max(Console().width, 190))
     title = (f"{Path(trace).name if trace != 'synthetic' else 'synthetic'}: "
              f"{len(trace_jobs)} jobs on {describe(spec)}")
@@ -95,10 +110,12 @@ def simulate(
             fail(f"simulation invariant broken: {e}", code=1)
     console.print(table(cmp, title))
     meta = {"title": title, "trace": trace, "cluster": cluster, "jobs": len(trace_jobs),
-            "seed": seed, "round_s": round_s, "restart_overhead_s": restart_overhead,
+            "skip": skip, "borrow_factor": borrow_factor,
+            "quotas": {k: q.model_dump() for k, q in spec.quotas.items()}, "seed": seed,
+            "round_s": round_s, "restart_overhead_s": restart_overhead,
             "mig_reconfig_s": mig_delay, "arrival_scale": arrival_scale,
             "gpuplan_time_limit_s": time_limit, "gpuplan_solver": solver,
-            "gpuplan_sessions": sessions,
+            "gpuplan_sessions": sessions, "gpuplan_deterministic": deterministic,
             "policies": names}
     paths = write_outputs(cmp, out, meta)
     typer.echo(f"wrote {', '.join(str(p) for p in paths.values())}")

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from api.cli.common import fail, load_model, load_plan
-from api.k8s.issues import SnapshotError
+from api.importing import SnapshotError
 from api.slurm import (
     PlannerUnavailable,
     SlurmUnavailable,

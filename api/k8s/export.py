@@ -138,12 +138,17 @@ def _annotations(placements: Sequence[Placement]) -> dict[str, str]:
 
 def _split_gang(pods: Sequence[PodInfo], placements: Sequence[Placement]
                 ) -> list[tuple[PodInfo, list[Placement]]] | None:
-    """Give each gang pod `whole_gpus` placements of one node (None if impossible)."""
+    """Give each gang pod `whole_gpus` placements of one node (None if impossible).
+
+    An elastic gang planned below its pods' total (contract 5.1) binds the pods its GPUs
+    cover, in name order; the others are left out of the split (they stay pending)."""
     by_node: dict[str, list[Placement]] = {}
     for p in placements:
         by_node.setdefault(p.node, []).append(p)
     out: list[tuple[PodInfo, list[Placement]]] = []
     for pod in sorted(pods, key=lambda p: (-p.whole_gpus, p.name)):
+        if not any(by_node.values()):
+            break
         node = next((n for n in sorted(by_node) if len(by_node[n]) >= pod.whole_gpus), None)
         if node is None:
             return None
@@ -213,6 +218,10 @@ def export_plan(
                                     "counts per node; not bound")
                 continue
             parts = split
+            if len(parts) < len(pods):
+                out.warnings.append(f"{a.job}: an elastic gang planned on {len(a.placements)} "
+                                    f"GPUs; {len(parts)} of its {len(pods)} pods bound, the "
+                                    "others stay pending")
         for pod, placements in parts:
             out.bindings.append(_binding(pod, placements[0].node))
             out.pod_patches.append(PodPatch(

@@ -293,7 +293,8 @@ def _call(args: ExtenderArgs, state: K8sState) -> _Call:
     pods = state.pods_list()
     if pods is None:
         return _Call(pod, list(objs), objs, None, False)
-    snap = build_snapshot(args.Nodes, pods, policy=state.policy, aliases=state.aliases)
+    snap = build_snapshot(args.Nodes, pods, policy=state.policy, aliases=state.aliases,
+                          objects=state.objects)
     return _Call(pod, list(objs), objs, state.view_of(snap, args.Nodes), False)
 
 
@@ -317,7 +318,8 @@ def _verdicts(call: _Call, args: ExtenderArgs, state: K8sState
         # scheduler's own resource accounting still counts nvidia.com/* requests).
         state.warn("no-pods", "no pods known yet: judging the Node objects as if idle")
         snap = build_snapshot(args.Nodes, {"kind": "List", "items": []},
-                              policy=state.policy, aliases=state.aliases)
+                              policy=state.policy, aliases=state.aliases,
+                              objects=state.objects)
         view = state.view_of(snap, args.Nodes, assumptions=False)
     if view is None:
         answer = _no_view(state)

@@ -46,6 +46,9 @@ ANN_MIG_PROFILE = PREFIX + "mig-profile"
 ANN_GPU_INDICES = PREFIX + "gpu-indices"
 ANN_MIG_START = PREFIX + "mig-start"
 ANN_GANG = PREFIX + "gang"
+ANN_ELASTIC_MIN = PREFIX + "elastic-min"
+ANN_ELASTIC_MAX = PREFIX + "elastic-max"
+ANN_SPEEDUP = PREFIX + "speedup"
 
 #: Strings that GFD appends to the product; everything from them on is dropped.
 MIG_PRODUCT_MARKER = "-MIG-"

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from api.importing import ImportIssue
 from api.k8s import names
-from api.k8s.issues import ImportIssue
 from api.k8s.mig import layouts_for_counts, named_config_counts
 from api.k8s.quantity import QuantityError, count, cpu_millicores, memory_gib
 from models import GpuModel, Instance, is_valid_layout

@@ -41,6 +41,9 @@ class PodInfo:
     mig: dict[str, int] = field(default_factory=dict)
     cpu_millicores: float | None = None
     host_memory_gib: float | None = None
+    #: `spec.priority` (written from the PriorityClass at admission) and the class's name
+    priority: int | None = None
+    priority_class: str | None = None
 
     @property
     def ref(self) -> str:
@@ -136,6 +139,14 @@ def _effective(spec: Mapping[str, Any]) -> dict[str, float]:
     return {k: max(total.get(k, 0.0), init_peak.get(k, 0.0)) for k in {*total, *init_peak}}
 
 
+def _priority(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+        raise PodProblem(f"spec.priority {value!r} is not a 32-bit integer")
+    return value
+
+
 def parse_pod(obj: object) -> PodInfo:
     """The planning view of one v1 Pod; raises PodProblem for malformed objects."""
     if not isinstance(obj, dict):
@@ -156,6 +167,9 @@ def parse_pod(obj: object) -> PodInfo:
         created=_timestamp(meta.get("creationTimestamp")),
         labels=_str_map(meta.get("labels"), "labels"),
         annotations=_str_map(meta.get("annotations"), "annotations"),
+        priority=_priority(spec.get("priority")),
+        priority_class=spec.get("priorityClassName") or None
+        if isinstance(spec.get("priorityClassName"), str) else None,
     )
     eff = _effective(spec)
     info.whole_gpus = int(eff.get(names.GPU_RESOURCE, 0))

@@ -8,6 +8,13 @@ GPU indices of running pods are not in the pod object. A pod may name them with
 `gpuplan.io/gpu-indices` (and `gpuplan.io/mig-start` for a MIG device); the others get, per
 node and in order of creation (then namespace/name), the lowest free GPUs (whole), the first
 GPU with room (shared) or the first free instance of their profile by (GPU, start) (MIG).
+
+The optional objects of contract 5 (`K8sObjects`: Kueue and KAI queues, PriorityClasses,
+Topologies, PodGroups) add `cluster.quotas` (`queues.py`), `cluster.topology_levels` and
+`Node.topology` (`topology.py`), and each job's tenant, `priority`, `topology` and `elastic`
+(`queues.py`, `topology.py`, `workload.py`). A v1.1 field a job cannot take as read (an
+elastic range its own size lies outside, a level the Topology lacks) is left out and
+reported; the job is kept.
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from api.importing import ImportIssue, SnapshotError, assemble_request, wire_gpu
 from api.k8s import names
-from api.k8s.issues import ImportIssue, SnapshotError
 from api.k8s.nodes import NodeProblem, NodeState, is_gpu_node, parse_node
+from api.k8s.objects import K8sObjects
 from api.k8s.pods import (
     PodInfo,
     PodProblem,
@@ -31,10 +39,12 @@ from api.k8s.pods import (
     job_options,
     parse_pod,
 )
+from api.k8s.queues import QuotaImport, pod_tenant
+from api.k8s.topology import chosen_topology, job_topology, levels_of, node_topology
+from api.k8s.workload import elastic_of, pod_priority
 from models import (
     BUILTIN_CATALOG,
     Cluster,
-    Gpu,
     GpuModel,
     Instance,
     Job,
@@ -45,6 +55,10 @@ from models import (
     Policy,
 )
 from models.request import unknown_job_models, unknown_model_message
+
+#: Job fields of contract 5 that the import leaves out (reported) when a job cannot take
+#: them, last first, rather than dropping the job.
+_OPTIONAL_FIELDS = ("topology", "elastic")
 
 #: Job fields that are demand shapes, not options.
 _DEMAND_FIELDS = ("gpu_share", "mig_profile")
@@ -195,16 +209,24 @@ _PLACERS: Mapping[str, Callable[[PodInfo, Any, NodeState, _Usage], list[Placemen
 class _Builder:
     """Accumulates nodes, jobs and issues for one snapshot."""
 
-    def __init__(self, catalog: Mapping[str, GpuModel], aliases: Mapping[str, str]) -> None:
+    def __init__(self, catalog: Mapping[str, GpuModel], aliases: Mapping[str, str],
+                 objects: K8sObjects) -> None:
         self.catalog = catalog
         self.aliases = aliases
-        self.issues: list[ImportIssue] = []
+        self.objects = objects
+        self.issues: list[ImportIssue] = list(objects.issues)
+        topology = chosen_topology(objects, self.issues)
+        #: the Topology's levels (None: no Topology given)
+        self.levels: list[str] | None = levels_of(topology) if topology else None
         self.nodes: dict[str, NodeState] = {}
         self.jobs: list[Job] = []
         self.job_pods: dict[str, list[PodInfo]] = {}
 
     def skip(self, obj: str, message: str) -> None:
         self.issues.append(ImportIssue(object=obj, skipped=True, message=message))
+
+    def note(self, obj: str, message: str) -> None:
+        self.issues.append(ImportIssue(object=obj, skipped=False, message=message))
 
     @property
     def variants(self) -> dict[str, str]:
@@ -272,20 +294,36 @@ class _Builder:
         return sorted(pods, key=_sort_key)
 
     def _job(self, ref: str, **fields: Any) -> Job | None:
-        try:
-            job = Job(**fields)
-        except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(x) for x in err["loc"]) or "job"
-            self.skip(ref, f"{loc}: {err['msg']}")
-            return None
-        unknown = unknown_job_models(job, self.catalog)
-        if unknown:  # e.g. a typo in an annotation: skip the pod, not the whole snapshot
-            where, name = unknown[0]
-            self.skip(ref, f"{'.'.join(map(str, where))}: "
-                           f"{unknown_model_message(name, self.catalog)}")
-            return None
-        return job
+        optional = [k for k in _OPTIONAL_FIELDS if fields.get(k) is not None]
+        while True:
+            try:
+                job = Job(**fields)
+                unknown = unknown_job_models(job, self.catalog)
+                if unknown:  # e.g. a typo in an annotation: skip the pod, not the snapshot
+                    where, name = unknown[0]
+                    self.skip(ref, f"{'.'.join(map(str, where))}: "
+                                   f"{unknown_model_message(name, self.catalog)}")
+                    return None
+                if optional:
+                    self._check_alone(job)
+                return job
+            except ValidationError as e:
+                err = e.errors()[0]
+                loc = ".".join(str(x) for x in err["loc"]) or "job"
+                if not optional:
+                    self.skip(ref, f"{loc}: {err['msg']}")
+                    return None
+                dropped = optional.pop()
+                fields.pop(dropped)
+                self.note(ref, f"{dropped} left out ({loc}: {err['msg']})")
+
+    def _check_alone(self, job: Job) -> None:
+        """The request's own checks of one job (contract 5 fields: elastic sizes,
+        topology levels); raises ValidationError as the assembled request would."""
+        variants = {k: v for k, v in self.catalog.items() if k not in BUILTIN_CATALOG}
+        PlanRequest(cluster=Cluster(gpu_models=variants,
+                                    topology_levels=self.levels or []),
+                    jobs=[job.model_copy(update={"current": None})])
 
     def add_running(self, pods: list[PodInfo]) -> None:
         usage = {name: _Usage() for name in self.nodes}
@@ -324,8 +362,38 @@ class _Builder:
             f"{node.unhealthy_whole} GPU(s) not allocatable; GPU(s) "
             f"{sorted(g.index for g in marked)} marked unhealthy")))
 
+    def _v11_fields(self, pods: list[PodInfo], ref: str, options: Mapping[str, Any],
+                    demand: Mapping[str, Any], group_running: int) -> dict[str, Any]:
+        """Tenant, priority, topology and elastic of a job (module doc); problems are
+        reported and the field left out."""
+        out: dict[str, Any] = {}
+        objects = self.objects
+        if "tenant" not in options:
+            tenant, problem = pod_tenant(pods[0], objects)
+            if tenant is not None:
+                out["tenant"] = tenant
+            if problem is not None:
+                self.note(ref, problem)
+        priorities = []
+        for pod in pods:
+            value, problem = pod_priority(pod, objects)
+            if value is not None:
+                priorities.append(value)
+            if problem is not None:
+                self.note(ref, problem)
+        if priorities and max(priorities) != 0:
+            out["priority"] = max(priorities)
+        try:
+            if len(pods) > 1:
+                out["topology"] = job_topology(pods[0], self.levels)
+            if "gpus" in demand:
+                out["elastic"] = elastic_of(pods, objects, group_running)
+        except PodProblem as e:
+            self.note(ref, f"{e}; planned without it")
+        return {k: v for k, v in out.items() if v is not None}
+
     def _add_job(self, pods: list[PodInfo], ref: str, options: Mapping[str, Any],
-                 demand: Mapping[str, Any], **extra: Any) -> None:
+                 demand: Mapping[str, Any], group_running: int = 0, **extra: Any) -> None:
         profile = demand.get("mig_profile")
         if profile is not None and not any(m.profile(profile) for m in self.catalog.values()):
             self.skip(ref, f"no GPU model in the catalog has MIG profile {profile!r}")
@@ -343,7 +411,8 @@ class _Builder:
             "cpu_millicores": sum(cpu) if cpu else None,
             "host_memory_gib": sum(mem) if mem else None,
             "submitted_at": min(created) if created else None,
-            **opts, **demand, **extra,
+            **opts, **self._v11_fields(pods, ref, options, demand, group_running),
+            **demand, **extra,
         }
         self._restrict(pods[0], fields)
         job = self._job(ref, **fields)
@@ -400,18 +469,16 @@ class _Builder:
         per_pod = {p.whole_gpus for p in members}
         options = {"single_node": per_pod != {1}, **options}
         demand = {"gpus": sum(p.whole_gpus for p in members)}
-        self._add_job(members, ref, options, demand)
+        self._add_job(members, ref, options, demand, group_running=running)
 
     def node_models(self) -> list[Node]:
         return [
             Node(name=s.name, labels=s.labels, schedulable=s.schedulable,
                  topology_domain=s.topology_domain, cpu_millicores=s.cpu_millicores,
                  memory_gib=s.memory_gib,
-                 gpus=[Gpu(index=g.index, model=s.model, healthy=g.healthy,
-                           mig_enabled=g.mig_enabled,
-                           mig_instances=[MigInstance(profile=i.profile, start=i.start)
-                                          for i in g.instances])
-                       for g in s.gpus])
+                 topology=node_topology(s.name, s.labels, self.levels, self.issues)
+                 if self.levels else {},
+                 gpus=[wire_gpu(g, s.model) for g in s.gpus])
             for s in self.nodes.values()
         ]
 
@@ -423,8 +490,10 @@ def build_snapshot(
     policy: Policy | None = None,
     aliases: Mapping[str, str] | None = None,
     gpu_models: Mapping[str, GpuModel] | None = None,
+    objects: K8sObjects | None = None,
 ) -> Snapshot:
-    """Import a NodeList and a PodList (as `kubectl get -o json` prints them).
+    """Import a NodeList and a PodList (as `kubectl get -o json` prints them), with the
+    queue, priority, topology and pod-group objects of `objects` (`read_objects`).
 
     Raises SnapshotError when either input is not a List object or the assembled request
     is invalid; object-level problems become `Snapshot.issues`.
@@ -432,7 +501,8 @@ def build_snapshot(
     node_items = list_items(nodes, "nodes", "Node")
     pod_items = list_items(pods, "pods", "Pod")
     catalog = {**BUILTIN_CATALOG, **(gpu_models or {})}
-    b = _Builder(catalog, dict(aliases or {}))
+    objs = objects or K8sObjects()
+    b = _Builder(catalog, dict(aliases or {}), objs)
     b.add_nodes(node_items)
     b.catalog = {**catalog, **{s.model: s.variant for s in b.nodes.values()
                                if s.variant is not None}}
@@ -441,13 +511,14 @@ def build_snapshot(
     pending = [p for p in all_pods if not p.running]
     b.add_running(running)
     b.add_pending(pending, running)
-    try:
-        request = PlanRequest(
-            cluster=Cluster(nodes=b.node_models(), gpu_models={
-                **(gpu_models or {}),
-                **{s.model: s.variant for s in b.nodes.values() if s.variant is not None}}),
-            jobs=b.jobs, policy=policy or Policy())
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise SnapshotError(tuple(err["loc"]), err["msg"]) from e
+    cluster: dict[str, Any] = {"nodes": b.node_models(), "gpu_models": {
+        **(gpu_models or {}),
+        **{s.model: s.variant for s in b.nodes.values() if s.variant is not None}}}
+    if b.levels:
+        cluster["topology_levels"] = b.levels
+    if objs.cluster_queues or objs.kai_queues:
+        quotas = QuotaImport(objs, b.nodes, b.catalog, b.aliases)
+        cluster["quotas"] = quotas.quotas()
+        b.issues.extend(quotas.issues)
+    request = assemble_request(cluster, b.jobs, policy or Policy())
     return Snapshot(request=request, issues=b.issues, nodes=b.nodes, job_pods=b.job_pods)

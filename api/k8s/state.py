@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.k8s.objects import K8sObjects
 from api.k8s.snapshot import Snapshot, build_snapshot, list_items
 from api.k8s.watch import PODS, ClusterCache
 from models import Job, Plan, Policy
@@ -108,6 +109,8 @@ class K8sState:
         self.pods: object = None
         self.policy: Policy | None = None
         self.aliases: dict[str, str] = {}
+        #: the queue / priority / topology / pod-group objects of the last post that had them
+        self.objects: K8sObjects = K8sObjects()
         self.plan: Plan | None = None
         self.assumed: dict[str, Assumption] = {}
         self._snapshot: Snapshot | None = None
@@ -120,13 +123,16 @@ class K8sState:
 
     # ------------------------------------------------------------------ sources
     def update(self, nodes: object, pods: object | None, policy: Policy | None = None,
-               aliases: Mapping[str, str] | None = None) -> Snapshot:
-        """Import and remember a posted snapshot (pods None = keep the cached pods)."""
+               aliases: Mapping[str, str] | None = None,
+               objects: K8sObjects | None = None) -> Snapshot:
+        """Import and remember a posted snapshot (pods, aliases or objects None = keep the
+        cached ones)."""
         with self.lock:
             pods = pods if pods is not None else self.pods_list() or {
                 "kind": "List", "items": []}
             snap = build_snapshot(nodes, pods, policy=policy or self.policy,
-                                  aliases=aliases if aliases is not None else self.aliases)
+                                  aliases=aliases if aliases is not None else self.aliases,
+                                  objects=objects if objects is not None else self.objects)
             self.nodes, self.pods, self._snapshot, self.plan = nodes, pods, snap, None
             if self.live is not None:
                 self._live_seen = self.live.version
@@ -134,6 +140,8 @@ class K8sState:
                 self.policy = policy
             if aliases is not None:
                 self.aliases = dict(aliases)
+            if objects is not None:
+                self.objects = objects
             return snap
 
     @property
@@ -145,7 +153,8 @@ class K8sState:
                 nodes, pods, version = live.lists()
                 try:
                     self._snapshot = build_snapshot(nodes, pods, policy=self.policy,
-                                                    aliases=self.aliases)
+                                                    aliases=self.aliases,
+                                                    objects=self.objects)
                     self.nodes, self.pods = nodes, pods
                 except ValueError as e:  # SnapshotError: keep the last good view
                     log.warning("live snapshot import failed: %s", e)

@@ -7,7 +7,8 @@ validated model (which it accepts as is), so the loop only moves bytes. Parsing 
 the GIL, so only `PARSE_CONCURRENCY` bodies are parsed at once and the loop keeps its
 turn (it still waits for the validation in progress: see PARSE_CONCURRENCY).
 Validation is strict JSON validation, so what the OpenAPI schema calls a boolean or an
-integer is one.
+integer is one. The largest bodies, the PlanRequests of `POST /v1/plans` and `/v1/solves`,
+do not come here: they are parsed (by `parse_body`) in the intake process (api/intake.py).
 
 On the way it refuses what Python's JSON parser accepts but the wire contract does not
 (models/wire.py): `NaN`, `Infinity`, numbers so large they become infinite, and lone UTF-16
@@ -42,6 +43,25 @@ def _is_json(request: Request) -> bool:
     subtype = message.get_content_subtype()
     return message.get_content_maintype() == "application" and (
         subtype == "json" or subtype.endswith("+json"))
+
+
+def is_json(request: Request) -> bool:
+    """Whether FastAPI would parse this body as JSON (application/json or +json)."""
+    return _is_json(request)
+
+
+def unparsed_body_errors(adapter: TypeAdapter[Any], body: bytes) -> RequestValidationError:
+    """The 422 FastAPI gives a required body that is empty or not JSON: `missing`, or the
+    model's verdict on the raw bytes (for a route that takes its body itself)."""
+    if not body:
+        return RequestValidationError([{"type": "missing", "loc": ("body",),
+                                        "msg": "Field required", "input": None}])
+    try:
+        adapter.validate_python(body, from_attributes=True)  # as FastAPI validates
+    except ValidationError as e:
+        return RequestValidationError([{**err, "loc": ("body", *err["loc"])}
+                                       for err in e.errors(include_url=False)])
+    raise AssertionError("a model accepted raw bytes as its input")
 
 
 def _unprocessable(problems: list[WireProblem]) -> RequestValidationError:

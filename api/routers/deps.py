@@ -1,4 +1,5 @@
-"""Dependencies shared by the routers: settings, the solve service, auth and size limits."""
+"""Dependencies shared by the routers: settings, the solve service, auth and size limits
+(`check_limits`, whose home is api/intake.py: the intake process checks them too)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,12 @@ import hmac
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.errors import Unauthorized, Unavailable
+from api.intake import check_limits
 from api.settings import Settings
 from api.store import SolveService
-from models import PlanRequest
 
 
 def get_settings(request: Request) -> Settings:
@@ -28,6 +28,9 @@ def get_service(request: Request) -> SolveService:
         raise Unavailable("the solver pool is not running")
     return service
 
+
+__all__ = ["ServiceDep", "SettingsDep", "check_limits", "get_service", "get_settings",
+           "require_token"]
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 ServiceDep = Annotated[SolveService, Depends(get_service)]
@@ -49,23 +52,3 @@ def require_token(
     given = credentials.credentials if credentials is not None else ""
     if not hmac.compare_digest(given.encode(), token.encode()):
         raise Unauthorized("missing or invalid bearer token")
-
-
-def check_limits(request: PlanRequest, settings: Settings, loc: tuple[str, ...] = ("body",)
-                 ) -> None:
-    """422 naming the limit when the request has more nodes, GPUs or jobs than allowed."""
-    nodes = len(request.cluster.nodes)
-    gpus = sum(len(n.gpus) for n in request.cluster.nodes)
-    counts = (
-        ("max_nodes", settings.max_nodes, nodes, (*loc, "cluster", "nodes"), "nodes"),
-        ("max_gpus", settings.max_gpus, gpus, (*loc, "cluster", "nodes"), "GPUs"),
-        ("max_jobs", settings.max_jobs, len(request.jobs), (*loc, "jobs"), "jobs"),
-    )
-    errors = [
-        {"type": "limit_exceeded", "loc": where,
-         "msg": f"{n} {what} exceed the server limit {name}={limit}",
-         "input": None, "ctx": {"limit": name, "max": limit, "actual": n}}
-        for name, limit, n, where, what in counts if n > limit
-    ]
-    if errors:
-        raise RequestValidationError(errors)

@@ -43,6 +43,7 @@ from api.k8s import (
     extender_prioritize,
     make_api,
 )
+from api.k8s.objects import K8sObjects, read_objects
 from api.k8s.snapshot import Snapshot, build_snapshot
 from api.k8s.watch import WatchOptions, bind_pod
 from api.pool import PlanJSON
@@ -101,6 +102,12 @@ class SnapshotBody(BaseModel):
     policy: Policy | None = None
     aliases: dict[str, str] | None = Field(
         default=None, description="Extra GFD product -> catalog model aliases.")
+    objects: list[dict[str, Any]] | None = Field(
+        default=None, description=(
+            "Kueue ClusterQueue / LocalQueue / ResourceFlavor / Topology, KAI Queue / "
+            "Topology, PriorityClass and PodGroup objects (or Lists of them): quotas, "
+            "tenants, priorities, topology levels and elastic gangs (docs/kubernetes.md). "
+            "Absent: the objects of the last snapshot that had them."))
 
 
 class SnapshotResponse(BaseModel):
@@ -156,23 +163,24 @@ def _too_many_nodes(nodes: dict[str, Any], settings: Settings) -> None:
 
 def _import(state: K8sState, settings: Settings, nodes: dict[str, Any],
             pods: dict[str, Any] | None, policy: Policy | None = None,
-            aliases: dict[str, str] | None = None) -> Snapshot:
+            aliases: dict[str, str] | None = None,
+            objects: K8sObjects | None = None) -> Snapshot:
     """Import and cache a snapshot within the server's size limits (else 422, and the
     cached snapshot stays what it was)."""
     _too_many_nodes(nodes, settings)
     with state.lock:  # reentrant: update() takes it too
         # K8sState keeps no history: what update() replaces is put back on a refusal.
-        before = (state.nodes, state.pods, state.policy, state.aliases, state._snapshot,
-                  state.plan, state._live_seen)
+        before = (state.nodes, state.pods, state.policy, state.aliases, state.objects,
+                  state._snapshot, state.plan, state._live_seen)
         try:
-            snap = state.update(nodes, pods, policy, aliases)
+            snap = state.update(nodes, pods, policy, aliases, objects)
         except SnapshotError as e:
             raise _unprocessable(e) from e
         try:
             check_limits(snap.request, settings, ("body", "nodes"))
         except RequestValidationError:
-            (state.nodes, state.pods, state.policy, state.aliases, state._snapshot,
-             state.plan, state._live_seen) = before
+            (state.nodes, state.pods, state.policy, state.aliases, state.objects,
+             state._snapshot, state.plan, state._live_seen) = before
             raise
     return snap
 
@@ -183,7 +191,8 @@ def snapshot(body: SnapshotBody, state: StateDep, settings: SettingsDep) -> Snap
 
     The imported request must be within GPUPLAN_MAX_NODES / _GPUS / _JOBS (else 422).
     """
-    snap = _import(state, settings, body.nodes, body.pods, body.policy, body.aliases)
+    objects = read_objects(body.objects) if body.objects is not None else None
+    snap = _import(state, settings, body.nodes, body.pods, body.policy, body.aliases, objects)
     return SnapshotResponse(request=snap.request, warnings=snap.issues)
 
 

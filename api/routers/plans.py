@@ -1,20 +1,61 @@
-"""`POST /v1/plans`: solve synchronously on the worker pool and return the Plan."""
+"""`POST /v1/plans`: solve synchronously on the worker pool and return the Plan.
+
+The body is not parsed here: `prepared_body` hands its bytes to the solve service's intake
+process (api/intake.py), which validates it with the same rules and limits and answers the
+same 422s, so that large bodies never hold the API process's GIL. The OpenAPI schema still
+documents the body as a PlanRequest (`PLAN_REQUEST_BODY`).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import APIRouter, Body, Depends, Request, Response
+from pydantic import TypeAdapter
 
 from api.errors import error_responses
 from api.examples import plan_request_examples
-from api.routers.body import ThreadedBodyRoute
-from api.routers.deps import ServiceDep, SettingsDep, check_limits
+from api.intake import PreparedRequest
+from api.routers.body import ThreadedBodyRoute, is_json, unparsed_body_errors
+from api.routers.deps import ServiceDep
 from models import Plan, PlanRequest
 
 router = APIRouter(tags=["plans"], route_class=ThreadedBodyRoute)
 
 PlanRequestBody = Annotated[PlanRequest, Body(openapi_examples=plan_request_examples())]
+
+#: The OpenAPI request body and 422 answer of the routes that take a PlanRequest through
+#: the intake (what FastAPI writes for a `PlanRequestBody` parameter).
+PLAN_REQUEST_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/PlanRequest"},
+            "examples": plan_request_examples(),
+        }},
+    },
+    "responses": {"422": {
+        "description": "Validation Error",
+        "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/HTTPValidationError"}}},
+    }},
+}
+
+_ADAPTER: TypeAdapter[PlanRequest] = TypeAdapter(PlanRequest)
+
+
+def prepared_body(record: bool) -> Callable[..., Awaitable[PreparedRequest]]:
+    """A dependency: the request body as a PreparedRequest, parsed, validated and capped in
+    the intake process (`record`: keep its JSON, for an async solve's record)."""
+
+    async def prepared(request: Request, service: ServiceDep) -> PreparedRequest:
+        body = await request.body()
+        if not body or not is_json(request):
+            raise unparsed_body_errors(_ADAPTER, body)
+        return await service.prepare(body, record)
+
+    return prepared
 
 
 @router.post(
@@ -22,16 +63,18 @@ PlanRequestBody = Annotated[PlanRequest, Body(openapi_examples=plan_request_exam
     response_model=Plan,
     summary="Plan synchronously",
     responses=error_responses(429, 500, 504),
+    openapi_extra=PLAN_REQUEST_BODY,
 )
-async def create_plan(body: PlanRequestBody, service: ServiceDep,
-                      settings: SettingsDep) -> Response:
+async def create_plan(
+    prepared: Annotated[PreparedRequest, Depends(prepared_body(record=False))],
+    service: ServiceDep,
+) -> Response:
     """Solve the request in a worker process and answer with the validated Plan.
 
     `policy.time_limit_s` is capped by the server's maximum (`GPUPLAN_MAX_TIME_LIMIT_S`);
     a solve that overruns it (plus a grace period) is stopped and answered 504. When every
     worker is busy and the queue is full the answer is 429 with `Retry-After`.
     """
-    check_limits(body, settings)
-    result = await service.solve(body)
+    result = await service.solve(prepared)
     # The worker serialised a validated Plan: send its JSON as is (no re-encoding here).
     return Response(content=result.json, media_type="application/json")

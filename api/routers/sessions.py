@@ -3,41 +3,37 @@
 `POST /v1/sessions` (a PlanRequest) -> 201 with the id; `POST /v1/sessions/{id}/events`
 (a batch of deltas, applied all or none; 409 naming the event that does not apply);
 `POST /v1/sessions/{id}/plan` -> the Plan, solved on the worker pool like `/v1/plans`
-and committed as the session's next starting point; `GET` and `DELETE
-/v1/sessions/{id}`. The session service (api/sessions.py) starts and stops with the app,
-through this router's lifespan.
+and committed as the session's next starting point (409 when the session changed on another
+replica meanwhile); `GET` and `DELETE /v1/sessions/{id}`. The session service
+(api/sessions.py) starts and stops with the app, through this router's lifespan.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.errors import Unavailable, error_responses
+from api.routers.body import ThreadedBodyRoute
 from api.routers.deps import ServiceDep, SettingsDep, check_limits
 from api.routers.plans import PlanRequestBody
-from api.sessions import LiveSession, SessionService, SessionSettings, SessionStore
-from api.settings import Settings
+from api.sessions import LiveSession, SessionService, SessionSettings
+from api.store import SolveService
 from models import Plan, PlanRequest
 from models.events import EventBatch
 
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Open the session store beside the solve store; the solve service is started by
-    the app's own lifespan, which runs around this one. Sessions live in the SQLite file
-    of the solves (`GPUPLAN_DB_URL=sqlite:///...` or `GPUPLAN_DB_PATH`); with a PostgreSQL
-    solve store they stay in the local file `GPUPLAN_DB_PATH` (not shared by replicas)."""
-    settings: Settings = app.state.settings
-    url = settings.database_url
-    path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") \
-        else settings.db_path
-    service = SessionService(SessionStore(path), app.state.service, SessionSettings())
+    """Start the session service on the solve service's store (SQLite or PostgreSQL, shared
+    by the replicas); the solve service and its store are started by the app's own
+    lifespan, which runs around this one."""
+    solves: SolveService = app.state.service
+    service = SessionService(solves.store, solves, SessionSettings())
     await service.start()
     app.state.sessions = service
     try:
@@ -47,7 +43,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await service.stop()
 
 
-router = APIRouter(prefix="/sessions", tags=["sessions"], lifespan=_lifespan)
+# Bodies are parsed strictly and off the event loop, as on every other /v1 route.
+router = APIRouter(prefix="/sessions", tags=["sessions"], lifespan=_lifespan,
+                   route_class=ThreadedBodyRoute)
 
 
 def get_sessions(request: Request) -> SessionService:
@@ -130,11 +128,13 @@ async def post_events(session_id: str, body: EventBatch, request: Request,
 
 
 @router.post("/{session_id}/plan", response_model=Plan, summary="Plan a session",
-             responses=error_responses(404, 429, 500, 504))
+             responses=error_responses(404, 409, 429, 500, 504))
 async def plan_session(session_id: str, sessions: SessionsDep, service: ServiceDep,
                        body: Annotated[SessionPlanBody | None, Body()] = None) -> Response:
     """Solve the session's current state on the worker pool, starting from its last plan
-    (whose placements are the running jobs' current ones), and commit the new plan."""
+    (whose placements are the running jobs' current ones), and commit the new plan; 409
+    `session_changed` (nothing committed) when another replica changed the session while
+    it was solved."""
     del service  # the pool must be running (503 otherwise); the session service uses it
     limit = body.time_limit_s if body is not None else None
     return Response(content=await sessions.plan(session_id, limit),

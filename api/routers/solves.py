@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.errors import error_responses
+from api.intake import PreparedRequest
 from api.pool import TaskState
 from api.routers.body import ThreadedBodyRoute
-from api.routers.deps import ServiceDep, SettingsDep, check_limits
-from api.routers.plans import PlanRequestBody
+from api.routers.deps import ServiceDep
+from api.routers.plans import PLAN_REQUEST_BODY, prepared_body
 from api.store import SolveRecord
 from models import Plan
 
@@ -88,12 +89,15 @@ def _status(request: Request, rec: SolveRecord) -> SolveStatus:
     response_model=SolveRef,
     summary="Start an async solve",
     responses=error_responses(429),
+    openapi_extra=PLAN_REQUEST_BODY,
 )
-async def create_solve(body: PlanRequestBody, request: Request, response: Response,
-                       service: ServiceDep, settings: SettingsDep) -> SolveRef:
-    """Queue the request; answer 202 with its id and URL (also in `Location`)."""
-    check_limits(body, settings)
-    rec = await service.submit(body)
+async def create_solve(
+    prepared: Annotated[PreparedRequest, Depends(prepared_body(record=True))],
+    request: Request, response: Response, service: ServiceDep,
+) -> SolveRef:
+    """Queue the request; answer 202 with its id and URL (also in `Location`). The body is
+    parsed and validated in the intake process (see api/routers/plans.py)."""
+    rec = await service.submit(prepared)
     url = _url(request, rec.id)
     response.headers["Location"] = url
     return SolveRef(id=rec.id, url=url, state=rec.state)

@@ -17,12 +17,14 @@ from starlette.concurrency import run_in_threadpool
 
 from api.errors import NotFound, error_responses
 from api.examples import mig_puzzle_plan, mig_puzzle_request
+from api.routers.body import ThreadedBodyRoute
 from api.routers.deps import ServiceDep, SettingsDep, check_limits
 from api.view import render
 from api.view.page import CSP
 from models import Plan, PlanRequest
 
-router = APIRouter(tags=["view"])
+# Bodies are parsed strictly and off the event loop, as on every other /v1 route.
+router = APIRouter(tags=["view"], route_class=ThreadedBodyRoute)
 
 #: The page is the only HTML answer: errors stay JSON (`response_class=Response` keeps
 #: FastAPI from documenting them as text/html).

@@ -20,15 +20,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from api.k8s.issues import ImportIssue, SnapshotError
+from api.importing import ImportIssue, SnapshotError, assemble_request, wire_gpu
 from api.slurm.gres import GPU
 from api.slurm.jobs import NOT_STARTABLE, SHARING, TRES_FIELDS, JobProblem, SlurmJob, parse_job
 from api.slurm.nodes import NodeProblem, SlurmNode, parse_node, states
 from api.slurm.types import resolve_type
 from models import (
     BUILTIN_CATALOG,
-    Cluster,
-    Gpu,
     GpuModel,
     Job,
     MigInstance,
@@ -405,11 +403,7 @@ class _Builder:
             out.append(Node(
                 name=s.name, schedulable=s.schedulable, cpu_millicores=cpu, memory_gib=mem,
                 labels={"slurm.partitions": ",".join(s.partitions)},
-                gpus=[Gpu(index=g.index, model=g.model, healthy=g.healthy,
-                          mig_enabled=g.mig_enabled,
-                          mig_instances=[MigInstance(profile=i.profile, start=i.start)
-                                         for i in g.instances])
-                      for g in s.gpus]))
+                gpus=[wire_gpu(g, g.model) for g in s.gpus]))
         return out
 
 
@@ -451,13 +445,9 @@ def build_snapshot(
         if job.state == "PENDING":
             b.add_pending(job, jobs)
     extra = b.partition_variants()
-    try:
-        request = PlanRequest(
-            cluster=Cluster(nodes=b.node_models(), gpu_models={**(gpu_models or {}), **extra}),
-            jobs=b.jobs, policy=policy or SLURM_POLICY.model_copy())
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise SnapshotError(tuple(err["loc"]), err["msg"]) from e
+    request = assemble_request({"nodes": b.node_models(),
+                                "gpu_models": {**(gpu_models or {}), **extra}},
+                               b.jobs, policy or SLURM_POLICY.model_copy())
     request = _room_for_running(request)
     return Snapshot(request=request, issues=b.issues, nodes=b.nodes, jobs=b.slurm_jobs,
                     left_out=b.left_out)

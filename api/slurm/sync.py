@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from api.k8s.issues import SnapshotError
+from api.importing import SnapshotError
 from api.slurm.apply import ActionResult, Runner, SlurmApply, execute, export_plan, run_command
 from api.slurm.snapshot import Snapshot, build_snapshot
 from models import GpuModel, Plan, PlanRequest, Policy

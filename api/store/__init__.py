@@ -1,4 +1,5 @@
-"""Async solve records and the service that runs them, on SQLite or PostgreSQL.
+"""Async solve records, planning sessions and the service that runs solves, on SQLite or
+PostgreSQL.
 
 `open_store(url)` picks the backend from the URL (`sqlite:///path` or `postgresql://...`)
 and migrates its schema; `SolveService` runs solves on the worker pool and writes every
@@ -13,23 +14,26 @@ from pathlib import Path
 from api.store.base import (
     LIVE_STATES,
     SchemaTooNew,
+    SessionHead,
+    SessionRecord,
     SolveRecord,
     SolveStore,
     StoreError,
-    request_hash,
 )
-from api.store.service import FAILURE_STATUSES, SolveService
+from api.store.service import FAILURE_STATUSES, SolveService, expire_periodically
 
 __all__ = [
     "FAILURE_STATUSES",
     "LIVE_STATES",
     "SchemaTooNew",
+    "SessionHead",
+    "SessionRecord",
     "SolveRecord",
     "SolveService",
     "SolveStore",
     "StoreError",
+    "expire_periodically",
     "open_store",
-    "request_hash",
 ]
 
 

@@ -1,7 +1,8 @@
-"""The solve store's interface: `SolveRecord`, the `SolveStore` Protocol and its errors.
+"""The store's interface: `SolveRecord`, `SessionRecord`, the `SolveStore` Protocol, errors.
 
-A store keeps one row per async solve, shared by every replica that points at the same
-database. Its rules, which every implementation enforces in the database itself:
+A store keeps one row per async solve and one per planning session, shared by every replica
+that points at the same database. The rules of solves, which every implementation enforces
+in the database itself:
 
 - a record only moves forward (queued -> running -> done/failed/cancelled); a finished
   record is written once and never changed again, so a late write of a replica that lost
@@ -12,12 +13,16 @@ database. Its rules, which every implementation enforces in the database itself:
 - a cancel asked of a replica that does not run the solve sets a flag that the owner reads
   with its heartbeat (`request_cancel`, then `heartbeat` returns the id).
 
+A planning session's row carries a version, raised by one at every change; a change is
+written only over the version it was made from (`session_update`, optimistic concurrency),
+so two replicas changing one session at once never lose either change silently: the
+second write finds another version and its replica re-reads the session.
+
 Every method is blocking; async code calls them through `run`.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -58,13 +63,35 @@ class SolveRecord:
     owner: str | None = None
 
 
-def request_hash(request: PlanRequest) -> str:
-    """SHA-256 of the request's canonical JSON."""
-    return hashlib.sha256(request.model_dump_json().encode()).hexdigest()
+@dataclass(frozen=True, slots=True)
+class SessionHead:
+    """A planning session's version and timestamps, without its state."""
+
+    id: str
+    created_at: float
+    updated_at: float
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """One planning session as stored: its state as request JSON and its last plan as JSON."""
+
+    id: str
+    created_at: float
+    updated_at: float
+    version: int
+    request_json: str
+    plan_json: str | None = None
+
+    @property
+    def head(self) -> SessionHead:
+        """The version and timestamps alone."""
+        return SessionHead(self.id, self.created_at, self.updated_at, self.version)
 
 
 class SolveStore(Protocol):
-    """What the solve service needs of a database (SQLite or PostgreSQL)."""
+    """What the solve and session services need of a database (SQLite or PostgreSQL)."""
 
     #: Where the data lives, safe to log (no password).
     description: str
@@ -85,8 +112,8 @@ class SolveStore(Protocol):
         """Insert or move a record forward (renewing its lease while it is live); False
         when the stored record is already further along (finished records never change)."""
 
-    def put_request(self, solve_id: str, request: PlanRequest) -> None:
-        """Keep the request a solve answers (the plan view draws its cluster)."""
+    def put_request(self, solve_id: str, request_json: str) -> None:
+        """Keep the request a solve answers, as JSON (the plan view draws its cluster)."""
 
     def get_request(self, solve_id: str) -> PlanRequest | None:
         """The request of a solve, or None."""
@@ -110,3 +137,22 @@ class SolveStore(Protocol):
     def reap(self, lease_s: float, reaper: str) -> int:
         """Fail the live records of other owners whose lease (`lease_s` since the last
         heartbeat) ran out; the count."""
+
+    def session_create(self, rec: SessionRecord) -> None:
+        """Insert a new planning session."""
+
+    def session_head(self, session_id: str) -> SessionHead | None:
+        """A session's version and timestamps (no state), or None."""
+
+    def session_get(self, session_id: str) -> SessionRecord | None:
+        """The session with this id, or None."""
+
+    def session_update(self, rec: SessionRecord, expected_version: int) -> bool:
+        """Write `rec` over the stored session if its version is still `expected_version`;
+        False when another change came first (or the session is gone)."""
+
+    def session_delete(self, session_id: str) -> bool:
+        """Delete a session; True when it existed."""
+
+    def session_expire(self, older_than: float) -> int:
+        """Delete the sessions last changed before `older_than`; the count."""

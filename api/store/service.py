@@ -1,6 +1,7 @@
 """The solve service: what the routes call to run solves and read their records.
 
-`SolveService` caps each request's time limit and threads, submits it to the `SolverPool`,
+`SolveService` parses request bodies in its intake processes (api/intake.py: validated,
+capped in time limit and threads, pickled once), submits them to the `SolverPool`,
 keeps the tasks it runs (with their best plan so far) in memory and writes every state
 change to the store. Several replicas may share one store: each record names its owner, the
 owner renews the leases of its live records and stores their incumbents every
@@ -17,7 +18,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -30,10 +31,11 @@ from api.errors import (
     SolveTimeout,
     Unavailable,
 )
+from api.intake import Intake, PreparedRequest, prepare_request
 from api.metrics import Metrics
 from api.pool import PlanJSON, SolverPool, SolveTask, TaskState
 from api.settings import Settings
-from api.store.base import LIVE_STATES, SolveRecord, SolveStore, request_hash
+from api.store.base import LIVE_STATES, SolveRecord, SolveStore
 from models import PlanRequest
 
 log = logging.getLogger("gpuplan.store")
@@ -65,9 +67,11 @@ class SolveService:
             nice=settings.worker_nice, on_finish=self._on_finish,
         )
         metrics.bind_pool(lambda: self.pool.queue_depth, lambda: self.pool.in_flight)
+        self.intake = Intake(settings, settings.intake_workers)
         #: This process's name in the `owner` column (the host is the pod in Kubernetes).
         self.replica_id = f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
         self._live: dict[str, tuple[SolveTask, SolveRecord]] = {}
+        self._requests: dict[str, PreparedRequest] = {}  # of the live async solves
         self._writes: set[asyncio.Future[Any]] = set()
         self._background: list[asyncio.Task[None]] = []
         self._stored_incumbent: dict[str, PlanJSON] = {}
@@ -77,10 +81,12 @@ class SolveService:
     # -- life cycle
 
     async def start(self) -> None:
-        """Fail solves whose replica died, start the pool, the lease and expiry loops."""
+        """Fail solves whose replica died, start the pool, the intake, the lease and
+        expiry loops."""
         await self._reap_once()
         await self._expire_once()
-        await self.pool.start()
+        await self.pool.start()  # first: it starts the forkserver the intake forks from
+        await self.intake.start()
         self._background = [asyncio.create_task(self._expire_loop()),
                             asyncio.create_task(self._lease_loop())]
         log.info("replica %s uses store %s (lease %g s)", self.replica_id,
@@ -93,6 +99,7 @@ class SolveService:
             t.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.pool.stop()
+        await self.intake.stop()
         await asyncio.gather(*self._writes, return_exceptions=True)
 
     async def drain(self) -> None:
@@ -131,19 +138,14 @@ class SolveService:
 
     # -- solving
 
-    def effective_request(self, request: PlanRequest) -> PlanRequest:
-        """The request with its time limit capped by the server and threads by the pool."""
-        policy = request.policy
-        threads = self.settings.threads_per_solve
-        capped = policy.model_copy(update={
-            "time_limit_s": min(policy.time_limit_s, self.settings.max_time_limit_s),
-            "threads": min(policy.threads or threads, threads),
-        })
-        return request.model_copy(update={"policy": capped})
+    async def prepare(self, body: bytes, record: bool = False) -> PreparedRequest:
+        """Parse, validate and cap a JSON request body in an intake process (422 as the
+        route would answer it); `record` keeps its JSON for an async solve's record."""
+        return await self.intake.prepare(body, record)
 
-    def _task(self, request: PlanRequest) -> SolveTask:
-        return SolveTask(id=uuid.uuid4().hex, request=request,
-                         time_limit_s=request.policy.time_limit_s)
+    def _task(self, prepared: PreparedRequest) -> SolveTask:
+        return SolveTask(id=uuid.uuid4().hex, payload=prepared.payload,
+                         solver=prepared.solver, time_limit_s=prepared.time_limit_s)
 
     def _submit(self, task: SolveTask) -> None:
         if self._draining:
@@ -154,32 +156,39 @@ class SolveService:
             self.metrics.rejected.inc()
             raise
 
-    async def solve(self, request: PlanRequest) -> PlanJSON:
+    async def solve(self, request: PlanRequest | PreparedRequest) -> PlanJSON:
         """Solve on the pool and wait for the plan (raises a ServiceError on failure)."""
-        task = self._task(self.effective_request(request))
+        if isinstance(request, PlanRequest):
+            request = await asyncio.to_thread(prepare_request, request, self.settings)
+        task = self._task(request)
         self._submit(task)
         return await asyncio.shield(task.future)
 
-    async def submit(self, request: PlanRequest) -> SolveRecord:
+    async def submit(self, request: PlanRequest | PreparedRequest) -> SolveRecord:
         """Queue an async solve and record it; returns the queued record."""
-        eff = self.effective_request(request)
-        task = self._task(eff)
+        if isinstance(request, PlanRequest) or request.request_json is None:
+            loaded = request if isinstance(request, PlanRequest) else request.load()
+            request = await asyncio.to_thread(prepare_request, loaded, self.settings, True)
+        assert request.request_hash is not None and request.request_json is not None
+        task = self._task(request)
         task.on_start = self._on_start
-        rec = SolveRecord(id=task.id, request_hash=request_hash(eff), state=TaskState.queued,
-                          backend=eff.policy.solver, created_at=task.submitted_at,
-                          owner=self.replica_id)
+        rec = SolveRecord(id=task.id, request_hash=request.request_hash,
+                          state=TaskState.queued, backend=request.solver,
+                          created_at=task.submitted_at, owner=self.replica_id)
         self._live[task.id] = (task, rec)
+        self._requests[task.id] = request
         try:
             self._submit(task)
         except ServiceError:
             del self._live[task.id]
+            self._requests.pop(task.id, None)
             raise
         try:  # written before the answer, so that any replica can find it at once
             await self.store.run(self.store.put, rec)
         except Exception as e:
             self.pool.cancel(task)
             raise Unavailable("the solve store is not answering; try again") from e
-        self._track(self.store.run(self.store.put_request, task.id, eff))
+        self._track(self.store.run(self.store.put_request, task.id, request.request_json))
         return rec
 
     async def get(self, solve_id: str) -> SolveRecord:
@@ -198,9 +207,9 @@ class SolveService:
 
     async def request_of(self, solve_id: str) -> PlanRequest:
         """The request (as solved: time limit and threads capped) of a known solve."""
-        live = self._live.get(solve_id)
-        if live is not None:
-            return live[0].request
+        prepared = self._requests.get(solve_id)
+        if prepared is not None:
+            return await asyncio.to_thread(prepared.load)
         await self.get(solve_id)  # 404 for unknown or expired ids
         request = await self.store.run(self.store.get_request, solve_id)
         if request is None:
@@ -262,13 +271,14 @@ class SolveService:
 
     def _on_finish(self, task: SolveTask, plan: PlanJSON | None,
                    error: ServiceError | None) -> None:
-        backend = plan.solver if plan is not None else task.request.policy.solver
+        backend = plan.solver if plan is not None else task.solver
         status = plan.status if plan is not None else _failure_status(error)
         seconds = (task.finished_at - task.started_at
                    if task.started_at is not None and task.finished_at is not None else None)
         self.metrics.observe(backend, status, seconds)
         live = self._live.pop(task.id, None)
         self._stored_incumbent.pop(task.id, None)
+        self._requests.pop(task.id, None)
         if live is None:
             return
         state, detail = task.state, error.detail if error is not None else None
@@ -292,13 +302,7 @@ class SolveService:
             log.info("expired %d solve records", n)
 
     async def _expire_loop(self) -> None:
-        period = min(self.settings.ttl_s, 60.0)
-        while True:
-            await asyncio.sleep(period)
-            try:
-                await self._expire_once()
-            except Exception:  # the database may be away for a while; try again later
-                log.warning("could not expire old solves", exc_info=True)
+        await expire_periodically(self.settings.ttl_s, self._expire_once, "old solves")
 
     async def _reap_once(self) -> None:
         n = await self.store.run(self.store.reap, self.settings.lease_s, self.replica_id)
@@ -336,6 +340,19 @@ class SolveService:
                     await self._reap_once()
             except Exception:  # the database may be away for a while; try again next tick
                 log.warning("store unreachable for the lease loop", exc_info=True)
+
+
+async def expire_periodically(ttl_s: float, expire_once: Callable[[], Awaitable[None]],
+                              what: str) -> None:
+    """Call `expire_once` every `ttl_s` seconds (at most 60) until cancelled; a failure is
+    logged (naming `what`) and tried again next time: the database may be away a while."""
+    period = min(ttl_s, 60.0)
+    while True:
+        await asyncio.sleep(period)
+        try:
+            await expire_once()
+        except Exception:
+            log.warning("could not expire %s", what, exc_info=True)
 
 
 def _warn_if_refused(t: asyncio.Future[bool]) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from api.pool import TaskState
-from api.store.base import SchemaTooNew, SolveRecord
+from api.store.base import SchemaTooNew, SessionHead, SessionRecord, SolveRecord
 from models import PlanRequest
 
 log = logging.getLogger("gpuplan.store")
@@ -59,6 +59,19 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "the request of each solve (the plan view draws its cluster)", (
         "CREATE TABLE IF NOT EXISTS solve_requests (id TEXT PRIMARY KEY, request TEXT NOT NULL)",
     )),
+    # The columns of the table the single-process session store of old created in the
+    # SQLite file (IF NOT EXISTS keeps its rows).
+    Migration(4, "planning sessions, versioned", (
+        """CREATE TABLE IF NOT EXISTS planning_sessions (
+            id TEXT PRIMARY KEY,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            version INTEGER NOT NULL,
+            request TEXT NOT NULL,
+            last_plan TEXT
+        )""",
+        "CREATE INDEX IF NOT EXISTS planning_sessions_updated ON planning_sessions (updated_at)",
+    )),
 )
 
 #: The newest schema version this code knows.
@@ -68,6 +81,8 @@ _COLUMNS = ("id", "request_hash", "state", "backend", "created_at", "started_at"
             "finished_at", "plan", "error", "owner")
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM solves"
 _LIVE = "('queued', 'running')"
+_SESSION_HEAD = ("id", "created_at", "updated_at", "version")
+_SESSION_COLUMNS = (*_SESSION_HEAD, "request", "last_plan")
 
 
 class SqlStore(ABC):
@@ -173,10 +188,10 @@ class SqlStore(ABC):
              rec.started_at, rec.finished_at, rec.plan_json, rec.error, rec.owner))
         return n > 0
 
-    def put_request(self, solve_id: str, request: PlanRequest) -> None:
-        """Keep the request a solve answers (written once)."""
+    def put_request(self, solve_id: str, request_json: str) -> None:
+        """Keep the request a solve answers, as JSON (written once)."""
         self._run("INSERT INTO solve_requests (id, request) VALUES (?, ?) "
-                  "ON CONFLICT (id) DO NOTHING", (solve_id, request.model_dump_json()))
+                  "ON CONFLICT (id) DO NOTHING", (solve_id, request_json))
 
     def get_request(self, solve_id: str) -> PlanRequest | None:
         """The request of a solve, or None."""
@@ -226,6 +241,54 @@ class SqlStore(ABC):
             f"|| ? WHERE state IN {_LIVE} AND (owner IS NULL OR owner <> ?) "
             "AND (heartbeat_at IS NULL OR heartbeat_at < {now} - ?)",
             (f"{lease_s:g}", reaper, reaper, lease_s))
+        return n
+
+
+    # -- planning sessions
+
+    def session_create(self, rec: SessionRecord) -> None:
+        """Insert a new planning session."""
+        self._run(f"INSERT INTO planning_sessions ({', '.join(_SESSION_COLUMNS)}) "
+                  f"VALUES ({', '.join('?' * len(_SESSION_COLUMNS))})",
+                  (rec.id, rec.created_at, rec.updated_at, rec.version, rec.request_json,
+                   rec.plan_json))
+
+    def session_head(self, session_id: str) -> SessionHead | None:
+        """A session's version and timestamps, or None."""
+        rows, _ = self._run(f"SELECT {', '.join(_SESSION_HEAD)} FROM planning_sessions "
+                            "WHERE id = ?", (session_id,))
+        if not rows:
+            return None
+        sid, created, updated, version = rows[0]
+        return SessionHead(str(sid), float(created), float(updated), int(version))
+
+    def session_get(self, session_id: str) -> SessionRecord | None:
+        """The session with this id, or None."""
+        rows, _ = self._run(f"SELECT {', '.join(_SESSION_COLUMNS)} FROM planning_sessions "
+                            "WHERE id = ?", (session_id,))
+        if not rows:
+            return None
+        sid, created, updated, version, request, plan = rows[0]
+        return SessionRecord(str(sid), float(created), float(updated), int(version),
+                             str(request), plan if isinstance(plan, str) else None)
+
+    def session_update(self, rec: SessionRecord, expected_version: int) -> bool:
+        """Write `rec` if the stored version is still `expected_version` (compare and set
+        in one statement, so two replicas cannot both win)."""
+        _, n = self._run("UPDATE planning_sessions SET updated_at = ?, version = ?, "
+                         "request = ?, last_plan = ? WHERE id = ? AND version = ?",
+                         (rec.updated_at, rec.version, rec.request_json, rec.plan_json,
+                          rec.id, expected_version))
+        return n > 0
+
+    def session_delete(self, session_id: str) -> bool:
+        """Delete a session; True when it existed."""
+        _, n = self._run("DELETE FROM planning_sessions WHERE id = ?", (session_id,))
+        return n > 0
+
+    def session_expire(self, older_than: float) -> int:
+        """Delete the sessions last changed before `older_than`; the count."""
+        _, n = self._run("DELETE FROM planning_sessions WHERE updated_at < ?", (older_than,))
         return n
 
 

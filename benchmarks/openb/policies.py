@@ -264,10 +264,13 @@ class GpuplanPolicy(FgdPolicy):
       leaves ~80 GPUs behind on nodes with no CPU left (seed 42); S counts them in the
       same unit as F (milli), so the two simply add.
     - FGD's integer sigmoid score already treats deltas within ~40 milli as equal and then
-      takes a fixed node preference, which consolidates load. We make that explicit: the
-      delta is bucketed in `band` sigmoid points (about `band` x 40 milli near zero), and
-      within the best bucket a node already in use beats an untouched one (keeping whole
-      empty nodes for 8-GPU and CPU-heavy pods), then the fixed node preference decides.
+      takes a fixed node preference. The delta is bucketed in `band` sigmoid points (about
+      `band` x 40 milli near zero), and within the best bucket the fixed node preference
+      decides.
+    - An earlier version ranked a node already in use above an untouched one inside the
+      bucket. On the peer's arrival order that tie-break cost 1.7-1.8 points at 100% on
+      `gpuspec33` (typed pods found their models' nodes taken by untyped ones) and was
+      neutral on `default`; it is gone (FRAGMENTATION.md, section 4.2).
     """
 
     band = 2.0
@@ -280,6 +283,4 @@ class GpuplanPolicy(FgdPolicy):
 
     def score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
         sig = 100.0 / (1.0 + np.exp(-self.delta(state, cand) / 1000.0))
-        untouched = (state.cpu_free[cand.node] == state.cpu_cap[cand.node]) & (
-            (state.gpu_free[cand.node] == MILLI).sum(axis=1) == state.num_gpus[cand.node])
-        return np.floor(sig / self.band) * 2.0 + ~untouched
+        return np.floor(sig / self.band)

@@ -2,11 +2,12 @@
 
 Time advances from event to event: arrivals, completions and scheduling rounds. A round
 runs every `round_s` seconds after the previous one (while jobs wait or something
-happened since), and at once when an arrival or completion finds jobs waiting and a GPU
-idle. In a round the policy sees the simulated state (`RoundView`: running jobs with their
-placements, waiting jobs with their ages, the MIG layouts; `view.request()` builds the
-contract's PlanRequest) and returns a `Decision`: the placements of every job that runs
-until the next round. The engine diffs it against the current state:
+happened since, or while an elastic gang runs), and at once when an arrival or completion
+finds jobs waiting and a GPU idle. In a round the policy sees the simulated state
+(`RoundView`: running jobs with their placements, waiting jobs with their ages, the MIG
+layouts; `view.request()` builds the contract's PlanRequest) and returns a `Decision`:
+the placements of every job that runs until the next round. The engine diffs it against
+the current state:
 
 - a running job on the same placement is *kept*; on another one it is *migrated*; absent,
   it is *preempted* (back to the queue); a waiting job that gets a placement *starts*;
@@ -19,6 +20,21 @@ Progress model: a job's `work` is in seconds at relative speed 1.0 on its own de
 (`gpus` GPUs of the reference V100 for a gang, its slice or share otherwise), so on model
 m it progresses at `speed(m)` work-seconds per second, i.e. `speed(m) * gpus`
 GPU-work-seconds per second for a gang; its JCT is `completion - submission`.
+
+Elastic gangs (contract 5.1, `Job.elastic`): `work` and `remaining` stay in seconds on the
+nominal `gpus`; on n GPUs the job progresses at `speed(m) * speedup[n] / speedup[gpus]`
+(`gang_factor`, from `models.rules.speedup`), i.e. at `speedup[n]` per second of a one-GPU
+run. A decision may give a running elastic gang another allowed size: that is a *resize*
+(counted apart from migrations) and, like any change of its GPU set, costs the restart
+overhead (default 30 s: Pollux's simulator stalls a re-allocated job for 30 s,
+`rescale_time = 30` in petuum/adaptdl `simulator/simulator.py`). Attained service counts
+the GPUs a job holds. In the round's request a running elastic gang is sent at its current
+size: `gpus = n` and `remaining_work` for n GPUs (`models.rules.remaining_on`), as the
+contract reads them for a running job.
+
+Per tenant, each round records (`TenantRound`, after the decision is applied) the GPUs the
+tenant's running jobs hold, the GPUs its waiting jobs ask for and its smallest waiting
+job: the quota figures of `metrics.tenant_figures` are computed from them.
 
 Invariants asserted every round (`InvariantError`): the decision is rebuilt into an
 `Occupancy` that refuses any oversubscribed GPU or ineligible placement; every arrived,
@@ -40,7 +56,7 @@ from benchmarks.sim.occupancy import CapacityError, GpuKey, Occupancy
 from benchmarks.sim.workloads.trace import TraceJob
 from models import Cluster, GpuModel, Job, MigInstance, Placement, PlanRequest, Policy, speed
 from models.objective import same_placement
-from models.rules import job_size
+from models.rules import job_size, remaining_on, speedup
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +101,8 @@ class JobRun:
     service: dict[str, float] = field(default_factory=dict)
     preemptions: int = 0
     migrations: int = 0
+    resizes: int = 0
+    held: float = 0.0
     needs_restart: bool = False
     last_run_end: float | None = None
 
@@ -150,6 +168,11 @@ class RoundView:
                                       "submitted_at": r.submit}
             if r.placements is not None:
                 upd["current"] = list(r.placements)
+                n = len(r.placements)
+                if r.job.elastic is not None and n != r.job.gpus:
+                    nominal = r.job.model_copy(update={"remaining_work": upd["remaining_work"]})
+                    upd["gpus"] = n
+                    upd["remaining_work"] = remaining_on(nominal, n)
             if weights is not None and r.name in weights:
                 upd["weight"] = weights[r.name]
             out.append(r.job.model_copy(update=upd))
@@ -178,6 +201,18 @@ class Sample:
 
 
 @dataclass
+class TenantRound:
+    """Per tenant, from time `t` on until the next round: GPU equivalents held by its
+    running jobs (`usage`), asked for by its waiting jobs (`pending`), and the size of its
+    smallest waiting job (`smallest`; absent when nothing waits)."""
+
+    t: float
+    usage: dict[str, float]
+    pending: dict[str, float]
+    smallest: dict[str, float]
+
+
+@dataclass
 class SimResult:
     """Everything a run measured."""
 
@@ -189,6 +224,7 @@ class SimResult:
     gpus_total: int
     reconfigurations: int
     wall_s: float
+    tenant_rounds: list[TenantRound] = field(default_factory=list)
 
 
 class Simulator:
@@ -212,6 +248,7 @@ class Simulator:
         self.done: list[JobRun] = []
         self.samples: list[Sample] = []
         self.round_times: list[float] = []
+        self.tenant_rounds: list[TenantRound] = []
         self.reconfigurations = 0
         self.now = 0.0
 
@@ -222,7 +259,7 @@ class Simulator:
             start = max(r.last_update, r.stall_until)
             if t > start:
                 r.remaining -= r.rate * (t - start)
-            r.attained += r.size * (t - r.last_update)
+            r.attained += r.held * (t - r.last_update)
             if r.model is not None:
                 r.service[r.model] = r.service.get(r.model, 0.0) + (t - r.last_update)
             r.last_update = t
@@ -268,6 +305,19 @@ class Simulator:
         decision = self.policy.schedule(view)
         self.round_times.append(time.perf_counter() - t0)
         self._apply(decision)
+        self._record_tenants()
+
+    def _record_tenants(self) -> None:
+        usage: dict[str, float] = {}
+        pending: dict[str, float] = {}
+        smallest: dict[str, float] = {}
+        for r in self.running.values():
+            usage[r.job.tenant] = usage.get(r.job.tenant, 0.0) + r.size
+        for r in self.waiting.values():
+            t = r.job.tenant
+            pending[t] = pending.get(t, 0.0) + r.size
+            smallest[t] = min(smallest.get(t, math.inf), r.size)
+        self.tenant_rounds.append(TenantRound(self.now, usage, pending, smallest))
 
     def _apply(self, decision: Decision) -> None:
         unknown = [j for j in decision if j not in self.running and j not in self.waiting]
@@ -298,7 +348,10 @@ class Simulator:
                 del self.running[name]
                 self.waiting[name] = r
             elif not same_placement(pl, r.placements or []):
-                r.migrations += 1
+                if len(pl) != len(r.placements or []):
+                    r.resizes += 1
+                else:
+                    r.migrations += 1
                 self._start(r, pl, occ, reconf, overhead=True)
         for name, pl in decision.items():
             w = self.waiting.get(name)
@@ -318,7 +371,8 @@ class Simulator:
         now = self.now
         r.placements = list(pl)
         r.model = occ.model_of(pl)
-        r.rate = speed(r.job, r.model, self.catalog)
+        r.rate = speed(r.job, r.model, self.catalog) * gang_factor(r.job, len(pl))
+        r.held = float(len(pl)) if r.job.shape == "whole" else r.size
         r.last_update = now
         stall = now + (self.config.restart_overhead_s if overhead else 0.0)
         if any(p.mig is not None and (p.node, p.gpu) in reconf for p in pl):
@@ -354,7 +408,8 @@ class Simulator:
             t_arr = self.trace[i].submit if i < n else math.inf
             t_fin = min((r.finish_estimate(self.now) for r in self.running.values()),
                         default=math.inf)
-            t_round = next_round if (self.waiting or dirty) else math.inf
+            t_round = next_round if (self.waiting or dirty or self._elastic_running()) \
+                else math.inf
             t = min(t_arr, t_fin, max(t_round, self.now))
             if math.isinf(t):
                 raise InvariantError(f"{self.policy.name}: jobs wait forever: "
@@ -368,7 +423,7 @@ class Simulator:
             periodic = self.now >= next_round - _EPS
             eager = event and bool(self.waiting) and self.occ.has_idle_gpu()
             if periodic or eager:
-                if self.waiting or dirty:
+                if self.waiting or dirty or self._elastic_running():
                     self._round()
                     rounds += 1
                     if rounds > self.config.max_rounds:
@@ -391,10 +446,23 @@ class Simulator:
                 self.on_progress(len(self.done), n)
         return SimResult(self.policy.name, [self.runs[j.name] for j in self.trace],
                          self.samples, self.round_times, rounds, self._gpus_total(),
-                         self.reconfigurations, time.perf_counter() - wall)
+                         self.reconfigurations, time.perf_counter() - wall,
+                         self.tenant_rounds)
+
+    def _elastic_running(self) -> bool:
+        """Whether a running elastic gang could be resized (rounds then stay periodic)."""
+        return any(r.job.elastic is not None for r in self.running.values())
 
     def _gpus_total(self) -> int:
         return len(self.occ.gpus)
+
+
+def gang_factor(job: Job, n: int) -> float:
+    """speedup[n] / speedup[gpus]: an elastic gang's rate on n GPUs relative to its nominal
+    size (1.0 for every other job, which only ever runs at its size)."""
+    if job.elastic is None or job.gpus is None or n == job.gpus:
+        return 1.0
+    return speedup(job, n) / speedup(job, job.gpus)
 
 
 def job_units(job: Job, catalog: Mapping[str, GpuModel]) -> float:

@@ -2,12 +2,13 @@
 
 `Occupancy` records the placements of running jobs on a cluster and refuses any placement
 that the contract forbids (section 3 of the contract): a whole GPU hosts one job and
-nothing else, a gang gets `gpus` distinct GPUs of one eligible model (one node when
-`single_node`), shared fractions sum to <= 1 and their GPU memory to <= the GPU's on a
-non-MIG GPU (`models.rules.share_fits`, the planners' device fit), and a MIG job sits on one
-instance of a valid layout that covers its demand. Host CPU / memory is not simulated.
-The engine rebuilds an Occupancy from every decision, so a policy that oversubscribes a
-GPU fails loudly (`CapacityError`).
+nothing else, a gang gets `gpus` distinct GPUs (an elastic gang: an allowed size,
+`models.rules.allowed_sizes`) of one eligible model (one node when `single_node`), shared
+fractions sum to <= 1 and their GPU memory to <= the GPU's on a non-MIG GPU
+(`models.rules.share_fits`, the planners' device fit), and a MIG job sits on one instance
+of a valid layout that covers its demand. Host CPU / memory is not simulated. The engine
+rebuilds an Occupancy from every decision, so a policy that oversubscribes a GPU fails
+loudly (`CapacityError`).
 
 MIG layouts follow `solver/build.py::final_layouts`: instances hosting jobs stay; idle
 instances stay while they fit beside them; a new instance is created when a job names a
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from models import Cluster, GpuModel, Instance, Job, MigInstance, Placement, is_valid_layout
-from models.rules import HOST_TOL, mig_profiles_for, model_eligible, share_fits
+from models.rules import HOST_TOL, allowed_sizes, mig_profiles_for, model_eligible, share_fits
 
 GpuKey = tuple[str, int]
 
@@ -160,8 +161,9 @@ class Occupancy:
 
     def _add_whole(self, job: Job, placements: Sequence[Placement],
                    states: list[GpuState]) -> None:
-        if len(placements) != job.gpus or len({g.key for g in states}) != len(states):
-            raise CapacityError(f"{job.name}: needs {job.gpus} distinct GPUs")
+        if (len(placements) not in allowed_sizes(job)
+                or len({g.key for g in states}) != len(states)):
+            raise CapacityError(f"{job.name}: needs {allowed_sizes(job)} distinct GPUs")
         if job.single_node and len({g.node for g in states}) != 1:
             raise CapacityError(f"{job.name}: single-node gang spread over nodes")
         for p, g in zip(placements, states, strict=True):

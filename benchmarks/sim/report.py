@@ -19,7 +19,7 @@ from typing import Any
 
 from benchmarks.sim.cluster import largest_pool, load_cluster
 from benchmarks.sim.metrics import ideal_avg_jct, work_gpu_seconds
-from benchmarks.sim.runner import COLUMNS
+from benchmarks.sim.runner import columns
 from benchmarks.sim.workloads import load_trace
 
 
@@ -30,7 +30,8 @@ def fill_figures(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     trace = load_trace(meta["trace"], limit=meta.get("jobs"), seed=meta.get("seed", 0),
                        max_gang=largest_pool(cluster),
                        gpus_per_node=max(len(n.gpus) for n in cluster.nodes),
-                       arrival_scale=meta.get("arrival_scale", 1.0))
+                       arrival_scale=meta.get("arrival_scale", 1.0),
+                       skip=meta.get("skip", 0))
     ideal = ideal_avg_jct(trace, cluster)
     work = work_gpu_seconds(trace, cluster)
     out: dict[str, dict[str, Any]] = {}
@@ -46,13 +47,15 @@ def fill_figures(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def merged_markdown(paths: Sequence[Path], fill: bool = False) -> str:
     """One markdown row per policy over every summary file, in file order."""
-    heads = ["policy", *(h for _, h, _ in COLUMNS)]
+    docs = [json.loads(p.read_text()) for p in paths]
+    cols = columns({f"{i}/{n}": s for i, d in enumerate(docs)
+                    for n, s in d["summaries"].items()})
+    heads = ["policy", *(h for _, h, _ in cols)]
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
-    for p in paths:
-        doc = json.loads(p.read_text())
+    for doc in docs:
         summaries = fill_figures(doc) if fill else doc["summaries"]
         for name, s in summaries.items():
-            cells = [fmt(s[k]) if k in s else "-" for k, _, fmt in COLUMNS]
+            cells = [fmt(s[k]) if k in s else "-" for k, _, fmt in cols]
             lines.append("| " + " | ".join([name, *cells]) + " |")
     return "\n".join(lines)
 

@@ -13,7 +13,14 @@ created (per unit of the variable), so each capacity row is `sum(ledger) <= capa
 - pool_use[p]: GPUs of non-MIG pool p taken by new whole placements;
 - host_cpu[n], host_mem[n]: host CPU millicores and memory GiB requested on node n;
 - bin_share[b], bin_mem[b]: GPU fraction and GPU memory GiB of the jobs sharing bin b;
-- mig_use[g, pi]: jobs on instances of profile pi of MIG GPU g.
+- mig_use[g, pi]: jobs on instances of profile pi of MIG GPU g;
+- topology_use: domains beyond the first that gangs span at their preferred topology
+  level (contract 5.5), each unit costing `policy.topology_cost` in the objective.
+
+Earnings: a variable earns its job's value on a model (`earn`; an elastic gang's size
+variable its value on n GPUs, `earn_size`); the co-location corrections of contract 5.2
+earn `scale` times some jobs' values (`earn_scaled`: one variable may carry the correction
+of several classes' jobs).
 """
 
 from __future__ import annotations
@@ -32,10 +39,17 @@ from models import (
     instance_positions,
     model_eligible,
 )
-from models.capacity import domain_of
+from models.capacity import Topology
 from models.capacity import usable as gpu_usable
 from models.objective import objective_value_of
-from models.rules import host_fits, job_value, priority_key
+from models.rules import (
+    host_fits,
+    interference_table,
+    job_value,
+    preferred_level,
+    priority_key,
+    required_levels,
+)
 from solver.formulation.tables import (
     Bin,
     Compiled,
@@ -47,14 +61,6 @@ from solver.formulation.tables import (
 from solver.linear import LinearModel, Terms
 
 T = TypeVar("T")
-
-
-def node_domain(request: PlanRequest, node: str) -> str:
-    """The topology domain key of the node named `node` (`models.capacity.domain_of`)."""
-    for n in request.cluster.nodes:
-        if n.name == node:
-            return domain_of(n.name, n.topology_domain)
-    return domain_of(node, None)
 
 
 def profile_of(spec: GpuModel, name: str) -> MigProfileSpec:
@@ -102,8 +108,16 @@ class Builder:
         self.bin_share: dict[int, Terms] = defaultdict(dict)
         self.bin_mem: dict[int, Terms] = defaultdict(dict)
         self.mig_use: dict[tuple[int, str], Terms] = defaultdict(dict)
+        self.topology_use: Terms = {}
+        self._topology: Topology | None = None
         #: what each variable earns, in the order the objective lists its terms
         self.earnings: dict[int, Earning] = {}
+        #: elastic size variables z[j, m, n] -> n (they earn the value on n GPUs)
+        self.earn_sizes: dict[int, int] = {}
+        #: co-location corrections: var -> [(job, model, scale)], earning scale * value
+        self.scaled: dict[int, list[tuple[int, str, float]]] = {}
+        #: the request's interference pairs, (a, b) -> speed (contract 5.2)
+        self.interference = interference_table(request.interference)
         #: keep[r] variables, and new placements of running jobs (migrations)
         self.keeps: set[int] = set()
         self.moved: set[int] = set()
@@ -164,9 +178,18 @@ class Builder:
         vals = tuple(round(self.values(job, m)[0], 12) if self.eligible(job, m) else None
                      for m in models)
         mig = (job.mig.compute_slices, job.mig.memory_gib) if job.mig else None
+        # Elastic gangs are never grouped (each gets its own gang variables); the last
+        # entry is None for every other job, so their groups are those of v1.
         return (job.shape, job.gpus, job.single_node, job.same_domain, mig, job.mig_profile,
                 job.gpu_share, job.gpu_memory_gib, job.cpu_millicores, job.host_memory_gib,
-                job.tenant, vals)
+                job.tenant, vals, job.name if job.elastic is not None else None,
+                required_levels(job), preferred_level(job), job.colocation_class, job.priority)
+
+    def topology(self) -> Topology:
+        """The domains of the cluster's nodes at every topology level (built once)."""
+        if self._topology is None:
+            self._topology = Topology(self.req.cluster)
+        return self._topology
 
     def model_of(self, node: str, gpu: int) -> str:
         """The model of GPU `gpu` of `node`."""
@@ -183,11 +206,12 @@ class Builder:
         return {v: 1.0 for p, v in mg.pos_vars.items() if p.profile == profile}, 0.0
 
     # ------------------------------------------------------------- job rules
-    def values(self, job: Job, model: str) -> tuple[float, float]:
-        """(objective coefficient, throughput value) of `job` on `model`."""
-        thr = job_value(job, model, self.catalog)
+    def values(self, job: Job, model: str, n: int | None = None) -> tuple[float, float]:
+        """(objective coefficient, throughput value) of `job` on `model` (an elastic gang
+        on n GPUs; None: its nominal size)."""
+        thr = job_value(job, model, self.catalog, n)
         if self.objective in ("jct", "makespan"):
-            return objective_value_of(job, model, self.catalog, self.objective), thr
+            return objective_value_of(job, model, self.catalog, self.objective, n), thr
         return thr, thr
 
     def eligible(self, job: Job, model: str) -> bool:
@@ -257,6 +281,15 @@ class Builder:
     def earn(self, var: int, job: int, model: str) -> None:
         """`var` places job `job` (request index) on `model`: it earns its value there."""
         self.earnings[var] = (job, model)
+
+    def earn_size(self, var: int, job: int, model: str, n: int) -> None:
+        """`var` places elastic gang `job` on n GPUs of `model`: it earns its value there."""
+        self.earnings[var] = (job, model)
+        self.earn_sizes[var] = n
+    def earn_scaled(self, var: int, job: int, model: str, scale: float) -> None:
+        """`var` earns `scale` times the value of job `job` (request index) on `model`, on
+        top of what it earns already (a co-location correction, contract 5.2)."""
+        self.scaled.setdefault(var, []).append((job, model, scale))
 
     def earn_keep(self, var: int) -> None:
         """`var` is keep[r] of a running job (it earns back the preemption cost)."""

@@ -8,15 +8,17 @@ backends see; keep it when adding a family (append, do not interleave).
 from __future__ import annotations
 
 import itertools
+from collections import defaultdict
 from collections.abc import Mapping
 
 from models import Placement, PlanRequest
+from models.rules import lexicographic_levels
 from solver.formulation import constraints as rows
 from solver.formulation import variables as new
 from solver.formulation.builder import Builder
 from solver.formulation.hints import current_state_hints
-from solver.formulation.objective import add_objective
-from solver.formulation.tables import Compiled
+from solver.formulation.objective import add_level_terms, add_objective
+from solver.formulation.tables import BinPattern, ClassedShare, Compiled, PatternShare
 
 
 def compile_request(request: PlanRequest, objective: str | None = None,
@@ -41,6 +43,9 @@ def compile_request(request: PlanRequest, objective: str | None = None,
     add_variables(b)
     add_constraints(b)
     add_objective(b)
+    if lexicographic_levels(request):
+        add_level_terms(b)
+        add_quota_limits(b)
     current_state_hints(b)
     b.m.max_vars = None
     return b.c
@@ -62,6 +67,7 @@ def add_variables(b: Builder) -> None:
         new.new_group_vars(b, gi)
     for r in b.running:
         new.new_move_vars(b, r)
+    new.new_pattern_vars(b)
 
 
 def add_constraints(b: Builder) -> None:
@@ -97,6 +103,7 @@ def add_constraints(b: Builder) -> None:
     if b.prune is None:
         # Pruned targets differ per job, so nodes are no longer interchangeable.
         add_symmetry(b)
+    add_colocation(b)
 
 
 def add_capacity(b: Builder, virtual: Mapping[tuple[str, str], list[int]]) -> None:
@@ -117,6 +124,14 @@ def add_capacity(b: Builder, virtual: Mapping[tuple[str, str], list[int]]) -> No
         rows.add_host_memory(b, node)
 
 
+def add_quota_limits(b: Builder) -> None:
+    """The quota limit rows (contract 5.3 Q1), after every other family: one per tenant
+    and limited key (their usage terms come from `add_level_terms`)."""
+    for tenant, q in b.req.cluster.quotas.items():
+        for model in q.limit:
+            rows.add_quota_limit(b, (tenant, model))
+
+
 def add_symmetry(b: Builder) -> None:
     """Identical clean nodes, and identical clean MIG GPUs of a node, ordered by load."""
     load, mig_load = rows.symmetry_loads(b)
@@ -126,3 +141,42 @@ def add_symmetry(b: Builder) -> None:
     for ids in rows.symmetric_mig_gpus(b):
         for first_gpu, second_gpu in itertools.pairwise(ids):
             rows.add_mig_gpu_symmetry(b, first_gpu, second_gpu, mig_load)
+
+
+def add_colocation(b: Builder) -> None:
+    """The co-location pattern rows (contract 5.2): per bin with patterns, one pattern;
+    per class whose jobs are worth the same, its count; per other class, each share
+    variable split over the patterns and each pattern's count of the class."""
+    by_bin: dict[int, list[BinPattern]] = defaultdict(list)
+    for pat in b.c.patterns:
+        by_bin[pat.bin].append(pat)
+    parts: dict[int, list[PatternShare]] = defaultdict(list)
+    for ps in b.c.pattern_shares:
+        parts[ps.share].append(ps)
+    classed: dict[tuple[int, str], list[ClassedShare]] = defaultdict(list)
+    for x in b.c.classed:
+        if x.bin in by_bin:
+            classed[(x.bin, x.cls)].append(x)
+    for bi, patterns in by_bin.items():
+        rows.add_pattern_choice(b, bi, patterns)
+    if b.prune is None:
+        # Identical virtual bins (no pruning): order them by pattern.
+        for opens in rows.virtual_bins(b).values():
+            bins = [bi for bi, x in enumerate(b.c.bins) if x.open_var in set(opens)]
+            for first, second in itertools.pairwise(bins):
+                if first in by_bin and second in by_bin and [
+                        p.counts for p in by_bin[first]] == [p.counts for p in by_bin[second]]:
+                    rows.add_pattern_order(b, first, second, by_bin)
+    for (bi, cls), xs in classed.items():
+        if not any(x.var in parts for x in xs):
+            rows.add_pattern_count(b, bi, cls, xs, by_bin[bi])
+            continue
+        for x in xs:
+            rows.add_pattern_split(b, x.var, parts[x.var])
+        of_pattern: dict[int, list[PatternShare]] = defaultdict(list)
+        for x in xs:
+            for ps in parts[x.var]:
+                of_pattern[ps.pattern].append(ps)
+        for pat in by_bin[bi]:
+            if dict(pat.counts).get(cls, 0):
+                rows.add_pattern_class_count(b, pat, cls, of_pattern.get(pat.var, []))

@@ -11,10 +11,17 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 
-from models import Instance
-from models.capacity import domain_of
+from models import Instance, allowed_sizes
 from solver.formulation.builder import Builder, profile_of
-from solver.formulation.tables import MigGpu, Pool, PoolKey
+from solver.formulation.tables import (
+    BinPattern,
+    ClassedShare,
+    MigGpu,
+    PatternShare,
+    Pool,
+    PoolKey,
+)
+from solver.formulation.variables import level_tag
 from solver.linear import Terms, add_terms
 
 # ------------------------------------------------------------------- MIG layouts
@@ -145,14 +152,27 @@ def add_group_size(b: Builder, gi: int) -> None:
 
 
 def add_gang(b: Builder, j: int) -> None:
-    """The rows of gang j that may span nodes, in order: one model, one domain, then per
-    pool its model and domain links, then all or nothing."""
+    """The rows of gang j that may span nodes, in order: one model, one domain per required
+    level, then per pool its model, domain and span links, then all or nothing."""
     add_gang_one_model(b, j)
     add_gang_one_domain(b, j)
     for y, key in b.c.gangs[j].parts:
         add_gang_model_link(b, j, y, key)
         add_gang_domain_link(b, j, y, key)
+        add_gang_span_link(b, j, y, key)
     add_gang_all_or_nothing(b, j)
+    if b.c.gangs[j].sizes:
+        for m in b.c.gangs[j].models:
+            add_gang_size(b, j, m)
+
+
+def add_gang_size(b: Builder, j: int, m: str) -> None:
+    """gang_size[j, m]: an elastic gang on model m runs at one allowed size:
+    sum_n z[j, m, n] = u[j, m]."""
+    gang = b.c.gangs[j]
+    zs = {z: 1.0 for (model, _n), z in gang.sizes.items() if model == m}
+    b.m.add({**zs, gang.models[m]: -1.0}, lo=0, hi=0,
+            name=f"gang_size[{b.req.jobs[j].name},{m}]")
 
 
 def add_gang_one_model(b: Builder, j: int) -> None:
@@ -163,17 +183,22 @@ def add_gang_one_model(b: Builder, j: int) -> None:
 
 
 def add_gang_one_domain(b: Builder, j: int) -> None:
-    """gang_domain[j]: one topology domain (same_domain gangs): sum_D d[j, D] = new[j]."""
+    """gang_domain[j, L]: one domain of each required topology level L (v1's same_domain
+    is L = "domain", row gang_domain[j]): sum_D d[j, L, D] = new[j]."""
     job = b.req.jobs[j]
     gang = b.c.gangs[j]
-    if job.same_domain:
-        b.m.add({**dict.fromkeys(gang.domains.values(), 1.0), gang.new: -1.0}, lo=0, hi=0,
-                name=f"gang_domain[{job.name}]")
+    for level, doms in gang.required.items():
+        tag = "" if level == "domain" else f",{level}"
+        b.m.add({**dict.fromkeys(doms.values(), 1.0), gang.new: -1.0}, lo=0, hi=0,
+                name=f"gang_domain[{job.name}{tag}]")
 
 
 def _part_cap(b: Builder, j: int, key: PoolKey) -> float:
-    """The most GPUs gang j may take in pool `key`: min(g, |U_p|)."""
-    return float(min(b.req.jobs[j].gpus or 1, len(b.pools[key].usable)))
+    """The most GPUs gang j may take in pool `key`: min(g, |U_p|) (g: an elastic gang's
+    largest allowed size)."""
+    job = b.req.jobs[j]
+    g = max(allowed_sizes(job)) if job.elastic is not None else job.gpus or 1
+    return float(min(g, len(b.pools[key].usable)))
 
 
 def add_gang_model_link(b: Builder, j: int, y: int, key: PoolKey) -> None:
@@ -185,22 +210,38 @@ def add_gang_model_link(b: Builder, j: int, y: int, key: PoolKey) -> None:
 
 
 def add_gang_domain_link(b: Builder, j: int, y: int, key: PoolKey) -> None:
-    """gang_use_domain[j, p]: GPUs only in the chosen domain (same_domain gangs):
-    y[j, p] <= min(g, |U_p|) * d[j, domain(p)]."""
+    """gang_use_domain[j, L, p]: GPUs only in the chosen domain of each required level L
+    (v1's same_domain: L = "domain", row gang_use_domain[j, p]):
+    y[j, p] <= min(g, |U_p|) * d[j, L, domain_L(p)]."""
     job = b.req.jobs[j]
-    if not job.same_domain:
-        return
     node = b.pools[key].node
-    d = b.c.gangs[j].domains[domain_of(node, b.nodes[node].topology_domain)]
-    b.m.add({y: 1.0, d: -_part_cap(b, j, key)}, hi=0,
-            name=f"gang_use_domain[{job.name},{key}]")
+    for level, doms in b.c.gangs[j].required.items():
+        d = doms[b.topology().domain(node, level)]
+        b.m.add({y: 1.0, d: -_part_cap(b, j, key)}, hi=0,
+                name=f"gang_use_domain[{job.name},{level_tag(level)}{key}]")
+
+
+def add_gang_span_link(b: Builder, j: int, y: int, key: PoolKey) -> None:
+    """gang_span[j, p]: GPUs only in domains the gang is charged for at its costed
+    preferred level L: y[j, p] <= min(g, |U_p|) * s[j, domain_L(p)]."""
+    gang = b.c.gangs[j]
+    if gang.span_level is None:
+        return
+    s = gang.spans[b.topology().domain(b.pools[key].node, gang.span_level)]
+    b.m.add({y: 1.0, s: -_part_cap(b, j, key)}, hi=0,
+            name=f"gang_span[{b.req.jobs[j].name},{key}]")
 
 
 def add_gang_all_or_nothing(b: Builder, j: int) -> None:
-    """gang[j]: all of the gang or nothing: sum_p y[j, p] = g * new[j]."""
+    """gang[j]: all of the gang or nothing: sum_p y[j, p] = g * new[j]; for an elastic
+    gang, its chosen size: sum_p y[j, p] = sum_{m, n} n z[j, m, n]."""
     job = b.req.jobs[j]
     gang = b.c.gangs[j]
     ys = {y: 1.0 for y, _key in gang.parts}
+    if gang.sizes:
+        ys.update({z: -float(n) for (_m, n), z in gang.sizes.items()})
+        b.m.add(ys, lo=0, hi=0, name=f"gang[{job.name}]")
+        return
     b.m.add({**ys, gang.new: -float(job.gpus or 1)}, lo=0, hi=0, name=f"gang[{job.name}]")
 
 
@@ -359,7 +400,8 @@ def symmetric_nodes(b: Builder) -> list[list[str]]:
             continue
         ckey = (tuple((g.model, g.mig_enabled) for g in sorted(node.gpus,
                                                                key=lambda g: g.index)),
-                node.cpu_millicores, node.memory_gib, node.topology_domain)
+                node.cpu_millicores, node.memory_gib, node.topology_domain,
+                tuple(sorted(node.topology.items())))
         classes[ckey].append(node.name)
     return list(classes.values())
 
@@ -373,3 +415,68 @@ def symmetric_mig_gpus(b: Builder) -> list[list[int]]:
         if mg.pos_vars is not None and not mg.current and mg.node not in occupied:
             by_node[(mg.node, mg.model)].append(mg_i)
     return list(by_node.values())
+
+
+# ------------------------------------------------------- co-location interference
+
+
+def add_pattern_choice(b: Builder, bi: int, patterns: list[BinPattern]) -> None:
+    """pattern[b]: bin b has exactly one co-location pattern: sum_n p[b, n] = 1."""
+    b.m.add({x.var: 1.0 for x in patterns}, lo=1, hi=1, name=f"pattern[{bi}]")
+
+
+def add_pattern_count(b: Builder, bi: int, cls: str, xs: list[ClassedShare],
+                      patterns: list[BinPattern]) -> None:
+    """pattern_count[b, c]: bin b hosts as many jobs of class c as its pattern says
+    (classes whose jobs on b are all worth the same):
+    sum_{x puts class c on b} x - sum_n n_c p[b, n] = 0."""
+    terms: Terms = {x.var: 1.0 for x in xs}
+    for pat in patterns:
+        n = dict(pat.counts).get(cls, 0)
+        if n:
+            terms[pat.var] = terms.get(pat.var, 0.0) - n
+    b.m.add(terms, lo=0, hi=0, name=f"pattern_count[{bi},{cls}]")
+
+
+def add_pattern_split(b: Builder, share: int, parts: list[PatternShare]) -> None:
+    """pattern_split[x]: share variable x's jobs are split over its bin's patterns:
+    x - sum_n s[x, n] = 0."""
+    terms: Terms = {share: 1.0}
+    for ps in parts:
+        terms[ps.var] = -1.0
+    b.m.add(terms, lo=0, hi=0, name=f"pattern_split[{share}]")
+
+
+def add_pattern_class_count(b: Builder, pattern: BinPattern, cls: str,
+                            parts: list[PatternShare]) -> None:
+    """pattern_class[b, n, c]: with pattern n, bin b hosts n_c jobs of class c (classes
+    whose jobs on b differ in value): sum_{x of class c} s[x, n] - n_c p[b, n] = 0."""
+    terms: Terms = {ps.var: 1.0 for ps in parts}
+    terms[pattern.var] = -float(dict(pattern.counts).get(cls, 0))
+    b.m.add(terms, lo=0, hi=0, name=f"pattern_class[{pattern.bin},{pattern.var},{cls}]")
+
+
+def add_pattern_order(b: Builder, first: int, second: int,
+                      patterns: dict[int, list[BinPattern]]) -> None:
+    """pattern_order[b, b']: consecutive virtual bins b, b' of one pool with the same
+    pattern list are ordered (symmetry): 2 sum_n n p[b, n] + open[b] >=
+    2 sum_n n p[b', n] + open[b'] (n: the pattern's place in the list, 0 = no class)."""
+    terms: Terms = {b.c.bins[first].open_var: 1.0, b.c.bins[second].open_var: -1.0}
+    for k, pat in enumerate(patterns[first]):
+        terms[pat.var] = terms.get(pat.var, 0.0) + 2.0 * k
+    for k, pat in enumerate(patterns[second]):
+        terms[pat.var] = terms.get(pat.var, 0.0) - 2.0 * k
+    b.m.add(terms, lo=0, name=f"pattern_order[{first},{second}]")
+# ------------------------------------------------------------------- quotas (5.3)
+
+
+def add_quota_limit(b: Builder, key: tuple[str, str]) -> None:
+    """quota[k, m]: tenant k's usage on key m (a model or "*", descendants included) stays
+    within its limit, or within what its non-preemptible running jobs already use:
+    S * U[k, m] <= S * max(limit(k, m), fixed(k, m)), S = quota_scale (objective.py)."""
+    tenant, model = key
+    limit = b.req.cluster.quotas[tenant].limit[model]
+    terms = b.c.quota_terms.get(key, {})
+    fixed = sum(coef for var, coef in terms.items() if b.m.lbs[var] >= 1)
+    b.m.add(terms, hi=max(limit * b.c.quota_scale, fixed),
+            name=f"quota[{tenant},{model}]")

@@ -12,8 +12,9 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from models import Instance, Placement
+from models.capacity import Topology
 from models.objective import same_placement
-from solver.formulation.builder import Builder, node_domain
+from solver.formulation.builder import Builder
 from solver.formulation.tables import Compiled, PoolKey
 
 
@@ -29,6 +30,28 @@ def current_state_hints(b: Builder) -> None:
     for x in b.c.bins:
         if x.gpu is not None:
             b.m.hints[x.open_var] = 1
+    pattern_hints(b.c, b.m.hints)
+
+
+def pattern_hints(c: Compiled, hints: dict[int, int]) -> None:
+    """Complete `hints` with the co-location patterns (contract 5.2) their share
+    variables imply: p[b, n] = 1 for the class counts the hint puts on bin b, and
+    s[x, n] = x for that pattern (0 elsewhere). A bin whose counts match no pattern gets
+    none (the hint is then partial there)."""
+    if not c.patterns:
+        return
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for x in c.classed:
+        counts[x.bin][x.cls] += hints.get(x.var, 0)
+    chosen: set[int] = set()
+    for pat in c.patterns:
+        want = {cls: n for cls, n in counts[pat.bin].items() if n}
+        hit = dict(pat.counts) == want
+        hints[pat.var] = int(hit)
+        if hit:
+            chosen.add(pat.var)
+    for ps in c.pattern_shares:
+        hints[ps.var] = hints.get(ps.share, 0) if ps.pattern in chosen else 0
 
 
 def _share_bins(c: Compiled, placements: Mapping[str, list[Placement]],
@@ -71,6 +94,7 @@ class _Encoder:
         self.model_of = {(n.name, g.index): g.model for n in req.cluster.nodes for g in n.gpus}
         self.bin_of = _share_bins(c, placements, self.model_of)
         self.used_instances: dict[int, set[Instance]] = defaultdict(set)
+        self.topology = Topology(req.cluster)
 
     def bump(self, var: int | None) -> None:
         """One more on `var` (up to its upper bound); None: not in the model."""
@@ -84,10 +108,18 @@ class _Encoder:
         model = self.model_of[(pls[0].node, pls[0].gpu)]
         if model in gang.models:
             self.hints[gang.models[model]] = 1
+        z = gang.sizes.get((model, len(pls)))
+        if z is not None:
+            self.hints[z] = 1
         nodes = {q.node for q in pls}
-        for dm, v in gang.domains.items():
-            doms = {node_domain(self.c.request, n) for n in nodes}
-            self.hints[v] = int(doms == {dm})
+        for level, doms in gang.required.items():
+            used = self.topology.domains(nodes, level)
+            for dm, v in doms.items():
+                self.hints[v] = int(used == {dm})
+        if gang.span_level is not None:
+            used = self.topology.domains(nodes, gang.span_level)
+            for dm, v in gang.spans.items():
+                self.hints[v] = int(dm in used)
         for y, key in gang.parts:
             self.hints[y] = sum(1 for q in pls if q.node == key[0]
                                 and self.model_of[(q.node, q.gpu)] == key[1])
@@ -147,4 +179,5 @@ def encode_hints(c: Compiled, placements: Mapping[str, list[Placement]]) -> dict
         layout = set(enc.used_instances.get(mg_i, set()))
         for inst, v in mg.pos_vars.items():
             hints[v] = int(inst in layout)
+    pattern_hints(c, hints)
     return hints

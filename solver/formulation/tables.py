@@ -109,8 +109,16 @@ class Gang:
     parts: list[GangPart] = field(default_factory=list)
     #: u[j, m] per eligible model: the gang runs on model m
     models: dict[str, int] = field(default_factory=dict)
-    #: d[j, D] per topology domain (same_domain gangs only): the gang runs in domain D
-    domains: dict[str, int] = field(default_factory=dict)
+    #: elastic gangs: z[j, m, n] per eligible model m and allowed size n (the gang runs on
+    #: n GPUs of m), keyed (m, n); empty for a fixed gang
+    sizes: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: d[j, L, D] per required topology level L (v1's same_domain: L = "domain"; "host"
+    #: for a single-node elastic gang) and domain D of it: the gang runs in domain D of L
+    required: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the preferred level where the gang pays topology costs (None: it pays none)
+    span_level: str | None = None
+    #: s[j, D] per domain D of `span_level`: the gang uses domain D
+    spans: dict[str, int] = field(default_factory=dict)
 
 
 class GroupOnBin(NamedTuple):
@@ -147,6 +155,34 @@ class RunningOnMig(NamedTuple):
     profile: str
 
 
+class ClassedShare(NamedTuple):
+    """A share variable x that puts jobs of interference class `cls` on bin b: a[G, b],
+    ms[r, b], or keep[r] of a running job sharing b's GPU now (contract 5.2)."""
+
+    var: int
+    bin: int
+    cls: str
+    #: request index of the job (a group's first member)
+    job: int
+
+
+class BinPattern(NamedTuple):
+    """p[b, n] in {0, 1}: bin b hosts exactly n_c jobs of each interference class c;
+    `counts` lists the (class, n_c) with n_c > 0, sorted by class."""
+
+    var: int
+    bin: int
+    counts: tuple[tuple[str, int], ...]
+
+
+class PatternShare(NamedTuple):
+    """s[x, n] = x * p[b, n]: the jobs of share variable x when their bin has pattern n."""
+
+    var: int
+    share: int
+    pattern: int
+
+
 @dataclass
 class Compiled:
     """The model plus everything needed to decode a solution into placements."""
@@ -180,6 +216,23 @@ class Compiled:
     throughput_const: float = 0.0
     #: whether pruning dropped any target (the model is then not exact)
     pruned: bool = False
+    # Co-location interference (contract 5.2; empty without `interference` pairs).
+    classed: list[ClassedShare] = field(default_factory=list)
+    patterns: list[BinPattern] = field(default_factory=list)
+    pattern_shares: list[PatternShare] = field(default_factory=list)
+    #: Levels of contract 5.3 / 5.4 (filled only for requests with quotas or several
+    #: priority classes; objective.py: `add_level_terms`): per priority class the
+    #: objective's terms and constant over its own jobs, the same with throughput values,
+    #: and per tenant its throughput value terms (the class's fairness shares).
+    class_terms: dict[int, Terms] = field(default_factory=dict)
+    class_const: dict[int, float] = field(default_factory=dict)
+    class_throughput: dict[int, Terms] = field(default_factory=dict)
+    class_tenant_terms: dict[int, dict[str, Terms]] = field(default_factory=dict)
+    #: (tenant, model or "*") -> usage terms, in units of 1 / quota_scale GPU
+    quota_terms: dict[tuple[str, str], Terms] = field(default_factory=dict)
+    #: usage terms are multiplied by this (the lcm of the MIG models' compute slices), so
+    #: that MIG sizes (k / 7, k / 4) are integers in the rows CP-SAT sees
+    quota_scale: int = 1
 
     def placed_expr(self, job_index: int) -> tuple[Terms, float]:
         """(terms, threshold): the job is placed iff sum(terms) >= threshold."""

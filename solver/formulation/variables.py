@@ -11,11 +11,15 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from models import mig_profiles_for
-from models.capacity import domain_of
+from models import allowed_sizes, mig_profiles_for
+from models.capacity import HOST
+from models.rules import costed_level, required_levels
 from solver.formulation.builder import Builder
+from solver.formulation.patterns import MAX_MODEL_PATTERNS, PatternsTooMany, bin_patterns
 from solver.formulation.tables import (
     Bin,
+    BinPattern,
+    ClassedShare,
     Gang,
     GangPart,
     Group,
@@ -23,6 +27,7 @@ from solver.formulation.tables import (
     GroupOnMig,
     GroupOnPool,
     GroupRank,
+    PatternShare,
     RunningOnBin,
     RunningOnMig,
     RunningOnPool,
@@ -111,7 +116,8 @@ def new_group_vars(b: Builder, gi: int) -> None:
         b.c.group_of[j] = GroupRank(gi, rank)
     b.c.group_terms[gi] = {}
     job = b.req.jobs[grp.members[0]]
-    if grp.shape == "whole" and single_node_whole(job.gpus, job.single_node):
+    if grp.shape == "whole" and job.elastic is None \
+            and single_node_whole(job.gpus, job.single_node):
         new_whole_group_vars(b, gi, grp)
     elif grp.shape == "whole":
         for j in grp.members:
@@ -144,28 +150,86 @@ def new_whole_group_vars(b: Builder, gi: int, grp: Group) -> None:
 
 
 def new_gang_vars(b: Builder, j: int) -> Gang:
-    """A gang that may span nodes: new[j] in {0, 1}, u[j, m] in {0, 1} per eligible model,
-    d[j, D] in {0, 1} per domain (same_domain), y[j, p] in [0, min(g, |U_p|)] GPUs per
-    pool. The model variables earn the gang's value."""
+    """A gang that may span nodes, or an elastic gang: new[j] in {0, 1}, u[j, m] in {0, 1}
+    per eligible model, its topology variables (`new_gang_topology_vars`; a single-node
+    elastic gang's node is its required "host" domain), y[j, p] in [0, min(g, |U_p|)] GPUs
+    per pool (g: the largest allowed size; with pruning, an elastic gang's pools are
+    limited like a group's). The model variables earn the gang's value; an elastic gang's
+    size variables (`new_elastic_size_vars`) earn it instead."""
     job = b.req.jobs[j]
-    g = job.gpus or 1
+    g = max(allowed_sizes(job)) if job.elastic is not None else job.gpus or 1
     gang = Gang(b.m.new_var(f"new[{job.name}]"))
     b.c.gangs[j] = gang
     pools = [(key, p) for key, p in b.pools.items()
              if p.usable and b.eligible(job, p.model)]
+    if job.elastic is not None:
+        # elastic gangs are pruned like the groups (fixed gangs keep every pool, as in v1)
+        pools = b.limit(job, pools, lambda x: x[1].model, lambda x: x[1].node,
+                        2 * math.ceil(g / 8))
     models = sorted({p.model for _, p in pools})
     gang.models = {m: b.m.new_var(f"u[{job.name},{m}]") for m in models}
-    if job.same_domain:
-        doms = sorted({domain_of(p.node, b.nodes[p.node].topology_domain) for _, p in pools})
-        gang.domains = {dm: b.m.new_var(f"d[{job.name},{dm}]") for dm in doms}
+    new_gang_topology_vars(b, j, gang, sorted({p.node for _, p in pools}))
     for key, p in pools:
         y = b.m.new_var(f"y[{job.name},{key}]", 0, min(g, len(p.usable)))
         b.charge(b.pool_use, key, y, 1.0)
-        b.charge_host(p.node, y, job, 1.0 / g)
+        # host request per `gpus` GPUs, pro rata (an elastic gang on n needs n / gpus)
+        b.charge_host(p.node, y, job, 1.0 / (job.gpus or 1))
         gang.parts.append(GangPart(y, key))
+    if job.elastic is not None:
+        new_elastic_size_vars(b, j, gang)
+        return gang
     for m, v in gang.models.items():
         b.earn(v, j, m)
     return gang
+
+
+def new_elastic_size_vars(b: Builder, j: int, gang: Gang) -> None:
+    """z[j, m, n] in {0, 1} per eligible model m and allowed size n of elastic gang j: it
+    runs on n GPUs of m, and earns weight * speedup[n] * speed(m).
+
+    Why one binary per (model, size): the value is a product of the model's speed and
+    the size's speedup, and the time-based objectives divide by the remaining time on n
+    GPUs, so neither is linear in an integer size; a binary per pair prices every pair
+    exactly for any curve (concave or not, with gaps between the allowed sizes), costs
+    only |models| x |sizes| binaries per gang (curves list a handful of sizes), and its
+    LP relaxation stays as tight as the fixed gang's (a fixed gang is the case of one
+    size). The gang's GPU count is sum_{m, n} n z[j, m, n] (`add_gang_size`)."""
+    job = b.req.jobs[j]
+    for m in gang.models:
+        for n in allowed_sizes(job):
+            z = b.m.new_var(f"z[{job.name},{m},{n}]")
+            gang.sizes[(m, n)] = z
+            b.earn_size(z, j, m, n)
+
+
+def level_tag(level: str) -> str:
+    """The level's part of a variable or row name: none for v1's level "domain" (its
+    names stay v1's), `level:` otherwise."""
+    return "" if level == "domain" else f"{level}:"
+
+
+def new_gang_topology_vars(b: Builder, j: int, gang: Gang, nodes: list[str]) -> None:
+    """d[j, L, D] in {0, 1} per required topology level L of gang j and domain D of L
+    holding one of its `nodes` (v1's same_domain is L = "domain", named d[j, D]): the gang
+    runs in D. s[j, D] in {0, 1} per domain D of its costed preferred level
+    (`models.rules.costed_level`): the gang uses D; sum_D s[j, D] - new[j] domains beyond
+    the first are charged to `topology_use`."""
+    job = b.req.jobs[j]
+    topo = b.topology()
+    levels = (HOST,) if job.elastic is not None and job.single_node else required_levels(job)
+    for level in levels:
+        doms = sorted(topo.domains(nodes, level))
+        gang.required[level] = {dm: b.m.new_var(f"d[{job.name},{level_tag(level)}{dm}]")
+                                for dm in doms}
+    costed = costed_level(job, topo, b.req.policy.topology_cost)
+    if costed is None:
+        return
+    gang.span_level = costed
+    gang.spans = {dm: b.m.new_var(f"s[{job.name},{costed}:{dm}]")
+                  for dm in sorted(topo.domains(nodes, costed))}
+    for v in gang.spans.values():
+        b.topology_use[v] = 1.0
+    b.topology_use[gang.new] = b.topology_use.get(gang.new, 0.0) - 1.0
 
 
 def new_share_group_vars(b: Builder, gi: int, grp: Group) -> None:
@@ -225,7 +289,8 @@ def new_move_vars(b: Builder, r: int) -> None:
     job = b.req.jobs[r]
     if not job.preemptible:
         return
-    if job.shape == "whole" and single_node_whole(job.gpus, job.single_node):
+    if job.shape == "whole" and job.elastic is None \
+            and single_node_whole(job.gpus, job.single_node):
         new_vars = _whole_moves(b, r)
     elif job.shape == "whole":
         new_vars = [new_gang_vars(b, r).new]
@@ -293,3 +358,88 @@ def _mig_moves(b: Builder, r: int) -> list[int]:
             b.c.mig_running.append(RunningOnMig(v, r, mg_i, prof.name))
             out.append(v)
     return out
+
+
+def new_pattern_vars(b: Builder) -> None:
+    """Co-location interference (contract 5.2; patterns.py says why patterns), on each bin
+    where some co-location changes a value: p[b, n] in {0, 1} per pattern n of the bin's
+    classes; and, for a class c whose jobs on b are not all worth the same, s[x, n] in
+    [0, min(ub(x), n_c)] per classed share variable x of class c and pattern n with
+    n_c > 0: x's jobs on b when b has pattern n (x = sum_n s[x, n]). The corrections they
+    earn, on top of the plain values that the share variables earn:
+
+        (F_c(n) - 1) * n_c * value_c   on p[b, n], when class c's jobs on b are all worth
+                                       value_c (and share a tenant);
+        (F_c(n) - 1) * value(x)        on s[x, n] otherwise.
+    """
+    if not b.interference:
+        return
+    jobs = b.req.jobs
+    seen: dict[tuple[tuple[str, tuple[int, float]], ...], list[tuple[
+        tuple[tuple[str, int], ...], dict[str, float]]] | None] = {}
+    for bi, xs in _classed_shares(b).items():
+        demand: dict[str, tuple[int, float]] = {}
+        for x in xs:
+            n, share = demand.get(x.cls, (0, 1.0))
+            demand[x.cls] = (n + b.m.ubs[x.var], min(share, jobs[x.job].gpu_share or 1.0))
+        key = tuple(sorted(demand.items()))
+        if key not in seen:
+            seen[key] = bin_patterns(demand, b.interference)
+        patterns = seen[key]
+        if patterns is None:
+            continue
+        if len(b.c.patterns) + len(patterns) > MAX_MODEL_PATTERNS:
+            raise PatternsTooMany(f"more than {MAX_MODEL_PATTERNS} co-location patterns")
+        model = b.c.bins[bi].pool[1]
+        by_cls: dict[str, list[ClassedShare]] = defaultdict(list)
+        for x in xs:
+            by_cls[x.cls].append(x)
+        uniform = {c: _uniform_job(b, members, model) for c, members in by_cls.items()}
+        for counts, factors in patterns:
+            label = ",".join(f"{c}:{n}" for c, n in counts)
+            p = b.m.new_var(f"pat[{bi},{label}]")
+            b.c.patterns.append(BinPattern(p, bi, counts))
+            for c, n in counts:
+                f = factors[c]
+                rep = uniform[c]
+                if rep is not None:
+                    if f != 1.0:
+                        b.earn_scaled(p, rep, model, (f - 1.0) * n)
+                    continue
+                for x in by_cls[c]:
+                    sv = b.m.new_var(f"pshare[{x.var},{p}]", 0, min(b.m.ubs[x.var], n))
+                    b.c.pattern_shares.append(PatternShare(sv, x.var, p))
+                    if f != 1.0:
+                        b.earn_scaled(sv, x.job, model, f - 1.0)
+
+
+def _classed_shares(b: Builder) -> dict[int, list[ClassedShare]]:
+    """Per bin, its share variables whose jobs have a class that some interference pair
+    names (`Compiled.classed` lists them all)."""
+    jobs = b.req.jobs
+    relevant = {c for pair in b.interference for c in pair}
+    found: list[tuple[int, int, int]] = [
+        (x.var, x.bin, b.c.groups[x.group].members[0]) for x in b.c.share]
+    found += [(x.var, x.bin, x.job) for x in b.c.share_running]
+    for bi, bin_ in enumerate(b.c.bins):
+        if bin_.gpu is not None:
+            found += [(b.c.keep[r], bi, r) for r in b.pools[bin_.pool].share_occ[bin_.gpu]]
+    out: dict[int, list[ClassedShare]] = defaultdict(list)
+    for var, bi, j in found:
+        cls = jobs[j].colocation_class
+        if cls is not None and cls in relevant:
+            x = ClassedShare(var, bi, cls, j)
+            out[bi].append(x)
+            b.c.classed.append(x)
+    return out
+
+
+def _uniform_job(b: Builder, xs: list[ClassedShare], model: str) -> int | None:
+    """A job standing for all of `xs` when their jobs are worth the same on `model` (both
+    values) and share a tenant; None otherwise."""
+    jobs = b.req.jobs
+    first = jobs[xs[0].job]
+    want = (b.values(first, model), first.tenant)
+    if all((b.values(jobs[x.job], model), jobs[x.job].tenant) == want for x in xs[1:]):
+        return xs[0].job
+    return None

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[rb.LocalServer]:
-    with rb.local_server(workers=2, queue_size=4, max_time_limit_s=5, kill_grace_s=5,
-                         max_nodes=300, max_gpus=4096, max_jobs=20000) as s:
+    with rb.local_server(token=rb.TOKEN, workers=2, queue_size=4, max_time_limit_s=5,
+                         kill_grace_s=5, max_nodes=300, max_gpus=4096, max_jobs=20000) as s:
         yield s
 
 

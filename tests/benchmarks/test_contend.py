@@ -92,6 +92,8 @@ def test_bench_run_records_contention(tmp_path: Path, monkeypatch: pytest.Monkey
     assert "--contend 2" in text
     row = next(line for line in text.splitlines() if line.startswith("| S "))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1] == "heuristic" and cells[2] == "2" and cells[3] == "heuristic"
+    assert cells[1] == "heuristic" and cells[2] == "2" and cells[3] == "1"
+    assert cells[4] == "heuristic"
+    float(cells[9])   # solve_time_s - limit, a signed number
     assert len(seen) == 1 and len(seen[0]) == 2
     assert not any(_alive(p) for p in seen[0])

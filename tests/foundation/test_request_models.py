@@ -38,7 +38,7 @@ def mig_gpu(instances: list[tuple[str, int]], model: str = "A100-SXM4-40GB") -> 
                mig_instances=[{"profile": p, "start": s} for p, s in instances])
 
 
-@pytest.mark.parametrize("name", ["small-mixed", "mig-puzzle"])
+@pytest.mark.parametrize("name", ["small-mixed", "mig-puzzle", "elastic-gangs"])
 def test_example_requests_are_valid(name: str) -> None:
     req = PlanRequest.model_validate(load_json(EXAMPLES / f"{name}.request.json"))
     assert req.jobs and req.cluster.nodes

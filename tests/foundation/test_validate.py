@@ -22,6 +22,7 @@ from heuristics.result import HeuristicResult
 from models import Plan, PlanRequest
 from models.objective import evaluate
 from solver.build import build_plan
+from solver.level_report import level_stats
 from solver.validate import RULES, Violation, recompute_objective, validate_plan
 from tests.foundation.helpers import (
     EXAMPLES,
@@ -35,8 +36,9 @@ from tests.foundation.helpers import (
 )
 
 FIXTURE = re.compile(r"^(?P<stem>[\w-]+?)\.(?P<kind>valid|invalid-(?P<rule>[a-z_]+))(-[\w-]+)?$")
-EXPECTED_RULES = ("accounting", "eligibility", "whole_gpu", "mig", "shared", "host_resources",
-                  "running", "objective")
+EXPECTED_RULES = ("accounting", "eligibility", "whole_gpu", "elastic", "mig", "shared",
+                  "host_resources", "running", "topology", "objective", "interference",
+                  "quota", "priority", "levels")
 
 
 def _fixtures() -> list[Path]:
@@ -62,6 +64,13 @@ def repriced(req: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     plan["objective_value"] = recompute_objective(as_request(req), as_plan(plan))
     plan["best_bound"] = plan["gap"] = None
     return plan
+
+
+def recompute_loss(req: dict[str, Any], plan: dict[str, Any]) -> float:
+    """The planners' stats.interference_loss of `plan` (models/objective.py)."""
+    placements = {a["job"]: as_plan(plan).assignments[i].placements
+                  for i, a in enumerate(plan["assignments"])}
+    return evaluate(as_request(req), placements).interference_loss
 
 
 def assignment(plan: dict[str, Any], job: str) -> dict[str, Any]:
@@ -92,7 +101,7 @@ def test_every_rule_has_an_invalid_fixture() -> None:
     covered = {_parse(p)[1] for p in _fixtures()}
     assert set(EXPECTED_RULES) <= covered
     stems = {_parse(p)[0] for p in _fixtures() if _parse(p)[1] is None}
-    assert {"small-mixed", "mig-puzzle"} <= stems
+    assert {"small-mixed", "mig-puzzle", "quotas-priority"} <= stems
 
 
 @pytest.mark.parametrize("path", _fixtures(), ids=lambda p: p.name)
@@ -379,6 +388,58 @@ def gang_share_over_cpu(req: dict[str, Any], plan: dict[str, Any]) -> None:
     job_of(req, "ddp")["cpu_millicores"] = 8002
 
 
+# elastic (E1)
+@case("elastic", "elastic.valid")
+def elastic_size_not_a_curve_key(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    # resnet-elastic's curve has 1, 2 and 4 GPUs; 3 is inside the range but not allowed.
+    assignment(plan, "resnet-elastic")["placements"] = [
+        {"node": "n1", "gpu": i} for i in range(3)]
+    repriced(req, plan)
+
+
+@case("elastic", "elastic.valid")
+def elastic_above_max_gpus(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    job_of(req, "bert-elastic")["elastic"]["max_gpus"] = 3
+    repriced(req, plan)
+
+
+@case("whole_gpu", "elastic.valid")
+def elastic_gang_same_gpu_twice(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    assignment(plan, "bert-elastic")["placements"][3] = {"node": "n2", "gpu": 0}
+    repriced(req, plan)
+
+
+@case("running", "elastic.valid")
+def elastic_resize_not_listed_as_migrated(req: dict[str, Any],
+                                          plan: dict[str, Any]) -> None:
+    # Growing onto a superset of its current GPUs is a migration all the same.
+    plan["migrated"] = []
+    repriced(req, plan)
+
+
+@case("running", "elastic.valid")
+def elastic_shrink_not_listed_as_migrated(req: dict[str, Any],
+                                          plan: dict[str, Any]) -> None:
+    assignment(plan, "resnet-elastic")["placements"] = [{"node": "n1", "gpu": 0}]
+    plan["migrated"] = []
+    repriced(req, plan)
+
+
+@case("objective", "elastic.valid")
+def elastic_valued_at_nominal_size(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    # resnet-elastic on 4 GPUs is worth speedup[4] = 3.4, not speedup[2] = 1.9 or 4.
+    plan["objective_value"] = 1.9 + 8.0 - 0.5
+
+
+@case("objective", "elastic.valid")
+def elastic_jct_remaining_time_at_nominal_size(req: dict[str, Any],
+                                               plan: dict[str, Any]) -> None:
+    req["policy"]["objective"] = "jct"
+    job_of(req, "resnet-elastic")["remaining_work"] = 3600.0
+    # On 4 GPUs it has 3600 * 1.9 / 3.4 s left, so it contributes 3.4 / 1.9, not 1.
+    plan["objective_value"] = 1.0 + 2.0 - 0.5
+
+
 # running
 @case("running")
 def non_preemptible_stopped(req: dict[str, Any], plan: dict[str, Any]) -> None:
@@ -453,6 +514,103 @@ def costs_not_charged(req: dict[str, Any], plan: dict[str, Any]) -> None:
 def size_from_instance_not_demand(req: dict[str, Any], plan: dict[str, Any]) -> None:
     # svc-1g-a demands 1g.5gb; valuing it as the 2g instance it could have is wrong.
     plan["objective_value"] = 1.0 + 1 / 7
+
+
+# topology (T1, contract 5.5)
+@case("topology", "topology-levels.valid")
+def required_rack_spans_racks(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    assignment(plan, "eval")["placements"][1] = {"node": "n3", "gpu": 0}
+    assignment(plan, "finetune")["placements"][0] = {"node": "n5", "gpu": 0}
+    repriced(req, plan)
+
+
+@case("topology", "topology-levels.valid")
+def required_block_spans_blocks(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    job_of(req, "finetune")["topology"] = {"required": "block"}
+    repriced(req, plan)
+
+
+@case("objective", "topology-levels.valid")
+def preferred_cost_not_charged(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    job_of(req, "eval")["topology"] = {"preferred": "block"}
+    assignment(plan, "eval")["placements"][1] = {"node": "n3", "gpu": 0}
+    assignment(plan, "finetune")["placements"][0] = {"node": "n5", "gpu": 0}
+    plan["best_bound"] = plan["gap"] = None
+# interference (contract 5.2)
+@case("interference", "colocation.valid")
+def loss_missing(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    del plan["stats"]["interference_loss"]
+
+
+@case("interference", "colocation.valid")
+def loss_of_the_old_pairs(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    # Swap a3c and lm: the objective is re-priced, the loss is left as it was.
+    assignment(plan, "a3c-train")["placements"][0]["gpu"] = 1
+    assignment(plan, "lm-train")["placements"][0]["gpu"] = 0
+    repriced(req, plan)
+
+
+@case("interference", "colocation.valid")
+def loss_counts_gains(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    # A pair that speeds lm up: netting its gain against the others' loss is wrong.
+    for pair in req["interference"]:
+        if (pair["a"], pair["b"]) == ("lm", "transformer"):
+            pair["speed"] = 1.9
+    repriced(req, plan)
+    plan["stats"]["interference_loss"] = recompute_loss(req, plan) - 2.0 * 0.5 * 0.4 * 0.9
+
+
+@case("objective", "colocation.valid")
+def value_without_factors(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    plan["objective_value"] = plan["stats"]["throughput"] + plan["stats"]["interference_loss"]
+# quota, priority, levels (contract 5.3 / 5.4)
+def restat(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    """Recompute the plan's running lists, objective and level stats after a mutation."""
+    request = as_request(req)
+    placements = {a["job"]: as_plan(plan).assignments[i].placements
+                  for i, a in enumerate(plan["assignments"])}
+    ev = evaluate(request, placements)
+    plan["preempted"], plan["migrated"] = list(ev.preempted), list(ev.migrated)
+    plan["stats"].update(level_stats(request, placements))
+    repriced(req, plan)
+
+
+def replace(plan: dict[str, Any], job: str, placements: list[dict[str, Any]] | None) -> None:
+    plan["assignments"] = [a for a in plan["assignments"] if a["job"] != job]
+    plan["unplaced"] = [u for u in plan["unplaced"] if u["job"] != job]
+    if placements:
+        plan["assignments"].append({"job": job, "placements": placements})
+    else:
+        plan["unplaced"].append({"job": job, "reason": "preempted", "detail": ""})
+
+
+@case("quota", "quotas-priority.valid")
+def limit_below_usage(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    req["cluster"]["quotas"]["research"]["limit"]["*"] = 2.5
+    plan["stats"]["quota"]["research"]["*"]["limit"] = 2.5
+
+
+@case("quota", "quotas-priority.valid")
+def parent_limit_counts_children(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    req["cluster"]["quotas"]["org"]["limit"]["*"] = 6.5
+    plan["stats"]["quota"]["org"]["*"]["limit"] = 6.5
+
+
+@case("priority", "quotas-priority.valid")
+def lower_class_takes_a_higher_ones_gpu(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    replace(plan, "research-sweep", None)
+    replace(plan, "batch-render-1", [{"node": "a100-node", "gpu": 0}])
+    restat(req, plan)
+
+
+@case("levels", "quotas-priority.valid")
+def quota_usage_misreported(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    plan["stats"]["quota"]["research"]["*"]["usage"] = 2.0
+
+
+@case("levels", "quotas-priority.valid")
+def levels_missing(req: dict[str, Any], plan: dict[str, Any]) -> None:
+    del plan["stats"]["levels"]
 
 
 @pytest.mark.parametrize(("name", "rule", "base", "mutate"), CASES, ids=[c[0] for c in CASES])
@@ -676,3 +834,26 @@ def test_validator_never_raises(assignments: list[dict[str, Any]],
     violations = validate_plan(SMALL_MIXED, plan)
     assert all(isinstance(v, Violation) and v.rule in RULES for v in violations)
     assert all(v.message for v in violations)
+
+
+def test_non_preemptible_running_job_over_its_limit_is_kept() -> None:
+    req = request_dict("quotas-priority")
+    etl = job_of(req, "batch-etl")
+    etl["preemptible"] = False
+    etl["gpus"] = 1
+    req["cluster"]["quotas"]["batch"]["limit"]["*"] = 0.5
+    plan = plan_dict("quotas-priority.valid")
+    replace(plan, "research-train-2", None)
+    replace(plan, "batch-etl", list(etl["current"]))
+    restat(req, plan)
+    assert check(req, plan) == []  # Q1 holds: the excess is grandfathered
+    replace(plan, "batch-render-1", [{"node": "a100-node", "gpu": 2}])
+    restat(req, plan)
+    assert "quota" in rules_of(check(req, plan))
+
+
+def test_reclaim_by_a_guarantee_is_not_a_priority_violation() -> None:
+    # prod (class 100) reclaims research-train-1's GPUs in the valid plan; if prod had no
+    # guarantee and the lower class took them, the rule would fire
+    req, plan = request_dict("quotas-priority"), plan_dict("quotas-priority.valid")
+    assert "research-train-1" in plan["preempted"] and check(req, plan) == []

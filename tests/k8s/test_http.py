@@ -10,6 +10,7 @@ import pytest
 
 from models import Plan, PlanRequest
 from solver.validate import recompute_objective, validate_plan
+from tests.k8s import v11
 
 
 def _pod(pods: dict[str, Any], name: str) -> dict[str, Any]:
@@ -162,3 +163,27 @@ def test_extender_errors(client: httpx.Client, server_url: str) -> None:
     assert r.status_code == 422
     r = client.post("/v1/k8s/extender/filter", json={"Pod": {"metadata": {}}, "NodeNames": []})
     assert r.status_code == 200 and r.json()["Error"].startswith("gpuplan:")
+
+
+def test_snapshot_with_v11_objects(client: httpx.Client) -> None:
+    """`objects` brings quotas, priorities and topology into the cached snapshot and its
+    plan; later posts keep them until `objects: []` clears them."""
+    body = {"nodes": v11.nodes(), "pods": v11.pods(), "objects": v11.objects()}
+    r = client.post("/v1/k8s/snapshot", json=body)
+    assert r.status_code == 200, r.text
+    req = PlanRequest.model_validate(r.json()["request"])
+    assert set(req.cluster.quotas) >= {"team-a-cq", "research", "lab", "vision"}
+    assert req.cluster.topology_levels and any(j.priority for j in req.jobs)
+    kept = client.post("/v1/k8s/snapshot", json={"nodes": v11.nodes(), "pods": v11.pods()})
+    assert PlanRequest.model_validate(kept.json()["request"]).cluster.quotas == \
+        req.cluster.quotas
+    cleared = client.post("/v1/k8s/snapshot", json={**body, "objects": []})
+    assert cleared.status_code == 200
+    assert not PlanRequest.model_validate(cleared.json()["request"]).cluster.quotas
+    bad = client.post("/v1/k8s/snapshot", json={**body, "objects": [
+        {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "q"},
+         "spec": {"resources": {"gpu": {"quota": "many"}}}}]})
+    assert bad.status_code == 200
+    assert {"object": "queue/q", "skipped": True,
+            "message": "spec.resources.gpu.quota is not a number"} in bad.json()["warnings"]
+    client.post("/v1/k8s/snapshot", json={**body, "objects": []})

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from api.k8s.issues import SnapshotError
+from api.importing import SnapshotError
 from api.slurm import build_snapshot
 from api.slurm.snapshot import Snapshot
 from models import Instance, MigInstance, Placement

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from solver import plan
 from solver.validate import validate_plan
-from tests.solver.brute import brute_force
-from tests.solver.strategies import random_request
+from tests.solver.brute import brute_force, levels_key
+from tests.solver.strategies import random_levels_request, random_request
 
 
 def _check(seed: int, solver: str) -> None:
@@ -48,3 +48,85 @@ def test_auto_matches_brute_force(seed: int) -> None:
     # auto may stop early when its starting plan reaches the LP bound: that claim of
     # optimality must hold too
     _check(seed, "auto")
+
+
+def _check_levels(seed: int, solver: str) -> None:
+    req = random_levels_request(random.Random(seed), solver=solver)
+    ref = brute_force(req)
+    result = plan(req)
+    assert validate_plan(req, result) == []
+    if ref is None:
+        assert result.status == "infeasible"
+        return
+    assert result.status == "optimal", (seed, result.status)
+    got = {a.job: a.placements for a in result.assignments}
+    want, have = levels_key(req, ref[1]), levels_key(req, got)
+    assert have == pytest.approx(want, abs=1e-5), (seed, want, have)
+    assert result.objective_value == pytest.approx(ref[0], abs=1e-5, rel=1e-9), (seed, ref)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_cp_sat_levels_match_brute_force(seed: int) -> None:
+    # quotas (with a parent), two or three priority classes and every v1 feature
+    _check_levels(seed, "cp_sat")
+
+
+@settings(max_examples=100, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_milp_levels_match_brute_force(seed: int) -> None:
+    _check_levels(seed, "milp")
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_auto_levels_match_brute_force(seed: int) -> None:
+    # auto must not call a plan optimal because it reaches the LP bound of the objective:
+    # with levels that bound is not the lexicographic optimum's
+    _check_levels(seed, "auto")
+
+
+def _check_mixed(seed: int, solver: str) -> None:
+    # every v1.1 field at once: elastic gangs, topology levels and interference (each
+    # drawn or not), under quotas and priority classes, with every v1 feature
+    rng = random.Random(seed)
+    flags = {"elastic": rng.choice([0.0, 0.6]), "topology": rng.random() < 0.5,
+             "interference": rng.random() < 0.5}
+    req = random_levels_request(rng, solver=solver, **flags)
+    ref = brute_force(req)
+    result = plan(req)
+    assert validate_plan(req, result) == [], (seed, flags)
+    if ref is None:
+        assert result.status == "infeasible"
+        return
+    assert result.status == "optimal", (seed, flags, result.status)
+    got = {a.job: a.placements for a in result.assignments}
+    assert levels_key(req, got) == pytest.approx(levels_key(req, ref[1]), abs=1e-5), seed
+    assert result.objective_value == pytest.approx(ref[0], abs=1e-5, rel=1e-9), (seed, flags)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_cp_sat_matches_brute_force_with_every_v11_field(seed: int) -> None:
+    _check_mixed(seed, "cp_sat")
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_milp_matches_brute_force_with_every_v11_field(seed: int) -> None:
+    _check_mixed(seed, "milp")
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_heuristic_plans_are_valid_with_every_v11_field(seed: int) -> None:
+    rng = random.Random(seed)
+    req = random_levels_request(rng, solver=rng.choice(["heuristic", "auto"]), elastic=0.6,
+                                topology=rng.random() < 0.5, interference=rng.random() < 0.5)
+    assert validate_plan(req, plan(req)) == [], seed

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from benchmarks.sim.engine import SchedulingPolicy
+from benchmarks.sim.policies.afs_elastic import AfsElastic
 from benchmarks.sim.policies.fifo_firstfit import FifoFirstFit
 from benchmarks.sim.policies.gavel_maxmin import GavelMaxMin
 from benchmarks.sim.policies.gpuplan import GpuPlan
+from benchmarks.sim.policies.kueue_like import KueueLike
 from benchmarks.sim.policies.tiresias_las import TiresiasLas
 
 #: Policy name -> factory of a fresh policy object (policies may keep per-run state).
@@ -17,6 +19,10 @@ POLICIES: dict[str, Callable[[], SchedulingPolicy]] = {
     "tiresias_las": TiresiasLas,
     "gavel_maxmin": GavelMaxMin,
     "gpuplan": GpuPlan,
+    "afs_elastic": AfsElastic,
+    "gpuplan_fixed": lambda: GpuPlan(elastic=False, name="gpuplan_fixed"),
+    "kueue_like": KueueLike,
 }
 
-__all__ = ["POLICIES", "FifoFirstFit", "GavelMaxMin", "GpuPlan", "TiresiasLas"]
+__all__ = ["POLICIES", "AfsElastic", "FifoFirstFit", "GavelMaxMin", "GpuPlan", "KueueLike",
+           "TiresiasLas"]

@@ -9,6 +9,9 @@ Decision in three passes over one fresh `Occupancy` (current MIG layouts, no job
 3. every other job, in order: a running one keeps its placement if it is still free
    (so it is preempted only when an admitted job took its GPUs), a waiting one is
    backfilled when it fits.
+
+`packed_fit(occ, job, n)` places a gang of n GPUs on as few nodes as possible (the elastic
+policies' placement: a gang's speedup curve is its packed placement's).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from collections.abc import Callable, Collection, Sequence
 
 from benchmarks.sim.engine import Decision, JobRun, RoundView
 from benchmarks.sim.occupancy import CapacityError, Occupancy
-from models.rules import fits
+from models import Job, Placement
+from models.rules import fits, model_eligible
 
 ModelsFor = Callable[[JobRun], Sequence[str] | None]
 
@@ -85,3 +89,30 @@ def admit_by_count(view: RoundView, order: Sequence[JobRun]) -> set[str]:
             free[pool] -= r.size
             out.add(r.name)
     return out
+
+
+def packed_fit(occ: Occupancy, job: Job, n: int,
+               models: Sequence[str] | None = None) -> list[Placement] | None:
+    """n idle whole GPUs of one eligible model on as few nodes as possible: the nodes with
+    the most idle GPUs first (node order on ties); a `single_node` gang takes the node with
+    the fewest idle GPUs that holds it. None when no model has n idle GPUs."""
+    for m in models if models is not None else sorted({g.model for g in occ.gpus.values()}):
+        if not model_eligible(job, m, occ.catalog[m]):
+            continue
+        rows = [[g for g in row if g.model == m and not g.mig and g.is_empty()]
+                for row in occ.node_gpus.values()]
+        rows = [r for r in rows if r]
+        if job.single_node:
+            fit = [r for r in rows if len(r) >= n]
+            if fit:
+                best = min(fit, key=len)
+                return [Placement(node=g.node, gpu=g.index) for g in best[:n]]
+            continue
+        if sum(map(len, rows)) < n:
+            continue
+        out: list[Placement] = []
+        for r in sorted(rows, key=len, reverse=True):
+            out.extend(Placement(node=g.node, gpu=g.index) for g in r[: n - len(out)])
+            if len(out) == n:
+                return out
+    return None

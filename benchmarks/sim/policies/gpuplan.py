@@ -35,6 +35,22 @@ values a long job's speed-up by `speed / remaining`, so the planner leaves it on
 GPU next to idle fast ones although every hour it gains is an hour off its own JCT, and
 the last such job sets the makespan.
 
+Elasticity (contract 5.1): the requests carry each job's `Job.elastic`, so the planner
+picks an elastic gang's size (a running one is sent at its current size, see the engine);
+the backfill places waiting jobs at their nominal size. `elastic=False` (registry name
+`gpuplan_fixed`) sends every job without `elastic`: fixed sizes, the same planner
+otherwise. `deterministic=True` sets `policy.deterministic` (a work-unit budget instead of
+wall seconds), so that a simulation's figures do not depend on the machine's load; the
+wall deadline stays as the planner's safety net, and the rounds it cut are counted in
+`wall_cuts` (the runner reports them): those plans may differ between runs.
+
+Tenants (a cluster with `Cluster.quotas`): the request carries the quotas and each job's
+`tenant`, and the planner serves the guarantees first (contract 5.3: a tenant below its
+guarantee reclaims GPUs that other tenants borrow). The bounded queue then also holds the
+`per_tenant` waiting jobs of highest Smith index of every tenant, so that a tenant's work
+is in the request even when the largest tenant's jobs fill the top `max_queue`; the
+backfill and the upgrade keep every tenant within its quota limit (`"*"` key).
+
 Sessions (`sessions=True`, `gpuplan simulate --sessions`): the rounds go through one
 `solver.session.PlanningSession` instead of a fresh request each: the first round opens it
 with the round's request, each later round sends only the events that turn the session's
@@ -53,8 +69,9 @@ from typing import Literal
 from benchmarks.sim.engine import Decision, JobRun, RoundView
 from benchmarks.sim.occupancy import Occupancy
 from benchmarks.sim.policies.base import fresh_occupancy
+from benchmarks.sim.tenants import guarantee, limit
 from models import Job, Placement, Plan, PlanRequest, Policy, speed
-from models.rules import HORIZON_S
+from models.rules import HORIZON_S, HOST_TOL
 from solver import plan
 from solver.session import PlanningSession, diff_events
 
@@ -69,14 +86,18 @@ class GpuPlan:
     time_limit_s: float = 0.5
     aging_s: float = 2 * 3600.0
     max_queue: int = 160
+    per_tenant: int = 8
+    deterministic: bool = False
     migration_cost: float = 0.05
     preemption_cost: float = 1.0
     upgrade_min_s: float | None = 3600.0
     sessions: bool = False
+    elastic: bool = True
     name: str = "gpuplan"
     backend_used: dict[str, int] = field(default_factory=dict)
     session: PlanningSession | None = None
     events_sent: int = 0
+    wall_cuts: int = 0
 
     def weight(self, r: JobRun, now: float) -> float:
         """1 + age / aging_s."""
@@ -90,32 +111,74 @@ class GpuPlan:
         """One `solver.plan` call on this round's request."""
         waiting = sorted(view.waiting, key=lambda r: (-self._index(r, view.now),
                                                       r.submit, r.name))
-        jobs = [*view.running, *waiting[: self.max_queue]]
+        jobs = [*view.running, *self._queue(waiting, view)]
         policy = Policy(objective="jct", solver=self.solver, time_limit_s=self.time_limit_s,
                         migration_cost=self.migration_cost,
-                        preemption_cost=self.preemption_cost, seed=0, threads=1)
+                        preemption_cost=self.preemption_cost, seed=0, threads=1,
+                        deterministic=self.deterministic)
         request = view.request(policy, jobs,
                                weights={r.name: self.weight(r, view.now) for r in jobs})
+        if not self.elastic:
+            request = request.model_copy(update={"jobs": [
+                j.model_copy(update={"elastic": None}) for j in request.jobs]})
         placements = self._plan(request)
         decision: Decision = {j: list(p) for j, p in placements.items() if p}
         occ = fresh_occupancy(view)
         by_name = {r.name: r for r in view.active}
         for name in sorted(decision, key=lambda n: by_name[n].placements is None):
             occ.add(by_name[name].job, decision[name])
-        self._backfill(waiting, decision, occ)
+        room = self._room(view, decision, by_name)
+        self._backfill(waiting, decision, occ, room)
         if self.upgrade_min_s is not None and self._upgrade(view, by_name, decision, occ):
-            self._backfill(waiting, decision, occ)
+            self._backfill(waiting, decision, occ, room)
         return decision
 
-    def _backfill(self, waiting: list[JobRun], decision: Decision, occ: Occupancy) -> None:
-        """Place the waiting jobs the plan left out where they fit, in Smith order."""
+    def _queue(self, waiting: list[JobRun], view: RoundView) -> list[JobRun]:
+        """The waiting jobs sent: the top `max_queue`; with quotas also, per tenant, its
+        top `per_tenant` and as many more as its guarantee has room for (in Smith order;
+        see the module doc)."""
+        head = waiting[: self.max_queue]
+        quotas = view.cluster.quotas
+        if not quotas:
+            return head
+        room = {t: guarantee(quotas, t) for t in quotas}
+        for r in view.running:
+            room[r.job.tenant] = room.get(r.job.tenant, 0.0) - r.size
+        count: dict[str, int] = {}
+        for r in head:
+            count[r.job.tenant] = count.get(r.job.tenant, 0) + 1
+            room[r.job.tenant] = room.get(r.job.tenant, 0.0) - r.size
+        sent = {r.name for r in head}
+        for r in waiting[self.max_queue:]:
+            t = r.job.tenant
+            if count.get(t, 0) < self.per_tenant or r.size <= room.get(t, 0.0) + HOST_TOL:
+                count[t] = count.get(t, 0) + 1
+                room[t] = room.get(t, 0.0) - r.size
+                sent.add(r.name)
+        return [r for r in waiting if r.name in sent]
+
+    @staticmethod
+    def _room(view: RoundView, decision: Decision,
+              by_name: dict[str, JobRun]) -> dict[str, float]:
+        """Per tenant, the GPUs its `"*"` limit leaves after the plan (inf: unlimited)."""
+        quotas = view.cluster.quotas
+        room = {r.job.tenant: limit(quotas, r.job.tenant) for r in view.active}
+        for name in decision:
+            room[by_name[name].job.tenant] -= by_name[name].size
+        return room
+
+    def _backfill(self, waiting: list[JobRun], decision: Decision, occ: Occupancy,
+                  room: dict[str, float]) -> None:
+        """Place the waiting jobs the plan left out where they fit, in Smith order, within
+        their tenant's quota limit."""
         for r in waiting:
-            if r.name in decision:
+            if r.name in decision or r.size > room[r.job.tenant] + HOST_TOL:
                 continue
             pl = best_fit(occ, r.job, self._fastest_first(r))
             if pl is not None:
                 occ.add(r.job, pl)
                 decision[r.name] = pl
+                room[r.job.tenant] -= r.size
 
     def _upgrade(self, view: RoundView, by_name: dict[str, JobRun], decision: Decision,
                  occ: Occupancy) -> bool:
@@ -156,6 +219,9 @@ class GpuPlan:
     def _plan(self, request: PlanRequest) -> dict[str, list[Placement]]:
         result = self._session_plan(request) if self.sessions else plan(request)
         self.backend_used[result.solver] = self.backend_used.get(result.solver, 0) + 1
+        if any(note.startswith("deterministic mode: the time limit cut")
+               for note in result.explanation):
+            self.wall_cuts += 1
         return {a.job: a.placements for a in result.assignments}
 
     def _session_plan(self, request: PlanRequest) -> Plan:

@@ -53,8 +53,8 @@ def test_records_round_trip_and_expire(db_url: str) -> None:
     assert store.get("missing") is None
     request = PlanRequest.model_validate(small_mixed_request())
     for sid in ("old", "new"):
-        store.put_request(sid, request)
-    store.put_request("new", request.model_copy(update={"jobs": []}))  # written once
+        store.put_request(sid, request.model_dump_json())
+    store.put_request("new", request.model_copy(update={"jobs": []}).model_dump_json())  # once
     assert store.get_request("new") == request
     assert store.get_request("run") is None
     assert store.expire(now - 50) == 1  # "old" only: "run" is live

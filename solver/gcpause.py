@@ -1,0 +1,42 @@
+"""The cyclic garbage collector paused for the length of a solve.
+
+A solve allocates many small objects (placements, index sets, plan models) but makes few
+reference cycles, so CPython's generational collector finds almost nothing to free; yet
+each of its older-generation passes walks every tracked object, and a large request holds
+millions of them (16,384 GPUs / 20,000 jobs: the request, its compiled jobs, the occupancy
+indexes). Measured on that size, collections took 15% of a greedy pass and 35-45% of
+building and validating the plan (CPU time). `gc_paused` turns the collector off while
+any solve of this process runs and back on (when it was on before the first) when the
+last one ends; reference counting still frees everything that is not in a cycle, and the
+next collection after the solve frees the rest.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_LOCK = threading.Lock()
+_ACTIVE = 0            # solves running with the collector paused
+_WAS_ENABLED = False   # whether the collector was on when the first of them started
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Run the body with the cyclic collector off (module doc); nests and is thread-safe:
+    the collector's state before the outermost pause is restored after the last one."""
+    global _ACTIVE, _WAS_ENABLED
+    with _LOCK:
+        if _ACTIVE == 0:
+            _WAS_ENABLED = gc.isenabled()
+            gc.disable()
+        _ACTIVE += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _ACTIVE -= 1
+            if _ACTIVE == 0 and _WAS_ENABLED:
+                gc.enable()

@@ -1,0 +1,139 @@
+"""What a plan reports about quotas and priority classes (contract 5.3 / 5.4): the
+`stats.quota` table, the `stats.levels` list and the reasons of the jobs the levels left
+out. solver/build.py calls `level_stats` and `level_reasons` for requests with levels.
+
+- `stats.quota`: tenant -> key (model or "*") -> `{"usage", "guaranteed", "limit"}` for
+  every key the tenant guarantees or limits (guaranteed 0 and limit null when not given);
+  a usage above the limit can only come from non-preemptible running jobs kept in place.
+- `stats.levels`: `[{"level": "quota", "value": guaranteed usage served}, {"level":
+  "priority <p>", "priority": p, "value": the class's objective}, ...]`, highest first.
+- Reasons: a new job left out with `insufficient_capacity` becomes `lower_priority` when
+  it would not fit beside the higher-class jobs and the jobs that count toward a
+  guarantee alone (they took its capacity), and `quota_limit` when it would fit beside the
+  plan's jobs but a quota limit of its tenant or an ancestor is reached (requests of more
+  than `REFINE_MAX_JOBS` jobs keep `insufficient_capacity`: the test replays the placer per
+  class, seconds at 20,000 jobs). A stopped running
+  job whose GPUs now serve another tenant's guarantee or a higher class says so in its
+  `preempted` detail ("reclaimed by tenant ..." / "preempted by ... of class ...").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from heuristics.greedy import Greedy
+from models import Placement, PlanRequest
+from models.instance import ClusterState, JobInfo, compile_jobs
+from models.objective import gpu_models_of, level_values, quota_usage_of
+from models.reasons import INSUFFICIENT
+from models.rules import QuotaKey, quota_keys, quota_usage
+
+Reason = tuple[str, str]
+
+#: Above this many jobs the unplaced new jobs keep their reasons (module doc).
+REFINE_MAX_JOBS = 5000
+
+
+def level_stats(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
+                ) -> dict[str, object]:
+    """`stats.quota` (with quotas) and `stats.levels` (module doc)."""
+    out: dict[str, object] = {}
+    quotas = request.cluster.quotas
+    if quotas:
+        usage = quota_usage_of(request, placements)
+        out["quota"] = {
+            t: {k: {"usage": round(usage.get((t, k), 0.0), 9),
+                    "guaranteed": q.guaranteed.get(k, 0.0), "limit": q.limit.get(k)}
+                for k in sorted(set(q.guaranteed) | set(q.limit))}
+            for t, q in quotas.items()}
+    levels: list[dict[str, object]] = []
+    for name, value in level_values(request, placements):
+        item: dict[str, object] = {"level": name, "value": round(value, 9)}
+        if name.startswith("priority "):
+            item["priority"] = int(name.split(" ", 1)[1])
+        levels.append(item)
+    out["levels"] = levels
+    return out
+
+
+def _serves_guarantee(request: PlanRequest, tenant: str, model: str,
+                      usage: Mapping[QuotaKey, float] | None = None, size: float = 0.0
+                      ) -> bool:
+    """Whether a job of `tenant` on `model` counts toward some guarantee (with `usage`
+    and the job's `size`: whether taking it out would serve less guaranteed usage)."""
+    quotas = request.cluster.quotas
+    return any(quotas[t].guaranteed.get(k, 0.0) > 0 and (
+        usage is None or usage.get((t, k), 0.0) - size < quotas[t].guaranteed[k] - 1e-9)
+        for t, k in quota_keys(quotas, tenant, model))
+
+
+def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+                  reasons: Mapping[str, Reason]) -> dict[str, Reason]:
+    """The refined reasons of the unplaced jobs (module doc); the others as given."""
+    out = dict(reasons)
+    models = gpu_models_of(request)
+    infos = compile_jobs(request)
+    by_name = {i.name: i for i in infos}
+    placed_model = {n: models[(p[0].node, p[0].gpu)] for n, p in placements.items() if p}
+    usage = quota_usage_of(request, placements)
+    occupants: dict[tuple[str, int], list[str]] = {}
+    for name, pls in placements.items():
+        for p in pls:
+            occupants.setdefault((p.node, p.gpu), []).append(name)
+    refine = len(infos) <= REFINE_MAX_JOBS
+    full = Greedy(request, infos)
+    for name, pls in placements.items():
+        if pls and refine:
+            full.state.place(by_name[name], list(pls))
+    #: priority -> a placer over the jobs that outrank a job of that class
+    protected: dict[int, Greedy] = {}
+    for info in infos:
+        job = info.job
+        if info.name in placed_model:
+            continue
+        if job.current:
+            _preempted_detail(request, info, by_name, occupants, placed_model, usage, out)
+            continue
+        if not refine or out.get(info.name, INSUFFICIENT)[0] != INSUFFICIENT[0]:
+            continue
+        key = job.priority
+        if key not in protected:
+            state = ClusterState(request)
+            state.quotas = {}  # capacity alone: limits are `quota_limit`'s business
+            for name, model in placed_model.items():
+                other = by_name[name].job
+                if other.priority > key or _serves_guarantee(request, other.tenant, model):
+                    state.place(by_name[name], list(placements[name]))
+            protected[key] = Greedy(request, infos, state)
+        if protected[key].find(info) is None:
+            out[info.name] = ("lower_priority", "higher priority classes or other tenants' "
+                              "guarantees hold the capacity it could use")
+        elif request.cluster.quotas and any(
+                not full.state.quota_fits(info, m) for m in info.values) and all(
+                not full.state.quota_fits(info, m) or full.find(info, [m]) is None
+                for m in info.values):
+            out[info.name] = ("quota_limit", f"tenant {job.tenant} (or an ancestor) has "
+                              "reached a quota limit on the models with room for it")
+    return out
+
+
+def _preempted_detail(request: PlanRequest, info: JobInfo, infos: Mapping[str, JobInfo],
+                      occupants: Mapping[tuple[str, int], list[str]],
+                      placed_model: Mapping[str, str], usage: Mapping[QuotaKey, float],
+                      out: dict[str, Reason]) -> None:
+    """Name the reclaiming tenant or the higher class that took a stopped job's GPUs."""
+    job = info.job
+    catalog = request.cluster.catalog()
+    others = sorted({o for p in job.current or [] for o in occupants.get((p.node, p.gpu), [])})
+    for other in others:
+        o = infos[other].job
+        model = placed_model[other]
+        if o.tenant != job.tenant and _serves_guarantee(
+                request, o.tenant, model, usage, quota_usage(o, catalog[model])):
+            out[info.name] = ("preempted", f"reclaimed by tenant {o.tenant} for its "
+                              f"guaranteed quota (job {other})")
+            return
+        if o.priority > job.priority:
+            out[info.name] = ("preempted", f"preempted by {other} of the higher priority "
+                              f"class {o.priority}")
+            return

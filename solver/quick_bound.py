@@ -1,0 +1,216 @@
+"""A cheap proven upper bound: the Lagrangian of the pooled capacities.
+
+The LP bound (solver/bound.py) is tight but its Python part grows with the request and
+its solve may not finish on a loaded machine; this bound costs one pass over the compiled
+jobs and a few vector operations, so a plan always carries a bound from the first
+fraction of its budget.
+
+The relaxation keeps one row per GPU pool p (a model's non-MIG GPUs, or its MIG GPUs in
+GPUs of compute), counting usable GPUs and those a running job holds now, exactly as the
+LP bound's pools do, and drops every other constraint (nodes, domains, host, memory, MIG
+geometry; a non-preemptible job need not stay). Job j's options o are its eligible models
+with a positive speed plus, for a running job, its current model; option o takes a_o of
+its pool (a gang's GPUs, a share's fraction, the compute share of the smallest MIG profile
+covering it) and earns c_o, the job's objective value there, plus the preemption cost a
+placed running job saves, minus the migration cost when the model is not its current one.
+An elastic gang (contract 5.1) has one option per model and allowed size n (n GPUs, its
+value on n GPUs); a shared job with a co-location class (contract 5.2) earns its value
+times its factor cap (`models.rules.colocation_factor_cap`, >= any factor it can reach,
+since speeds up to 2 can raise it). Topology costs (contract 5.5) are >= 0 and dropped.
+Every plan is a point of this relaxation with the same objective (the constant
+-preemption_cost per running job added back), so for any prices lambda >= 0
+
+    B(lambda) = const + sum_p lambda_p cap_p + sum_j max(0, max_o (c_o - lambda_p(o) a_o))
+
+is an upper bound (weak duality). The prices are chosen by exact coordinate descent: with
+the other prices fixed, B is convex and piecewise linear in lambda_p, minimised where the
+amounts of the jobs preferring pool p first exceed its capacity. For `fairness` the bound
+is the capacity-free one: min over tenants of the value of all its jobs over its demand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models import Gpu, GpuModel, Node, PlanRequest
+from models.capacity import CapacitySummary, usable
+from models.instance import JobInfo, compile_jobs
+from models.objective import objective_value_of, tenant_demands
+from models.request import speed
+from models.rules import (
+    class_census,
+    colocation_factor_cap,
+    interference_table,
+    mig_profiles_for,
+)
+
+#: Coordinate-descent passes over the pools (each pass lowers the bound or stops it).
+PASSES = 40
+#: Relative and absolute safety margins added to the bound (floating-point sums).
+_REL_MARGIN = 1e-9
+_ABS_MARGIN = 1e-6
+
+Pool = tuple[str, bool]
+
+
+def _capacity(request: PlanRequest) -> dict[Pool, int]:
+    """GPUs per pool that a placement may use: usable ones, and those a running job holds
+    now (only a kept placement may use them)."""
+    held = {(p.node, p.gpu) for j in request.jobs for p in j.current or []}
+
+    def counts(node: Node, gpu: Gpu) -> bool:
+        return usable(node, gpu) or (node.name, gpu.index) in held
+
+    return CapacitySummary(request.cluster, counts).totals
+
+
+def _options(request: PlanRequest, cap: dict[Pool, int]
+             ) -> tuple[dict[tuple[tuple[int, float, float], ...], int], float]:
+    """The jobs grouped by their options (module doc; (pool index, amount, coefficient)
+    each) with the size of each group, and the constant (-preemption_cost per running
+    job)."""
+    policy = request.policy
+    catalog = request.cluster.catalog()
+    gpu_model = {(n.name, g.index): g.model for n in request.cluster.nodes for g in n.gpus}
+    pools = {p: i for i, p in enumerate(sorted(cap))}
+    groups: dict[tuple[tuple[int, float, float], ...], int] = {}
+    const = 0.0
+    table = interference_table(request.interference)
+    census = class_census(request.jobs) if table else {}
+    for info in compile_jobs(request):
+        job = info.job
+        cur = gpu_model.get((job.current[0].node, job.current[0].gpu)) if job.current else None
+        if job.current:
+            const -= policy.preemption_cost
+        factor = colocation_factor_cap(job, census, table) if table else 1.0
+        sizes: list[int | None] = list(info.sizes) if info.elastic else [None]
+        opts: list[tuple[int, float, float]] = []
+        for m in set(info.obj_values) | ({cur} if cur is not None else set()):
+            pool = pools.get((m, info.shape == "mig"))
+            for n in sizes:
+                amount = None if pool is None else _amount(info, m, cur, cap, catalog[m], n)
+                if pool is None or amount is None:
+                    continue
+                value = (info.obj_values.get(m) if n is None
+                         else info.size_obj_values.get(n, {}).get(m))
+                if value is None:
+                    value = (objective_value_of(job, m, catalog, policy.objective, n)
+                             if speed(job, m, catalog) > 0 else 0.0)
+                value *= factor
+                if job.current:
+                    value += policy.preemption_cost - (
+                        policy.migration_cost if m != cur else 0.0)
+                if value > 0:
+                    opts.append((pool, amount, value))
+        if opts:
+            key = tuple(sorted(opts))
+            groups[key] = groups.get(key, 0) + 1
+    return groups, const
+
+
+def _amount(info: JobInfo, m: str, cur: str | None, cap: dict[Pool, int], spec: GpuModel,
+            n: int | None = None) -> float | None:
+    """What job `info` takes of model `m`'s pool at least (module doc; an elastic gang on
+    n GPUs: n); None when it can never be placed there (no covering MIG profile, a gang
+    larger than the pool)."""
+    job = info.job
+    if info.shape == "mig":
+        # the covering profiles (compiled per job for the models it values)
+        names = (list(info.profiles[m]) if m in info.profiles
+                 else [p.name for p in mig_profiles_for(job, spec)])
+        if m == cur and job.current and job.current[0].mig is not None:
+            names.append(job.current[0].mig.profile)
+        slices = [p.compute_slices for p in map(spec.profile, names) if p is not None]
+        return min(slices) / spec.compute_slices if slices else None
+    if info.shape == "share":
+        frac = job.current[0].fraction if m == cur and job.current else None
+        return min(info.share, frac) if frac else info.share
+    gpus = info.gpus if n is None else n
+    if gpus > cap[(m, False)] and m != cur:
+        return None   # a gang larger than the whole pool never fits
+    return float(gpus)
+
+
+def _fairness_bound(request: PlanRequest) -> float:
+    """min over tenants of (every job of the tenant at its best value, size and factor
+    cap) / its demand."""
+    demands = tenant_demands(request)
+    table = interference_table(request.interference)
+    census = class_census(request.jobs) if table else {}
+    best: dict[str, float] = {}
+    for info in compile_jobs(request):
+        values = ([v for by_model in info.size_values.values() for v in by_model.values()]
+                  if info.elastic else list(info.values.values()))
+        top = max(values, default=0.0) * (
+            colocation_factor_cap(info.job, census, table) if table else 1.0)
+        best[info.job.tenant] = best.get(info.job.tenant, 0.0) + top
+    return min((best.get(k, 0.0) / d for k, d in demands.items() if d > 0), default=0.0)
+
+
+def quick_bound(request: PlanRequest) -> float:
+    """A proven upper bound on `request`'s objective (module doc)."""
+    if request.policy.objective == "fairness":
+        value = _fairness_bound(request)
+        return value + _REL_MARGIN * abs(value) + _ABS_MARGIN
+    cap = _capacity(request)
+    groups, const = _options(request, cap)
+    if not groups:
+        return const + _ABS_MARGIN
+    rows = [(g, pool, amount, coef) for g, opts in enumerate(groups)
+            for pool, amount, coef in opts]
+    arr = np.array(rows, dtype=float)
+    lp = _Lagrangian(arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), arr[:, 2],
+                     arr[:, 3], np.array(list(groups.values()), dtype=float),
+                     np.array([float(cap[p]) for p in sorted(cap)]))
+    value = const + lp.value(lp.prices())
+    return float(value + _REL_MARGIN * abs(value) + _ABS_MARGIN)
+
+
+class _Lagrangian:
+    """B(lambda) over grouped options: option i of group `group[i]` takes `amount[i]` of
+    pool `pool[i]` and earns `coef[i]`; group g has `count[g]` jobs; pool p holds
+    `caps[p]`."""
+
+    def __init__(self, group: np.ndarray, pool: np.ndarray, amount: np.ndarray,
+                 coef: np.ndarray, count: np.ndarray, caps: np.ndarray) -> None:
+        self.group, self.pool, self.amount, self.coef = group, pool, amount, coef
+        self.count, self.caps = count, caps
+
+    def _best(self, reduced: np.ndarray) -> np.ndarray:
+        """Per group, max(0, its best reduced value)."""
+        best = np.zeros(len(self.count))
+        np.maximum.at(best, self.group, reduced)
+        return best
+
+    def value(self, lam: np.ndarray) -> float:
+        """B(lambda) without the constant."""
+        best = self._best(self.coef - lam[self.pool] * self.amount)
+        return float(lam @ self.caps + best @ self.count)
+
+    def prices(self) -> np.ndarray:
+        """Pool prices minimising B by exact coordinate descent (module doc)."""
+        lam = np.zeros(len(self.caps))
+        last = self.value(lam)
+        for _ in range(PASSES):
+            for p in range(len(self.caps)):
+                lam[p] = self._coordinate(lam, p)
+            now = self.value(lam)
+            if now > last - 1e-9 * max(1.0, abs(last)):
+                break
+            last = now
+        return lam
+
+    def _coordinate(self, lam: np.ndarray, p: int) -> float:
+        """The minimiser of B along lambda_p, the other prices fixed: a group prefers
+        pool p while lambda_p < its threshold t; the price is the threshold at which
+        the preferring groups' amounts first exceed the pool."""
+        on = self.pool == p
+        if not on.any():
+            return 0.0
+        alt = self._best(np.where(on, -np.inf, self.coef - lam[self.pool] * self.amount))
+        g = self.group[on]
+        t = (self.coef[on] - alt[g]) / self.amount[on]
+        order = np.argsort(-t)
+        filled = np.cumsum((self.amount[on] * self.count[g])[order])
+        k = int(np.searchsorted(filled, self.caps[p], side="right"))
+        return max(0.0, float(t[order][k])) if k < len(order) else 0.0

@@ -1,0 +1,124 @@
+"""Elastic gangs (contract 5.1) in the heuristics and the LP bound: the greedy size rule and
+its growth pass on hand-checked instances, valid heuristic plans on random requests, and
+the bound above the exact optimum and every heuristic plan."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from typing import Any
+
+import pytest
+
+from heuristics.greedy import plan_greedy
+from heuristics.local_search import improve
+from models import PlanRequest
+from models.objective import evaluate
+from models.request import SolverName
+from solver import plan
+from solver.bound import upper_bound
+from solver.validate import validate_plan
+from tests.solver.strategies import random_request
+
+A100 = "A100-SXM4-80GB"
+CURVE = {"1": 1.0, "2": 1.9, "3": 2.2, "4": 2.6}
+
+
+def _request(nodes: list[int], jobs: list[dict[str, Any]], **policy: Any) -> PlanRequest:
+    return PlanRequest.model_validate({
+        "cluster": {"nodes": [{"name": f"n{i}", "gpus": [{"index": g, "model": A100}
+                                                         for g in range(k)]}
+                              for i, k in enumerate(nodes)]},
+        "jobs": jobs, "policy": {"solver": "heuristic", "seed": 1, **policy}})
+
+
+def _elastic(name: str, gpus: int = 2, **kw: Any) -> dict[str, Any]:
+    return {"name": name, "gpus": gpus,
+            "elastic": {"min_gpus": 1, "max_gpus": 4, "speedup": CURVE}, **kw}
+
+
+def test_greedy_takes_the_best_value_per_gpu_then_grows_by_marginal_gain() -> None:
+    # 6 GPUs, two gangs on the concave curve: both start on 1 GPU (1.0 per GPU), then
+    # the growth pass gives +0.9 for the 2nd GPU of each, then +0.7 for 2 more of one
+    # (the 3rd GPU alone, +0.3, is worth less per GPU): 4 + 2, the optimum 4.5.
+    req = _request([6], [_elastic("a"), _elastic("b")])
+    result = plan_greedy(req)
+    assert sorted(len(p) for p in result.placements.values()) == [2, 4]
+    assert evaluate(req, result.placements).objective_value == pytest.approx(4.5)
+
+
+def test_greedy_leaves_no_job_out_for_a_large_size() -> None:
+    # A fixed 2-GPU job after an elastic one on 4 GPUs: the elastic gang starts small, so
+    # both fit (the growth pass only uses what is still free).
+    req = _request([4], [_elastic("e", weight=5.0), {"name": "f", "gpus": 2}],
+                   objective="priority_fifo")
+    result = plan_greedy(req)
+    assert set(result.placements) == {"e", "f"}
+    assert len(result.placements["e"]) == 2
+
+
+def test_growth_of_a_running_gang_pays_its_migration_cost() -> None:
+    cur = [{"node": "n0", "gpu": 0}, {"node": "n0", "gpu": 1}]
+    cheap = _request([4], [_elastic("e", current=cur)], migration_cost=0.5)
+    assert len(plan_greedy(cheap).placements["e"]) == 4  # +0.7 > 0.5
+    dear = _request([4], [_elastic("e", current=cur)], migration_cost=1.0)
+    result = plan_greedy(dear)
+    assert len(result.placements["e"]) == 2 and result.placements["e"] == plan_greedy(
+        dear).placements["e"]
+
+
+def test_local_search_resizes_to_let_a_fixed_gang_in() -> None:
+    # Greedy grows the dense elastic gang to 4 GPUs first; a fixed 2-GPU job of weight 2
+    # then only fits if the elastic gang shrinks to 2 (1.9 + 4 > 2.6).
+    req = _request([4], [_elastic("e", weight=1.0),
+                         {"name": "f", "gpus": 2, "weight": 2.0, "submitted_at": 5.0}])
+    grown = plan_greedy(_request([4], [_elastic("e")]))
+    assert len(grown.placements["e"]) == 4
+    # from a plan where e holds all 4 GPUs, local search finds the shrink
+    better = improve(req, grown, deadline=time.monotonic() + 30, seed=3, max_moves=400)
+    assert set(better.placements) == {"e", "f"}
+    assert evaluate(req, better.placements).objective_value == pytest.approx(1.9 + 4.0)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_bound_dominates_exact_and_heuristics_with_elastic_gangs(seed: int) -> None:
+    req = random_request(random.Random(7000 + seed), max_gpus=16, max_jobs=12,
+                         max_nodes=4, elastic=0.6)
+    bound = upper_bound(req)
+    exact = plan(req)
+    assert validate_plan(req, exact) == []
+    if exact.status == "infeasible":
+        return
+    assert bound is not None
+    assert exact.status == "optimal"
+    assert bound >= exact.objective_value - 1e-6 * max(1.0, abs(exact.objective_value))
+    solvers: tuple[SolverName, ...] = ("heuristic", "auto")
+    for solver in solvers:
+        req.policy.solver = solver
+        other = plan(req)
+        assert validate_plan(req, other) == []
+        assert other.objective_value <= bound
+        if req.policy.objective != "priority_fifo":  # lexicographic on the order first
+            assert other.objective_value <= exact.objective_value + 1e-6 * max(
+                1.0, abs(exact.objective_value))
+
+
+def test_generator_makes_a_fraction_of_whole_gpu_jobs_elastic() -> None:
+    from benchmarks.generator import generate_custom
+    from models.rules import allowed_sizes, speedup
+    from solver.reasons import hard_conflicts
+
+    plain = generate_custom(256, 375, seed=4)
+    req = generate_custom(256, 375, seed=4, elastic=0.3)
+    whole = [j for j in req.jobs if j.gpus is not None]
+    elastic = [j for j in whole if j.elastic is not None]
+    assert not any(j.elastic for j in plain.jobs)
+    assert 0.2 * len(whole) <= len(elastic) <= 0.4 * len(whole)
+    assert hard_conflicts(req) == []  # resized running gangs keep a consistent state
+    for job in elastic:
+        sizes = allowed_sizes(job)
+        assert job.gpus in sizes
+        # concave: the speedup per GPU never grows with the size
+        per_gpu = [speedup(job, n) / n for n in sizes]
+        assert all(a >= b - 1e-9 for a, b in itertools.pairwise(per_gpu))
