@@ -11,20 +11,13 @@ from hypothesis import strategies as st
 from solver import plan
 from solver.validate import validate_plan
 from tests.solver.brute import brute_force, levels_key
+from tests.solver.checks import assert_brute_force_optimum
 from tests.solver.strategies import random_levels_request, random_request
 
 
 def _check(seed: int, solver: str) -> None:
     req = random_request(random.Random(seed), solver=solver)
-    ref = brute_force(req)
-    result = plan(req)
-    assert validate_plan(req, result) == []
-    if ref is None:
-        assert result.status == "infeasible"
-        return
-    assert result.status == "optimal", (seed, result.status)
-    tol = 1.5e-4 if req.policy.objective == "fairness" else 1e-6
-    assert result.objective_value == pytest.approx(ref[0], abs=tol, rel=1e-9), (seed, ref)
+    assert_brute_force_optimum(req, seed)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True,

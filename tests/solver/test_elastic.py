@@ -18,7 +18,7 @@ from solver import plan
 from solver.build import build_plan
 from solver.formulation import compile_request, decode, encode_hints
 from solver.validate import validate_plan
-from tests.solver.brute import brute_force
+from tests.solver.checks import assert_backends_agree, assert_brute_force_optimum
 from tests.solver.strategies import random_request
 from tests.solver.test_formulation import NO_PRUNE_NO_SYMMETRY, _objective, _violations
 
@@ -109,15 +109,7 @@ def test_jct_prices_the_remaining_time_on_n_gpus(solver: str) -> None:
 
 def _check(seed: int, solver: str) -> None:
     req = random_request(random.Random(seed), solver=solver, elastic=0.7)
-    ref = brute_force(req)
-    result = plan(req)
-    assert validate_plan(req, result) == []
-    if ref is None:
-        assert result.status == "infeasible"
-        return
-    assert result.status == "optimal", (seed, result.status)
-    tol = 1.5e-4 if req.policy.objective == "fairness" else 1e-6
-    assert result.objective_value == pytest.approx(ref[0], abs=tol, rel=1e-9), (seed, ref)
+    assert_brute_force_optimum(req, seed)
 
 
 @settings(max_examples=120, deadline=None, derandomize=True,
@@ -145,20 +137,9 @@ def test_auto_matches_brute_force_with_elastic_gangs(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(50))
 def test_cp_sat_and_milp_agree_with_elastic_gangs(seed: int) -> None:
-    values = {}
-    for solver in EXACT:
-        req = random_request(random.Random(5000 + seed), max_gpus=32, max_jobs=30,
-                             max_nodes=6, solver=solver, elastic=0.5)
-        req.policy.threads = 2
-        # Generous: the test is about the optimum, not the time (a loaded machine).
-        req.policy.time_limit_s = 180
-        result = plan(req)
-        assert validate_plan(req, result) == []
-        assert result.status in ("optimal", "infeasible"), (solver, result.status)
-        values[solver] = (result.status, result.objective_value)
-    assert values["cp_sat"][0] == values["milp"][0]
-    tol = 1.5e-4 if req.policy.objective == "fairness" else 1e-6
-    assert values["cp_sat"][1] == pytest.approx(values["milp"][1], abs=tol, rel=1e-9)
+    assert_backends_agree(lambda solver: random_request(
+        random.Random(5000 + seed), max_gpus=32, max_jobs=30, max_nodes=6, solver=solver,
+        elastic=0.5))
 
 
 @settings(max_examples=40, deadline=None, derandomize=True,

@@ -20,6 +20,7 @@ from solver.bound import upper_bound
 from solver.formulation import compile_request, encode_hints
 from solver.validate import validate_plan
 from tests.solver.brute import brute_force
+from tests.solver.checks import assert_backends_agree, assert_brute_force_optimum
 from tests.solver.strategies import random_request
 from tests.solver.test_formulation import (
     NO_PRUNE_NO_SYMMETRY,
@@ -33,15 +34,7 @@ def _check(seed: int, solver: str) -> None:
     # Half the draws on one or two GPUs, where jobs must share and the factors decide.
     req = random_request(random.Random(seed), solver=solver, interference=True,
                          max_gpus=2 if seed % 2 else 4, max_jobs=6 if seed % 2 else 5)
-    ref = brute_force(req)
-    result = plan(req)
-    assert validate_plan(req, result) == []
-    if ref is None:
-        assert result.status == "infeasible"
-        return
-    assert result.status == "optimal", (seed, result.status)
-    tol = 1.5e-4 if req.policy.objective == "fairness" else 1e-6
-    assert result.objective_value == pytest.approx(ref[0], abs=tol, rel=1e-9), (seed, ref)
+    assert_brute_force_optimum(req, seed)
 
 
 @settings(max_examples=120, deadline=None, derandomize=True,
@@ -60,21 +53,11 @@ def test_milp_matches_brute_force_with_interference(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(50))
 def test_cp_sat_and_milp_agree_with_interference(seed: int) -> None:
-    values = {}
-    for solver in ("cp_sat", "milp"):
-        # Up to 32 GPUs and 16 jobs: with 40 jobs, most of them sharing GPUs, some
-        # instances take either backend minutes to prove on a loaded machine.
-        req = random_request(random.Random(5000 + seed), max_gpus=32, max_jobs=16,
-                             max_nodes=6, solver=solver, interference=True)
-        req.policy.threads = 2
-        req.policy.time_limit_s = 180
-        result = plan(req)
-        assert validate_plan(req, result) == []
-        assert result.status in ("optimal", "infeasible"), (solver, result.status)
-        values[solver] = (result.status, result.objective_value)
-    assert values["cp_sat"][0] == values["milp"][0]
-    tol = 1.5e-4 if req.policy.objective == "fairness" else 1e-6
-    assert values["cp_sat"][1] == pytest.approx(values["milp"][1], abs=tol, rel=1e-9)
+    # Up to 32 GPUs and 16 jobs: with 40 jobs, most of them sharing GPUs, some instances
+    # take either backend minutes to prove on a loaded machine.
+    assert_backends_agree(lambda solver: random_request(
+        random.Random(5000 + seed), max_gpus=32, max_jobs=16, max_nodes=6, solver=solver,
+        interference=True))
 
 
 def _request(jobs: list[dict[str, Any]], pairs: list[tuple[str, str, float]],

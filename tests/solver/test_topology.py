@@ -23,6 +23,7 @@ from solver.bound import relax, upper_bound
 from solver.formulation import compile_request, encode_hints
 from solver.validate import validate_plan
 from tests.solver.brute import brute_force
+from tests.solver.checks import assert_brute_force_optimum
 from tests.solver.strategies import random_request
 from tests.solver.test_formulation import (
     NO_PRUNE_NO_SYMMETRY,
@@ -169,15 +170,7 @@ def test_kept_running_gang_pays_its_current_spans(solver: str) -> None:
 def _check(seed: int, solver: str) -> None:
     req = random_request(random.Random(seed), solver=solver, max_gpus=6, max_nodes=4,
                          topology=True)
-    ref = brute_force(req)
-    result = plan(req)
-    assert validate_plan(req, result) == []
-    if ref is None:
-        assert result.status == "infeasible"
-        return
-    assert result.status == "optimal", (seed, result.status)
-    tol = 1.5e-4 if req.policy.objective == "fairness" else 1e-6
-    assert result.objective_value == pytest.approx(ref[0], abs=tol, rel=1e-9), (seed, ref)
+    assert_brute_force_optimum(req, seed)
 
 
 @settings(max_examples=110, deadline=None, derandomize=True,
