@@ -36,9 +36,11 @@ from solver.linear import Limits
 #: again (the planner's last comparison of plans); measured with the collector paused
 #: (M: 0.07 s; L, 16,384 GPUs / 20,000 jobs: build 0.5 s, validation 0.45 s; XL, 65,536
 #: / 80,000: 2.0 s and 2.4 s). The estimate is scaled by the measured pace, and replaced
-#: by the real cost once a plan is built.
+#: by the real cost once a plan is built. The per-job term also covers the work between
+#: the last phase's deadline and finishing (closing the search, the last comparison):
+#: after the v1.1 checks XL overran 60 s by 0.2-0.65 s on a quiet machine with 5e-6.
 FINISH_CPU_PER_ITEM = 2.8e-5
-FINISH_CPU_PER_JOB = 5e-6
+FINISH_CPU_PER_JOB = 1.5e-5
 #: Fixed seconds kept back on top of the measured finishing cost (returning, logging).
 FINISH_MARGIN_S = 0.1
 #: Safety factor on the finishing estimate.
