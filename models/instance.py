@@ -497,8 +497,7 @@ class ClusterState:
                       sign: float) -> None:
         model = self.model_of(placements)
         # a gang uses the GPUs it got (an elastic gang's n), other shapes their size
-        size = sign * (float(len(placements)) if info.shape == "whole"
-                       else quota_usage(info.job, self.catalog[model]))
+        size = sign * quota_usage(info.job, self.catalog[model], len(placements))
         fixed = info.current is not None and not info.preemptible
         for key in self.quota_keys(info.job.tenant, model):
             self.quota_used[key] = self.quota_used.get(key, 0.0) + size

@@ -6,7 +6,7 @@ validator recomputes it independently (solver/validate.py) so that a slip here i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from models.capacity import Topology
@@ -219,24 +219,26 @@ def quota_usage_of(request: PlanRequest, placements: Mapping[str, Sequence[Place
             continue
         model = models[(pl[0].node, pl[0].gpu)]
         # a gang uses the GPUs it got (an elastic gang's n), other shapes their size
-        size = float(len(pl)) if job.gpus is not None else quota_usage(job, catalog[model])
+        size = quota_usage(job, catalog[model], len(pl))
         for key in quota_keys(quotas, job.tenant, model):
             usage[key] = usage.get(key, 0.0) + size
     return usage
 
 
-def _class_evaluation(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
-                      priority: int, models: Mapping[tuple[str, int], str]
-                      ) -> tuple[list[Job], Evaluation]:
-    """The jobs of one priority class and `evaluate` over them alone (their own costs;
-    for fairness, the demands of their own jobs)."""
-    jobs = [j for j in request.jobs if j.priority == priority]
-    sub = request.model_copy(update={"jobs": jobs})
-    # a job's co-location factor counts its co-residents of every class
+def _class_evaluations(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+                       models: Mapping[tuple[str, int], str]
+                       ) -> Iterator[tuple[int, list[Job], Evaluation]]:
+    """Per priority class, from the highest: its jobs and `evaluate` over them alone
+    (their own costs; for fairness, the demands of their own jobs). A job's co-location
+    factor counts its co-residents of every class, so the factors come from the whole
+    plan, once."""
     factors = colocation_factors(request.jobs, placements,
                                  interference_table(request.interference))
-    return jobs, evaluate(sub, {j.name: placements[j.name] for j in jobs
-                                if placements.get(j.name)}, models, factors)
+    for p in priority_classes(request.jobs):
+        jobs = [j for j in request.jobs if j.priority == p]
+        sub = request.model_copy(update={"jobs": jobs})
+        yield p, jobs, evaluate(sub, {j.name: placements[j.name] for j in jobs
+                                      if placements.get(j.name)}, models, factors)
 
 
 def level_values(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
@@ -253,9 +255,8 @@ def level_values(request: PlanRequest, placements: Mapping[str, Sequence[Placeme
     if request.cluster.quotas:
         usage = quota_usage_of(request, placements, models)
         out.append(("quota", guaranteed_served(request.cluster.quotas, usage)))
-    out.extend((f"priority {p}",
-                _class_evaluation(request, placements, p, models)[1].objective_value)
-               for p in priority_classes(request.jobs))
+    out.extend((f"priority {p}", ev.objective_value)
+               for p, _, ev in _class_evaluations(request, placements, models))
     return out
 
 
@@ -274,8 +275,7 @@ def level_key(request: PlanRequest, placements: Mapping[str, Sequence[Placement]
         usage = quota_usage_of(request, placements, models)
         out.append(round(guaranteed_served(request.cluster.quotas, usage), 9))
     objective = request.policy.objective
-    for p in priority_classes(request.jobs):
-        jobs, ev = _class_evaluation(request, placements, p, models)
+    for _, jobs, ev in _class_evaluations(request, placements, models):
         if objective == "priority_fifo":
             out.extend(1.0 if placements.get(j.name) else 0.0
                        for j in sorted(jobs, key=priority_key))

@@ -369,8 +369,8 @@ def quota_keys(quotas: Mapping[str, Quota], tenant: str, model: str) -> list[Quo
 
 def quota_usage(job: Job, model: GpuModel, n: int | None = None) -> float:
     """The usage one placement of `job` on `model` adds to each of its quota keys: its
-    `size` (section 4), the one home of which is `job_size`; an elastic gang placed on n
-    GPUs uses n (contract 5.3)."""
+    `size` (section 4), the one home of which is `job_size`; a gang placed on n GPUs uses
+    n (an elastic gang's chosen size, contract 5.3)."""
     if n is not None and job.gpus is not None:
         return float(n)
     return job_size(job, model)

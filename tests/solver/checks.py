@@ -10,7 +10,7 @@ import pytest
 from models import PlanRequest
 from solver import plan
 from solver.validate import validate_plan
-from tests.solver.brute import brute_force
+from tests.solver.brute import brute_force, levels_key
 
 
 def _tolerance(req: PlanRequest) -> float:
@@ -18,18 +18,25 @@ def _tolerance(req: PlanRequest) -> float:
     return 1.5e-4 if req.policy.objective == "fairness" else 1e-6
 
 
-def assert_brute_force_optimum(req: PlanRequest, seed: int) -> None:
+def assert_brute_force_optimum(req: PlanRequest, seed: object, *, levels: bool = False,
+                               tol: float | None = None) -> None:
     """`plan(req)` is valid, and optimal with the brute-force optimum's value (or
-    infeasible where the brute force finds no plan)."""
+    infeasible where the brute force finds no plan); with `levels`, also at the
+    brute-force optimum's lexicographic levels (quotas, priority classes). `seed` labels
+    a failure."""
     ref = brute_force(req)
     result = plan(req)
-    assert validate_plan(req, result) == []
+    assert validate_plan(req, result) == [], seed
     if ref is None:
         assert result.status == "infeasible"
         return
     assert result.status == "optimal", (seed, result.status)
-    assert result.objective_value == pytest.approx(ref[0], abs=_tolerance(req), rel=1e-9), (
-        seed, ref)
+    tol = _tolerance(req) if tol is None else tol
+    if levels:
+        got = {a.job: a.placements for a in result.assignments}
+        want, have = levels_key(req, ref[1]), levels_key(req, got)
+        assert have == pytest.approx(want, abs=tol), (seed, want, have)
+    assert result.objective_value == pytest.approx(ref[0], abs=tol, rel=1e-9), (seed, ref)
 
 
 def assert_backends_agree(make: Callable[[str], PlanRequest]) -> None:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import random
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from solver import plan
 from solver.validate import validate_plan
-from tests.solver.brute import brute_force, levels_key
 from tests.solver.checks import assert_brute_force_optimum
 from tests.solver.strategies import random_levels_request, random_request
 
@@ -45,17 +43,7 @@ def test_auto_matches_brute_force(seed: int) -> None:
 
 def _check_levels(seed: int, solver: str) -> None:
     req = random_levels_request(random.Random(seed), solver=solver)
-    ref = brute_force(req)
-    result = plan(req)
-    assert validate_plan(req, result) == []
-    if ref is None:
-        assert result.status == "infeasible"
-        return
-    assert result.status == "optimal", (seed, result.status)
-    got = {a.job: a.placements for a in result.assignments}
-    want, have = levels_key(req, ref[1]), levels_key(req, got)
-    assert have == pytest.approx(want, abs=1e-5), (seed, want, have)
-    assert result.objective_value == pytest.approx(ref[0], abs=1e-5, rel=1e-9), (seed, ref)
+    assert_brute_force_optimum(req, seed, levels=True, tol=1e-5)
 
 
 @settings(max_examples=100, deadline=None, derandomize=True,
@@ -89,16 +77,7 @@ def _check_mixed(seed: int, solver: str) -> None:
     flags = {"elastic": rng.choice([0.0, 0.6]), "topology": rng.random() < 0.5,
              "interference": rng.random() < 0.5}
     req = random_levels_request(rng, solver=solver, **flags)
-    ref = brute_force(req)
-    result = plan(req)
-    assert validate_plan(req, result) == [], (seed, flags)
-    if ref is None:
-        assert result.status == "infeasible"
-        return
-    assert result.status == "optimal", (seed, flags, result.status)
-    got = {a.job: a.placements for a in result.assignments}
-    assert levels_key(req, got) == pytest.approx(levels_key(req, ref[1]), abs=1e-5), seed
-    assert result.objective_value == pytest.approx(ref[0], abs=1e-5, rel=1e-9), (seed, flags)
+    assert_brute_force_optimum(req, (seed, flags), levels=True, tol=1e-5)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True,
