@@ -25,6 +25,9 @@ def assert_brute_force_optimum(req: PlanRequest, seed: object, *, levels: bool =
     brute-force optimum's lexicographic levels (quotas, priority classes). `seed` labels
     a failure."""
     ref = brute_force(req)
+    # Generous: the test is about the optimum, not the time (a loaded machine may slow
+    # CBC many times over, and a solve cut by its limit is not proven optimal).
+    req.policy.time_limit_s = max(req.policy.time_limit_s, 60.0)
     result = plan(req)
     assert validate_plan(req, result) == [], seed
     if ref is None:
