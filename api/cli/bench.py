@@ -12,7 +12,7 @@ from api.cli.group import Lazy, LazyGroup
 BENCH_COMMANDS: dict[str, Lazy] = {
     "run": Lazy("benchmarks.scale:run_command", "Scale: generated instances on each backend."),
     "curve": Lazy("benchmarks.curve:curve_command",
-                  "Gap and overrun against the time limit, quiet and contended (plot)."),
+                  "Gap and overrun against the time limit (plot)."),
     "openb": Lazy("benchmarks.openb.cli:openb_command",
                   "Fragmentation: the OpenB trace, online and in batches."),
     "load": Lazy("benchmarks.load:load_command", "Service load: POST /v1/plans throughput."),
