@@ -83,7 +83,8 @@ def run_one(k: int, policies: Sequence[str], *, round_s: float = 60.0,
 
     cluster = load_cluster("pollux-64")
     config = SimConfig(round_s=round_s, restart_overhead_s=restart_overhead_s)
-    over = {p: {"time_limit_s": time_limit_s, "deterministic": deterministic}
+    over = {p: {"time_limit_s": time_limit_s, "deterministic": deterministic,
+                "restart_overhead_s": restart_overhead_s}
             for p in policies if p.startswith("gpuplan")}
     trace = load_trace(f"pollux:{k}", limit=limit, max_gang=64, gpus_per_node=4)
 
