@@ -44,6 +44,22 @@ wall seconds), so that a simulation's figures do not depend on the machine's loa
 wall deadline stays as the planner's safety net, and the rounds it cut are counted in
 `wall_cuts` (the runner reports them): those plans may differ between runs.
 
+Growth of elastic gangs (`grow_idle`, on by default; elastic only). The plan prices every
+resize alike (`migration_cost`), whereas in the objective a job's value is its rate
+`w * speedup[n] / W` (W its one-GPU remaining work): a long gang (small value) then never
+grows into GPUs a completion left idle, since its gain stays below that flat price, and a
+gang close to its end (large value) is grown although the restart costs it more time than
+the growth saves. Both are judged here by the job's own time instead: a change from n to
+m GPUs pays when its remaining run time `W / speedup[n] - W / speedup[m]` (at the speed
+of its model) drops by more than the restart it adds (`restart_overhead_s`; none for a
+job that starts or changes GPUs this round anyway). So (1) a growth in the plan of a
+running gang that keeps its GPUs and does not pay is undone, and (2) the GPUs still idle
+after the backfill and the upgrade go, one step at a time, to the placed spanning elastic
+gang whose next size that pays has the largest gain `w * (speedup[m] - speedup[n]) /
+(m - n) / W` per GPU (AFS's marginal rule, the planner's own `jct` value), on the nodes
+it already uses first, within its tenant's quota limit. Shrinks stay the plan's: they
+free GPUs for others, which the job's own time does not measure.
+
 Tenants (a cluster with `Cluster.quotas`): the request carries the quotas and each job's
 `tenant`, and the planner serves the guarantees first (contract 5.3: a tenant below its
 guarantee reclaims GPUs that other tenants borrow). The bounded queue then also holds the
