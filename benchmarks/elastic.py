@@ -223,7 +223,8 @@ def elastic_command(
         min=1, max=8, help="Workloads simulated at once, one process each.")] = 1,
     combine_from: Annotated[list[Path] | None, typer.Option(
         "--combine", help="Simulate nothing: merge the summary.json of earlier runs "
-                          "(one workload each, say) into one table and plot.")] = None,
+                          "(one workload each, or a rerun of some policies; later "
+                          "files win) into one table and plot.")] = None,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("elastic_out"),
 ) -> None:
     """Pollux's workloads on 64 GPUs: gpuplan with and without elasticity, AFS, Tiresias,
