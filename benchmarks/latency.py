@@ -1,10 +1,15 @@
 """`gpuplan bench latency`: end-to-end latency, JSON in to JSON out, and session replanning.
 
 Plans. For each size (M and L by default; benchmarks/generator.py) the request's JSON goes
-through the stages the service runs, each timed on its own in this process:
+through the stages the service runs, each timed on its own in this process, in wall time
+and in CPU time (`time.process_time`: what a loaded machine does not inflate; the solve's
+CPU counts every thread it runs):
 
-- parse: the body's bytes to Python objects (`json.loads`);
-- validate: the objects to a checked `PlanRequest` (pydantic, with the cross-checks);
+- validate: the body's bytes to a checked `PlanRequest` (pydantic's strict JSON validation
+  with the cross-checks, as api/routers/body.py `parse_body` runs it);
+- hand-over: the validated request pickled and unpickled, which the service adds when no
+  worker is idle (the intake process validates and pickles, the worker unpickles); an idle
+  worker validates the body itself and skips it (api/intake.py `RawRequest`);
 - compile: `models.instance.compile_jobs` (cached on the request, so `solver.plan`
   reuses it);
 - solve: `solver.plan` less the plan validation it runs inside (the formulation, the LP
@@ -12,11 +17,10 @@ through the stages the service runs, each timed on its own in this process:
 - check: `solver.validate.validate_plan` (the same validation `solver.plan` ran);
 - serialise: the Plan to JSON.
 
-The service parses and validates the body once, in its intake process (api/intake.py),
-which hands the worker the request pickled; with `--http` the same body is also posted to
-`POST /v1/plans` of a server started on a free loopback port, and `service overhead` is the
-HTTP wall time less the plan's own `solve_time_s` (everything the service adds: the HTTP
-stack, the intake's parse, the pickled hand-over, the pipes).
+With `--http` the same body is also posted to `POST /v1/plans` of a server started on a
+free loopback port (one worker, idle between posts), and `service overhead` is the HTTP
+wall time less the plan's own `solve_time_s` (everything the service adds: the HTTP stack,
+the validation, the pipes, the serialisation).
 
 Sessions (`--sessions-size`, M by default): a `solver.session.PlanningSession` opened on
 the instance and planned once (not measured), then per round a batch of `--events` random
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import pickle
 import random
 import statistics
 import time
@@ -41,6 +46,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import TypeAdapter
 
 from benchmarks.contend import contended
 from benchmarks.load import local_server, percentile
@@ -56,7 +62,10 @@ from models.events import (
     NodeCordoned,
 )
 
-STAGES = ("parse", "validate", "compile", "solve", "check", "serialise")
+#: The service's validation of a PlanRequest body (api/routers/body.py `parse_body`).
+_STRICT: TypeAdapter[PlanRequest] = TypeAdapter(PlanRequest)
+
+STAGES = ("validate", "hand-over", "compile", "solve", "check", "serialise")
 
 
 @dataclass
@@ -71,6 +80,8 @@ class PlanLatency:
     gap: float | None
     http_s: float | None = None
     http_solve_time_s: float | None = None
+    #: median CPU seconds per stage
+    cpu: dict[str, float] = field(default_factory=dict)
 
     @property
     def total_s(self) -> float:
@@ -100,36 +111,39 @@ class SessionLatency:
 
 
 @contextlib.contextmanager
-def _timer(out: dict[str, float], name: str) -> Iterator[None]:
-    t0 = time.perf_counter()
+def _timer(out: dict[str, float], cpu: dict[str, float], name: str) -> Iterator[None]:
+    t0, c0 = time.perf_counter(), time.process_time()
     yield
     out[name] = time.perf_counter() - t0
+    cpu[name] = time.process_time() - c0
 
 
-def time_stages(body: bytes) -> tuple[dict[str, float], Plan]:
-    """Each stage of one request body, in seconds, and the plan."""
+def time_stages(body: bytes) -> tuple[dict[str, float], dict[str, float], Plan]:
+    """Each stage of one request body: wall seconds, CPU seconds, and the plan."""
     from models.instance import compile_jobs, forget_compiled
     from solver import plan
     from solver.validate import validate_plan
 
     forget_compiled()
     t: dict[str, float] = {}
-    with _timer(t, "parse"):
-        data = json.loads(body)
-    with _timer(t, "validate"):
-        request = PlanRequest.model_validate(data)
-    with _timer(t, "compile"):
+    c: dict[str, float] = {}
+    with _timer(t, c, "validate"):
+        request = _STRICT.validate_json(body, strict=True)
+    with _timer(t, c, "hand-over"):
+        pickle.loads(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
+    with _timer(t, c, "compile"):
         compile_jobs(request)
-    with _timer(t, "solve"):
+    with _timer(t, c, "solve"):
         result = plan(request)
-    with _timer(t, "check"):
+    with _timer(t, c, "check"):
         bad = validate_plan(request, result)
     if bad:
         raise RuntimeError(f"invalid plan: {bad[0].message}")
     t["solve"] = max(0.0, t["solve"] - t["check"])  # plan() validated once already
-    with _timer(t, "serialise"):
+    c["solve"] = max(0.0, c["solve"] - c["check"])
+    with _timer(t, c, "serialise"):
         result.model_dump_json()
-    return t, result
+    return t, c, result
 
 
 def _body(size: str, time_limit: float, seed: int) -> bytes:
@@ -146,21 +160,24 @@ def measure_plan(size: str, time_limit: float, seed: int, repeats: int,
     """Median stage times over `repeats` runs; one HTTP post per repeat when `url`."""
     body = _body(size, time_limit, seed)
     runs: list[dict[str, float]] = []
+    cpus: list[dict[str, float]] = []
     result: Plan | None = None
     for _ in range(repeats):
-        t, result = time_stages(body)
+        t, cpu, result = time_stages(body)
         runs.append(t)
+        cpus.append(cpu)
     assert result is not None
     stages = {s: statistics.median(r[s] for r in runs) for s in STAGES}
-    row = PlanLatency(size, time_limit, len(body) / 2**20, stages, result.status, result.gap)
+    row = PlanLatency(size, time_limit, len(body) / 2**20, stages, result.status, result.gap,
+                      cpu={s: statistics.median(c[s] for c in cpus) for s in STAGES})
     if url is not None:
         import httpx
 
         walls, solves = [], []
-        with httpx.Client(base_url=url, timeout=time_limit + 300) as c:
+        with httpx.Client(base_url=url, timeout=time_limit + 300) as client:
             for _ in range(repeats):
                 t0 = time.perf_counter()
-                r = c.post("/v1/plans", content=body,
+                r = client.post("/v1/plans", content=body,
                            headers={"Content-Type": "application/json"})
                 walls.append(time.perf_counter() - t0)
                 r.raise_for_status()
@@ -247,12 +264,13 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
 
 
 def format_plans(rows: list[PlanLatency]) -> str:
-    """Stage seconds and shares as a Markdown table."""
+    """Stage seconds (wall, share, CPU) as a Markdown table."""
     head = "| size | limit (s) | body (MiB) | " + " | ".join(STAGES) + \
         " | in-process total | HTTP wall | service overhead | status | gap |"
     lines = [head, "|" + "---|" * (len(STAGES) + 8)]
     for r in rows:
         cells = [f"{1000 * r.stages[s]:,.0f} ms ({100 * r.stages[s] / r.total_s:.0f}%)"
+                 + (f", CPU {1000 * r.cpu[s]:,.0f} ms" if s in r.cpu else "")
                  for s in STAGES]
         http = "-" if r.http_s is None else f"{r.http_s:.2f} s"
         over = "-" if r.overhead_s is None else f"{1000 * r.overhead_s:,.0f} ms"

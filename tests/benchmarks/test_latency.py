@@ -41,6 +41,7 @@ def test_latency_command_reports_stages_http_and_sessions(tmp_path: Path) -> Non
     (row,) = data["plans"]
     assert set(row["stages"]) == set(STAGES)
     assert row["stages"]["solve"] > 0 and row["total_s"] > 0
+    assert set(row["cpu"]) == set(STAGES) and row["cpu"]["validate"] > 0
     assert row["http_s"] > 0 and row["http_solve_time_s"] > 0
     sess = data["sessions"]
     assert len(sess["plan_s"]) == len(sess["apply_s"]) == len(sess["ratios"]) == 2
