@@ -82,6 +82,10 @@ class PlanLatency:
     http_solve_time_s: float | None = None
     #: median CPU seconds per stage
     cpu: dict[str, float] = field(default_factory=dict)
+    #: per-post service overheads (wall less solve_time_s) of this server and, with
+    #: `--baseline`, of the baseline's, posted alternately
+    overheads_s: list[float] = field(default_factory=list)
+    baseline_overheads_s: list[float] = field(default_factory=list)
 
     @property
     def total_s(self) -> float:
@@ -156,8 +160,9 @@ def _body(size: str, time_limit: float, seed: int) -> bytes:
 
 
 def measure_plan(size: str, time_limit: float, seed: int, repeats: int,
-                 url: str | None) -> PlanLatency:
-    """Median stage times over `repeats` runs; one HTTP post per repeat when `url`."""
+                 url: str | None, baseline_url: str | None = None) -> PlanLatency:
+    """Median stage times over `repeats` runs; one HTTP post per repeat when `url` (and,
+    alternately with it, to `baseline_url`, after one warm-up post to each)."""
     body = _body(size, time_limit, seed)
     runs: list[dict[str, float]] = []
     cpus: list[dict[str, float]] = []
@@ -171,20 +176,39 @@ def measure_plan(size: str, time_limit: float, seed: int, repeats: int,
     row = PlanLatency(size, time_limit, len(body) / 2**20, stages, result.status, result.gap,
                       cpu={s: statistics.median(c[s] for c in cpus) for s in STAGES})
     if url is not None:
-        import httpx
-
-        walls, solves = [], []
-        with httpx.Client(base_url=url, timeout=time_limit + 300) as client:
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                r = client.post("/v1/plans", content=body,
-                           headers={"Content-Type": "application/json"})
-                walls.append(time.perf_counter() - t0)
-                r.raise_for_status()
-                solves.append(r.json()["solve_time_s"])
-        row.http_s = statistics.median(walls)
-        row.http_solve_time_s = statistics.median(solves)
+        _post_alternately(row, body, time_limit, repeats, url, baseline_url)
     return row
+
+
+def _post_alternately(row: PlanLatency, body: bytes, time_limit: float, repeats: int,
+                      url: str, baseline_url: str | None) -> None:
+    """Post `body` `repeats` times to `url` (and as often to `baseline_url`, alternating
+    which goes first); record walls and overheads in `row`."""
+    import httpx
+
+    targets = {"this": url, **({"baseline": baseline_url} if baseline_url else {})}
+    walls: dict[str, list[float]] = {k: [] for k in targets}
+    solves: dict[str, list[float]] = {k: [] for k in targets}
+    with contextlib.ExitStack() as stack:
+        clients = {k: stack.enter_context(httpx.Client(base_url=u, timeout=time_limit + 300))
+                   for k, u in targets.items()}
+        headers = {"Content-Type": "application/json"}
+        if baseline_url:  # both servers warmed up alike
+            for client in clients.values():
+                client.post("/v1/plans", content=body, headers=headers).raise_for_status()
+        for i in range(repeats):
+            for k in (list(clients) if i % 2 == 0 else list(clients)[::-1]):
+                t0 = time.perf_counter()
+                r = clients[k].post("/v1/plans", content=body, headers=headers)
+                walls[k].append(time.perf_counter() - t0)
+                r.raise_for_status()
+                solves[k].append(r.json()["solve_time_s"])
+    row.http_s = statistics.median(walls["this"])
+    row.http_solve_time_s = statistics.median(solves["this"])
+    row.overheads_s = [w - s for w, s in zip(walls["this"], solves["this"], strict=True)]
+    if baseline_url:
+        row.baseline_overheads_s = [w - s for w, s in zip(walls["baseline"],
+                                                          solves["baseline"], strict=True)]
 
 
 # ---------------------------------------------------------------- sessions
@@ -278,6 +302,14 @@ def format_plans(rows: list[PlanLatency]) -> str:
         lines.append(f"| {r.size} | {r.time_limit_s:g} | {r.body_mib:.1f} | "
                      + " | ".join(cells)
                      + f" | {r.total_s:.2f} s | {http} | {over} | {r.status} | {gap} |")
+    compared = [r for r in rows if r.baseline_overheads_s]
+    if compared:
+        lines += ["", "Service overhead per post (wall less solve_time_s), posted alternately:",
+                  "| size | server | median | min | max |", "|---|---|---:|---:|---:|"]
+        for r in compared:
+            for name, v in (("this", r.overheads_s), ("baseline", r.baseline_overheads_s)):
+                lines.append(f"| {r.size} | {name} | {1000 * statistics.median(v):,.0f} ms | "
+                             f"{1000 * min(v):,.0f} ms | {1000 * max(v):,.0f} ms |")
     return "\n".join(lines)
 
 
@@ -323,6 +355,9 @@ def latency_command(
     seed: Annotated[int, typer.Option(help="Instance and event seed.")] = 0,
     contend: Annotated[int, typer.Option(
         min=0, max=256, help="Busy processes pinned to the cores during the runs.")] = 0,
+    baseline: Annotated[Path | None, typer.Option(
+        help="Also post each body, alternately, to a server run from the gpuplan checkout "
+             "at this path (e.g. a worktree of main): both services' overheads.")] = None,
     out: Annotated[Path | None, typer.Option(help="Also write the figures as JSON.")] = None,
 ) -> None:
     """Time JSON-in to JSON-out by stage at each size, and session replanning."""
@@ -349,15 +384,19 @@ def latency_command(
     sess: SessionLatency | None = None
     with contextlib.ExitStack() as stack:
         stack.enter_context(contended(contend))
-        url = None
+        url = base_url = None
+        server_settings: dict[str, Any] = {
+            "workers": 1, "queue_size": 2, "max_time_limit_s": max(limits, default=1) + 1,
+            "max_nodes": 100000, "max_gpus": 100000, "max_jobs": 100000,
+            "max_body_bytes": 512 * 2**20, "kill_grace_s": 120}
         if http and size_list:
-            url = stack.enter_context(local_server(
-                workers=1, queue_size=2, max_time_limit_s=max(limits) + 1, max_nodes=100000,
-                max_gpus=100000, max_jobs=100000, max_body_bytes=512 * 2**20,
-                kill_grace_s=120)).url
+            url = stack.enter_context(local_server(**server_settings)).url
+            if baseline is not None:
+                base_url = stack.enter_context(local_server(
+                    root=baseline.resolve(), **server_settings)).url
         for size, limit in zip(size_list, limits, strict=True):
-            rows.append(measure_plan(size, limit, seed, repeats, url))
-            typer.echo(format_plans(rows[-1:]).splitlines()[-1], err=True)
+            rows.append(measure_plan(size, limit, seed, repeats, url, base_url))
+            typer.echo(format_plans(rows[-1:]).splitlines()[2], err=True)
         if sessions_size:
             sess = measure_sessions(sessions_size.upper(), events, rounds, session_limit,
                                     cold_limit, seed, session_solver)
@@ -367,7 +406,8 @@ def latency_command(
                + f" --sessions-size '{sessions_size or ''}' --events {events} --rounds "
                f"{rounds} --session-limit {session_limit:g} --cold-limit {cold_limit:g} "
                f"--seed {seed}" + (f" --contend {contend}" if contend else "")
-               + (f" --session-solver {session_solver}" if session_solver else ""))
+               + (f" --session-solver {session_solver}" if session_solver else "")
+               + (f" --baseline {baseline}" if baseline is not None and http else ""))
     parts = [f"Command: `{command}`", "", format_plans(rows)] if rows else \
         [f"Command: `{command}`"]
     if sess is not None:

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from benchmarks.generator import generate
-from benchmarks.latency import STAGES, latency_command, random_events
+from benchmarks.latency import STAGES, PlanLatency, format_plans, latency_command, random_events
 from solver.session import apply_events
 
 
@@ -54,3 +54,13 @@ def test_latency_command_rejects_bad_sizes() -> None:
     app.command()(latency_command)
     res = CliRunner().invoke(app, ["--sizes", "Q"])
     assert res.exit_code == 2 and "unknown size" in res.output
+
+
+def test_baseline_overheads_are_tabled_beside_this_servers() -> None:
+    row = PlanLatency("M", 1.0, 0.6, dict.fromkeys(STAGES, 0.1), "heuristic", None,
+                      http_s=1.2, http_solve_time_s=1.0, cpu=dict.fromkeys(STAGES, 0.05),
+                      overheads_s=[0.2, 0.1, 0.3], baseline_overheads_s=[0.4, 0.5, 0.6])
+    text = format_plans([row])
+    assert "| M | this | 200 ms | 100 ms | 300 ms |" in text
+    assert "| M | baseline | 500 ms | 400 ms | 600 ms |" in text
+    assert "CPU 50 ms" in text
