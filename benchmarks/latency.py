@@ -27,7 +27,12 @@ the instance and planned once (not measured), then per round a batch of `--event
 deltas (finishes, arrivals, cancellations, resizes, a GPU failing, a node cordoned or
 uncordoned, a node added) is applied and the session planned with `--session-limit`;
 per round the apply and plan wall times, and the plan's value against a cold solve of the
-same state with `--cold-limit`. Percentiles are nearest-rank over the `--rounds` rounds
+same state with `--cold-limit`. With `--session-http` the rounds go through the
+service instead (`POST /v1/sessions`, then per round `POST .../events` and `POST
+.../plan` to a server on a loopback port, timed from the client), with an in-process
+session kept in step for the cold solves; `plan less its solve_time_s` is then what the
+service adds to a session plan (the hand-over to the worker, committing the plan, writing
+the session to the store). Percentiles are nearest-rank over the `--rounds` rounds
 (p99 of fewer than 100 rounds is their maximum). The machine may be shared: figures are
 what this run saw.
 """
@@ -112,6 +117,10 @@ class SessionLatency:
     plan_s: list[float] = field(default_factory=list)
     ratios: list[float] = field(default_factory=list)
     statuses: list[str] = field(default_factory=list)
+    #: "in-process" (`PlanningSession`) or "http" (the service's /v1/sessions routes)
+    via: str = "in-process"
+    #: the `solve_time_s` of each session plan
+    solve_s: list[float] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -249,9 +258,12 @@ def random_events(request: PlanRequest, rng: random.Random, n: int, tag: str) ->
 
 
 def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
-                     cold_limit: float, seed: int, solver: str | None = None
-                     ) -> SessionLatency:
-    """Session replanning after `events` deltas, `rounds` times (see the module doc)."""
+                     cold_limit: float, seed: int, solver: str | None = None,
+                     url: str | None = None) -> SessionLatency:
+    """Session replanning after `events` deltas, `rounds` times (see the module doc); with
+    `url`, through the service's `/v1/sessions` routes of the server there, with an
+    in-process session kept in step (the same events, the service's plans committed) for
+    the cold solves."""
     from benchmarks.generator import generate
     from solver import plan
     from solver.session import PlanningSession
@@ -262,18 +274,30 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
     if solver is not None:
         policy = policy.model_copy(update={"solver": solver})
     session = PlanningSession(request.model_copy(update={"policy": policy}))
-    session.plan(cold_limit)  # the starting plan, committed (not measured)
+    remote = _RemoteSession(url, session, cold_limit) if url is not None else None
+    if remote is None:
+        session.plan(cold_limit)  # the starting plan, committed (not measured)
     rng = random.Random(seed)
-    out = SessionLatency(size, events, session_limit, cold_limit, policy.solver)
+    out = SessionLatency(size, events, session_limit, cold_limit, policy.solver,
+                         via="in-process" if remote is None else "http")
     for r in range(rounds):
         batch = random_events(session.request, rng, events, f"r{r}")
-        t0 = time.perf_counter()
-        session.apply(batch)
-        out.apply_s.append(time.perf_counter() - t0)
-        state = session.planning_request(session_limit)
-        t0 = time.perf_counter()
-        warm = session.plan(session_limit)
-        out.plan_s.append(time.perf_counter() - t0)
+        if remote is not None:
+            out.apply_s.append(remote.apply(batch))
+            session.apply(batch)
+            state = session.planning_request(session_limit)
+            warm, plan_s = remote.plan(session_limit)
+            session.commit(warm)
+        else:
+            t0 = time.perf_counter()
+            session.apply(batch)
+            out.apply_s.append(time.perf_counter() - t0)
+            state = session.planning_request(session_limit)
+            t0 = time.perf_counter()
+            warm = session.plan(session_limit)
+            plan_s = time.perf_counter() - t0
+        out.plan_s.append(plan_s)
+        out.solve_s.append(warm.solve_time_s)
         if validate_plan(state, warm):
             raise RuntimeError("a session plan failed validation")
         cold = plan(state.model_copy(update={"policy": state.policy.model_copy(
@@ -281,7 +305,47 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
         out.ratios.append(warm.objective_value / cold.objective_value
                           if cold.objective_value else 1.0)
         out.statuses.append(warm.status)
+    if remote is not None:
+        remote.close()
     return out
+
+
+class _RemoteSession:
+    """A session of the service at `url`, opened on `session`'s state and planned once
+    with `first_limit` (not measured); `apply` and `plan` time their own posts."""
+
+    def __init__(self, url: str, session: Any, first_limit: float) -> None:
+        import httpx
+
+        self.client = httpx.Client(base_url=url, timeout=first_limit + 600)
+        r = self.client.post("/v1/sessions", content=session.request.model_dump_json(),
+                             headers={"Content-Type": "application/json"})
+        r.raise_for_status()
+        self.path = f"/v1/sessions/{r.json()['id']}"
+        session.commit(self.plan(first_limit)[0])
+
+    def apply(self, batch: list[Event]) -> float:
+        """Post one event batch; its wall seconds."""
+        body = json.dumps({"events": [e.model_dump(mode="json") for e in batch]})
+        t0 = time.perf_counter()
+        r = self.client.post(f"{self.path}/events", content=body,
+                             headers={"Content-Type": "application/json"})
+        wall = time.perf_counter() - t0
+        r.raise_for_status()
+        return wall
+
+    def plan(self, limit: float) -> tuple[Plan, float]:
+        """Plan the session with `limit`: the committed plan and the post's wall seconds."""
+        t0 = time.perf_counter()
+        r = self.client.post(f"{self.path}/plan", json={"time_limit_s": limit})
+        wall = time.perf_counter() - t0
+        r.raise_for_status()
+        return Plan.model_validate_json(r.content), wall
+
+    def close(self) -> None:
+        """Close the session and the client."""
+        self.client.delete(self.path)
+        self.client.close()
 
 
 # ---------------------------------------------------------------- report
@@ -318,14 +382,17 @@ def format_sessions(s: SessionLatency) -> str:
     def ms(v: float) -> str:
         return f"{1000 * v:,.1f} ms"
 
+    beyond = [p - v for p, v in zip(s.plan_s, s.solve_s, strict=True)]
     return "\n".join([
-        f"Sessions at {s.size}: {len(s.plan_s)} rounds of {s.events} events, plan limit "
-        f"{s.session_limit_s:g} s, cold solve {s.cold_limit_s:g} s, solver {s.solver}",
+        f"Sessions at {s.size} ({s.via}): {len(s.plan_s)} rounds of {s.events} events, plan "
+        f"limit {s.session_limit_s:g} s, cold solve {s.cold_limit_s:g} s, solver {s.solver}",
         "| figure | p50 | p99 | max |", "|---|---:|---:|---:|",
         f"| apply events | {ms(percentile(s.apply_s, 50))} | {ms(percentile(s.apply_s, 99))}"
         f" | {ms(max(s.apply_s))} |",
         f"| session plan | {ms(percentile(s.plan_s, 50))} | {ms(percentile(s.plan_s, 99))}"
         f" | {ms(max(s.plan_s))} |",
+        f"| plan less its solve_time_s | {ms(percentile(beyond, 50))} | "
+        f"{ms(percentile(beyond, 99))} | {ms(max(beyond))} |",
         f"| value / cold value | {percentile(s.ratios, 50):.4f} | "
         f"min {min(s.ratios):.4f} | |",
         f"statuses: {', '.join(sorted(set(s.statuses)))}",
@@ -355,6 +422,9 @@ def latency_command(
     seed: Annotated[int, typer.Option(help="Instance and event seed.")] = 0,
     contend: Annotated[int, typer.Option(
         min=0, max=256, help="Busy processes pinned to the cores during the runs.")] = 0,
+    session_http: Annotated[bool, typer.Option(
+        help="Run the session rounds through the service's /v1/sessions routes (a server "
+             "on a loopback port) instead of in process.")] = False,
     baseline: Annotated[Path | None, typer.Option(
         help="Also post each body, alternately, to a server run from the gpuplan checkout "
              "at this path (e.g. a worktree of main): both services' overheads.")] = None,
@@ -386,20 +456,23 @@ def latency_command(
         stack.enter_context(contended(contend))
         url = base_url = None
         server_settings: dict[str, Any] = {
-            "workers": 1, "queue_size": 2, "max_time_limit_s": max(limits, default=1) + 1,
+            "workers": 1, "queue_size": 2,
+            "max_time_limit_s": max([*limits, cold_limit, session_limit]) + 1,
             "max_nodes": 100000, "max_gpus": 100000, "max_jobs": 100000,
             "max_body_bytes": 512 * 2**20, "kill_grace_s": 120}
-        if http and size_list:
+        if (http and size_list) or (session_http and sessions_size):
             url = stack.enter_context(local_server(**server_settings)).url
             if baseline is not None:
                 base_url = stack.enter_context(local_server(
                     root=baseline.resolve(), **server_settings)).url
         for size, limit in zip(size_list, limits, strict=True):
-            rows.append(measure_plan(size, limit, seed, repeats, url, base_url))
+            rows.append(measure_plan(size, limit, seed, repeats, url if http else None,
+                                     base_url))
             typer.echo(format_plans(rows[-1:]).splitlines()[2], err=True)
         if sessions_size:
             sess = measure_sessions(sessions_size.upper(), events, rounds, session_limit,
-                                    cold_limit, seed, session_solver)
+                                    cold_limit, seed, session_solver,
+                                    url if session_http else None)
     command = (f"gpuplan bench latency --sizes {','.join(size_list)} --time-limits "
                f"{','.join(f'{x:g}' for x in limits)} --repeats {repeats}"
                + ("" if http else " --no-http")
@@ -407,7 +480,8 @@ def latency_command(
                f"{rounds} --session-limit {session_limit:g} --cold-limit {cold_limit:g} "
                f"--seed {seed}" + (f" --contend {contend}" if contend else "")
                + (f" --session-solver {session_solver}" if session_solver else "")
-               + (f" --baseline {baseline}" if baseline is not None and http else ""))
+               + (f" --baseline {baseline}" if baseline is not None and http else "")
+               + (" --session-http" if session_http else ""))
     parts = [f"Command: `{command}`", "", format_plans(rows)] if rows else \
         [f"Command: `{command}`"]
     if sess is not None:

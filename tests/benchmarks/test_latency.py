@@ -35,7 +35,7 @@ def test_latency_command_reports_stages_http_and_sessions(tmp_path: Path) -> Non
     res = CliRunner().invoke(app, [
         "--sizes", "S", "--time-limits", "0.5", "--repeats", "1", "--sessions-size", "S",
         "--events", "6", "--rounds", "2", "--session-limit", "0.2", "--cold-limit", "0.5",
-        "--out", str(out)])
+        "--session-http", "--out", str(out)])
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     (row,) = data["plans"]
@@ -44,7 +44,9 @@ def test_latency_command_reports_stages_http_and_sessions(tmp_path: Path) -> Non
     assert set(row["cpu"]) == set(STAGES) and row["cpu"]["validate"] > 0
     assert row["http_s"] > 0 and row["http_solve_time_s"] > 0
     sess = data["sessions"]
+    assert sess["via"] == "http"  # through the server's /v1/sessions routes
     assert len(sess["plan_s"]) == len(sess["apply_s"]) == len(sess["ratios"]) == 2
+    assert all(p >= v > 0 for p, v in zip(sess["plan_s"], sess["solve_s"], strict=True))
     assert all(r > 0 for r in sess["ratios"])
     assert "session plan" in res.output
 
