@@ -23,7 +23,6 @@ import importlib
 import logging
 import multiprocessing as mp
 import os
-import pickle
 import signal
 import threading
 import time
@@ -46,7 +45,7 @@ from api.errors import (
     SolveFailed,
     SolveTimeout,
 )
-from api.intake import RawRequest, validate_body
+from api.intake import RawRequest, load_payload, validate_body
 from models import Plan, PlanRequest
 
 log = logging.getLogger("gpuplan.pool")
@@ -127,7 +126,7 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
                 send(("accepted", task_id, request.policy.time_limit_s,
                       request.policy.solver))
             else:
-                request = pickle.loads(payload)  # validated by the intake
+                request = load_payload(payload)  # validated by the intake
             result = planner(request, on_incumbent=incumbent)
             send(("done", task_id, result.model_dump_json(), result.solver, result.status))
         except PlanningError as e:
