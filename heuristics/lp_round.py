@@ -26,7 +26,9 @@ greedy plus CP-SAT stay several percent below it (benchmarks/RESULTS.md).
    jobs of fractional LP counts and any target that did not fit).
 Elastic gangs (contract 5.1) skip steps 2-4 and go in step 6 at the size the LP gives
 them (`sizes`, the LP's allowed-size column) when it fits there, by the greedy's size rule
-otherwise; after step 7 the greedy's growth pass hands them what is still free.
+otherwise (a running one that the LP keeps on its model at a smaller size keeps that many
+of its GPUs before step 2: heuristics/elastic.py); after step 7 the greedy's growth pass
+hands them what is still free.
 The "keep_first" variant skips steps 2-4: every running job the LP keeps on its model
 stays first, then step 6 places the rest, largest first. The first variant is better on
 most generated instances (benchmarks/RESULTS.md), not on all, so the driver tries both.
@@ -39,6 +41,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from heuristics.elastic import shrink_to_sizes
 from heuristics.greedy import Greedy
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
@@ -89,6 +92,8 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
     chosen = [g.by_name[n] for n in targets if n in g.by_name]
     staying = [i for i in chosen if i.current and i.preemptible
                and st.model_of(i.current) == targets[i.name]]
+    # Running elastic gangs the LP shrinks keep part of their GPUs first (elastic.py).
+    shrink_to_sizes(g, staying, sizes)
     if variant == "gangs_first":
         _gangs_first(g, chosen, staying, targets, clock)
     # Step 5: the LP's other running jobs stay on their model.

@@ -122,3 +122,39 @@ def test_generator_makes_a_fraction_of_whole_gpu_jobs_elastic() -> None:
         # concave: the speedup per GPU never grows with the size
         per_gpu = [speedup(job, n) / n for n in sizes]
         assert all(a >= b - 1e-9 for a, b in itertools.pairwise(per_gpu))
+
+
+def _running_wide_gang() -> PlanRequest:
+    # A running elastic gang on both 8-GPU nodes that gains little from its second node
+    # (7.0 on 8 GPUs, 8.0 on 16), and a new 8-GPU gang worth 8.0 that needs a node.
+    cur = [{"node": f"n{i}", "gpu": g} for i in range(2) for g in range(8)]
+    return _request([8, 8], [
+        {"name": "e", "gpus": 16, "single_node": False, "current": cur,
+         "elastic": {"min_gpus": 8, "max_gpus": 16, "speedup": {"8": 7.0, "16": 8.0}}},
+        {"name": "f", "gpus": 8}])
+
+
+def test_lp_rounding_shrinks_a_running_gang_where_it_runs() -> None:
+    from heuristics.elastic import keep_resized, kept_subset
+    from heuristics.greedy import Greedy
+    from heuristics.lp_round import plan_lp_round
+    from solver.bound import relax
+
+    req = _running_wide_gang()
+    rel = relax(req)
+    assert rel is not None and rel.amounts.get("e") == 8
+    result = plan_lp_round(req, rel.targets, sizes=rel.amounts)
+    e, f = result.placements["e"], result.placements["f"]
+    assert len(e) == 8 and {p.node for p in e} == {"n0"}   # a subset of where it runs
+    assert {p.node for p in f} == {"n1"}
+    built = plan(req.model_copy(update={"policy": req.policy.model_copy(
+        update={"time_limit_s": 5})}))
+    assert validate_plan(req, built) == []
+    # 7 + 8 - 0.5 (e migrates: its GPU set changed) + 1 (e is not preempted)
+    assert built.objective_value == pytest.approx(14.5)
+    # only allowed sizes below the current one, on the job's own GPUs
+    g = Greedy(req)
+    info = g.by_name["e"]
+    assert len(kept_subset(info, 8)) == 8
+    assert not keep_resized(g, info, 12) and not keep_resized(g, info, 16)
+    assert keep_resized(g, info, 8) and not keep_resized(g, info, 8)
