@@ -119,10 +119,13 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
 
 def _place_sized(g: Greedy, info: JobInfo, model: str,
                  sizes: Mapping[str, float] | None) -> bool:
-    """Place new elastic gang `info` on `model` at the size the LP gives it, if it fits
-    there now; False otherwise (a running one goes through `Greedy.place`)."""
+    """Place elastic gang `info` on `model` at the size the LP gives it, if it fits there
+    now; False otherwise. A running one moves too: the LP's choice of its model and size
+    counts its migration cost and frees its GPUs for the jobs the LP puts there, which
+    `Greedy.place` (keep it where it runs when that is worth more to the job alone) does
+    not see."""
     n = round((sizes or {}).get(info.name, 0))
-    if info.current or n not in info.sizes:
+    if (info.current and not info.preemptible) or n not in info.sizes:
         return False
     found = g.find_gang(info, model, n)
     if found is None:
@@ -184,20 +187,24 @@ def _gangs_first(g: Greedy, chosen: list[JobInfo], staying: list[JobInfo],
 
 
 def _complete(g: Greedy, clock: _Clock) -> None:
-    """Step 7: every job still unplaced, in value-density order on any model; past the
-    deadline the rest get the reason `time_limit`."""
+    """Step 7: every job still unplaced, in value-density order on any model, growing
+    the placed elastic gangs in between where a growth earns more per GPU than the next
+    job (`Greedy.place_sequence`); past the deadline the rest get the reason
+    `time_limit`."""
     st = g.state
     rest = g.density_order(i for i in g.infos if i.name not in st.placed
                            and (i.preemptible or not i.current))
     expired = clock.expired()
-    for n, info in enumerate(rest):
-        if expired or clock.late():
-            for left in rest[n:]:
-                if left.name not in st.placed:
-                    g.reasons[left.name] = ("time_limit", "the heuristic ran out of time")
-            break
-        if not g.place(info):
-            g.reasons[info.name] = g.why_unplaced(info)
+
+    def stop(n: int) -> bool:
+        if not (expired or clock.late()):
+            return False
+        for left in rest[n:]:
+            if left.name not in st.placed:
+                g.reasons[left.name] = ("time_limit", "the heuristic ran out of time")
+        return True
+
+    g.place_sequence(rest, stop=stop)
 
 
 def _place_gang(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> bool:

@@ -158,3 +158,34 @@ def test_lp_rounding_shrinks_a_running_gang_where_it_runs() -> None:
     assert len(kept_subset(info, 8)) == 8
     assert not keep_resized(g, info, 12) and not keep_resized(g, info, 16)
     assert keep_resized(g, info, 8) and not keep_resized(g, info, 8)
+
+
+def test_lp_rounding_moves_a_running_gang_to_the_lps_model_and_size() -> None:
+    # e runs on the 4 V100s and is worth as much on the 2 H100s; f (3 GPUs, worth 6)
+    # runs only on V100s. On its own e would stay (2.6 where it runs against 1.9 - 0.5
+    # moved); the LP moves it to 2 H100s so that f fits, and the rounding follows.
+    from heuristics.lp_round import VARIANTS, plan_lp_round
+    from solver.bound import relax
+
+    speeds = {"V100-32GB": 1.0, "H100-SXM5-80GB": 1.0}
+    req = PlanRequest.model_validate({
+        "cluster": {"nodes": [
+            {"name": "v", "gpus": [{"index": g, "model": "V100-32GB"} for g in range(4)]},
+            {"name": "h", "gpus": [{"index": g, "model": "H100-SXM5-80GB"}
+                                   for g in range(2)]}]},
+        "jobs": [
+            {"name": "e", "gpus": 4, "throughput": speeds,
+             "current": [{"node": "v", "gpu": g} for g in range(4)],
+             "elastic": {"min_gpus": 1, "max_gpus": 4, "speedup": {"1": 1.0, "2": 1.9,
+                                                                   "4": 2.6}}},
+            {"name": "f", "gpus": 3, "weight": 2.0, "throughput": speeds,
+             "allowed_models": ["V100-32GB"]}],
+        "policy": {"solver": "heuristic", "seed": 1}})
+    rel = relax(req)
+    assert rel is not None
+    assert (rel.targets.get("e"), rel.amounts.get("e")) == ("H100-SXM5-80GB", 2)
+    for variant in VARIANTS:   # keep_first places e before f
+        result = plan_lp_round(req, rel.targets, sizes=rel.amounts, variant=variant)
+        assert [p.node for p in result.placements["e"]] == ["h", "h"], variant
+        assert len(result.placements["f"]) == 3
+        assert evaluate(req, result.placements).objective_value == pytest.approx(7.4)
