@@ -25,10 +25,11 @@ greedy plus CP-SAT stay several percent below it (benchmarks/RESULTS.md).
 7. every job still unplaced, in value-density order on any model (this also places the
    jobs of fractional LP counts and any target that did not fit).
 Elastic gangs (contract 5.1) skip steps 2-4 and go in step 6 at the size the LP gives
-them (`sizes`, the LP's allowed-size column) when it fits there, by the greedy's size rule
-otherwise (a running one that the LP keeps on its model at a smaller size keeps that many
-of its GPUs before step 2: heuristics/elastic.py); after step 7 the greedy's growth pass
-hands them what is still free.
+them (`sizes`, the LP's allowed-size column) when it fits there, running ones the LP moves
+to another model included, by the greedy's size rule otherwise; a running one that the LP
+keeps on its model at a smaller size keeps that many of its GPUs before step 2
+(heuristics/elastic.py). Step 7 grows placed gangs between the jobs whose density their
+growth beats, and the greedy's growth pass then hands them what is still free.
 The "keep_first" variant skips steps 2-4: every running job the LP keeps on its model
 stays first, then step 6 places the rest, largest first. The first variant is better on
 most generated instances (benchmarks/RESULTS.md), not on all, so the driver tries both.
