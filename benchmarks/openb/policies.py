@@ -26,6 +26,7 @@ pack rather than spread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -44,6 +45,8 @@ MAX_SPEC_CPU = 128_000  # the trace's largest node: 128 CPUs
 MAX_SPEC_GPU = 8 * MILLI  # and 8 GPUs
 
 Choice = tuple[int, list[int]]
+#: a fragmentation function over a batch of node states (cpu_free, gpu_free, model_id)
+FragFn = Callable[[IntArray, IntArray, IntArray], FloatArray]
 
 
 @dataclass
@@ -232,20 +235,41 @@ class GpuClusteringPolicy(NodeScorePolicy):
 class FgdPolicy:
     """The paper's FGD: least growth of node fragmentation, integer sigmoid score."""
 
+    #: a score this close to an integer is recomputed with the simulator's float64 order
+    BOUNDARY = 1e-7
+
     def __init__(self, shapes: TypicalShapes) -> None:
         self.shapes = shapes
 
-    def delta(self, state: ClusterState, cand: Candidates) -> FloatArray:
-        """F_before - F_after of every candidate (> 0: the placement reduces fragmentation)."""
+    def frag_delta(self, frag: FragFn, state: ClusterState, cand: Candidates) -> FloatArray:
+        """F_before - F_after of every candidate under the fragmentation function `frag`."""
         nodes, inv = np.unique(cand.node, return_inverse=True)
-        before = self.shapes.frag(state.cpu_free[nodes], state.gpu_free[nodes],
-                                  state.model_id[nodes])[inv]
-        after = self.shapes.frag(cand.cpu_after, cand.gpu_after, state.model_id[cand.node])
+        before = frag(state.cpu_free[nodes], state.gpu_free[nodes], state.model_id[nodes])[inv]
+        after = frag(cand.cpu_after, cand.gpu_after, state.model_id[cand.node])
         return before - after
 
+    def delta(self, state: ClusterState, cand: Candidates) -> FloatArray:
+        """F_before - F_after of every candidate (> 0: the placement reduces fragmentation),
+        bit for bit as the paper's simulator sums F wherever the integer score depends on it.
+
+        The fast dot product (`TypicalShapes.frag`) and the simulator's class-by-class sum
+        (`frag_peer`) differ by a few ulps only, which moves `int(100 sigmoid)` only when the
+        score is (nearly) an integer, above all at delta 0 (score 50, or 49 an ulp below).
+        Those candidates, and only those, are recomputed with `frag_peer`.
+        """
+        fast = self.frag_delta(self.shapes.frag, state, cand)
+        raw = (1.0 / (1.0 + np.exp(-fast / 1000.0))) * 100.0
+        near = np.flatnonzero(np.abs(raw - np.rint(raw)) < self.BOUNDARY)
+        if len(near):
+            sub = Candidates(cand.node[near], cand.take[near], cand.cpu_after[near],
+                             cand.gpu_after[near])
+            fast[near] = self.frag_delta(self.shapes.frag_peer, state, sub)
+        return fast
+
     def score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
-        """`int(100 sigmoid(delta / 1000))`, the Kubernetes score FGD returns."""
-        return np.floor(100.0 / (1.0 + np.exp(-self.delta(state, cand) / 1000.0)))
+        """`int64(sigmoid(delta / 1000) * 100)`, the Kubernetes score FGD returns (the
+        simulator's operation order: the sigmoid first, then the product)."""
+        return np.floor((1.0 / (1.0 + np.exp(-self.delta(state, cand) / 1000.0))) * 100.0)
 
     def choose(self, state: ClusterState, pod: PodReq, rng: np.random.Generator) -> Choice | None:
         cand = candidates(state, pod)
@@ -276,10 +300,11 @@ class GpuplanPolicy(FgdPolicy):
     band = 2.0
 
     def delta(self, state: ClusterState, cand: Candidates) -> FloatArray:
-        """FGD's delta plus the decrease of stranded GPU milli (> 0: the placement helps)."""
+        """FGD's delta (one dot product: gpuplan's rule needs no simulator's bits) plus the
+        decrease of stranded GPU milli (> 0: the placement helps)."""
         before = self.shapes.stranded(state.cpu_free[cand.node], state.gpu_free[cand.node])
         after = self.shapes.stranded(cand.cpu_after, cand.gpu_after)
-        return super().delta(state, cand) + before - after
+        return self.frag_delta(self.shapes.frag, state, cand) + before - after
 
     def score(self, state: ClusterState, pod: PodReq, cand: Candidates) -> FloatArray:
         sig = 100.0 / (1.0 + np.exp(-self.delta(state, cand) / 1000.0))
