@@ -14,16 +14,34 @@ so the levels rise lexicographically and the loop ends; the result passes the ru
 Every planner's answer goes through it (solver/driver.py): heuristics, LP rounding and a
 time-limited exact search can all leave such a job behind; a proven lexicographic optimum
 never does, so it is returned unchanged.
+
+`reclaim_nodes(request, result)` takes whole nodes back for the guarantees (contract 5.3's
+first level). Best fit places a gang where a node has room; when the jobs within the
+other tenants' guarantees are spread over every node, no node has room for a tenant's
+8-GPU gang even though preempting borrowed work and moving those jobs would make some. So
+for each unplaced gang (whole GPUs, at most one node's worth) of a tenant below its
+guarantee, highest class first, it tries the few nodes of each model where it would serve
+more guarantee that are cheapest to clear (fewest jobs holding a guarantee, then least
+value on them): every occupant of the node's GPUs of that model is taken out (none may be
+a non-preemptible running job or of a higher class than the gang), the gang placed, the
+occupants put back where they fit (those holding a guarantee first, best fit, so they
+move to the GPUs that the borrowed work they displace leaves), the others left out. The
+step is kept only when the guaranteed usage served rises: the plan is then
+lexicographically better, whatever the lower levels lose. `settle_levels` runs both.
 """
 
 from __future__ import annotations
 
-from heuristics.greedy import Greedy
+from heuristics.greedy import Greedy, guarantee_models
 from heuristics.result import HeuristicResult
-from models import PlanRequest
+from models import Placement, PlanRequest
 from models.instance import JobInfo
 from models.objective import objective_value_of, same_placement
-from models.rules import HOST_TOL, guaranteed_served, priority_classes
+from models.rules import HOST_TOL, guaranteed_served, priority_classes, quota_usage
+
+#: nodes tried per model for one gang, and gangs tried per plan (`reclaim_nodes`)
+RECLAIM_NODES = 4
+RECLAIM_GANGS = 64
 
 
 def _occupants(g: Greedy, gids: list[int]) -> set[str]:
@@ -88,6 +106,20 @@ def _restore(g: Greedy, h: JobInfo) -> bool:
     return False
 
 
+def _greedy_of(request: PlanRequest, result: HeuristicResult) -> Greedy:
+    """A placer holding `result` (kept running jobs first) and its reasons."""
+    g = Greedy(request)
+    by_name = g.by_name
+    names = sorted(result.placements, key=lambda n: 0 if by_name[n].current and
+                   same_placement(result.placements[n], by_name[n].current or []) else 1)
+    for name in names:
+        pl = result.placements[name]
+        if pl:
+            g.state.place(by_name[name], list(pl))
+    g.reasons.update(result.reasons)
+    return g
+
+
 def restore_displaced(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
     """`result` with every displaced higher-class running job kept (module doc)."""
     policy = request.policy
@@ -96,16 +128,8 @@ def restore_displaced(request: PlanRequest, result: HeuristicResult) -> Heuristi
             j.current and j.preemptible and j.priority > classes[-1]
             and not result.placements.get(j.name) for j in request.jobs):
         return result
-    g = Greedy(request)
+    g = _greedy_of(request, result)
     st = g.state
-    by_name = g.by_name
-    names = sorted(result.placements, key=lambda n: 0 if by_name[n].current and
-                   same_placement(result.placements[n], by_name[n].current or []) else 1)
-    for name in names:
-        pl = result.placements[name]
-        if pl:
-            st.place(by_name[name], list(pl))
-    g.reasons.update(result.reasons)
     changed = True
     done = False
     while changed:
@@ -117,3 +141,169 @@ def restore_displaced(request: PlanRequest, result: HeuristicResult) -> Heuristi
             if h.name not in st.placed and _restore(g, h):
                 changed = done = True
     return g.result() if done else result
+
+
+def _holds_guarantee(g: Greedy, info: JobInfo, model: str) -> bool:
+    """Whether taking placed job `info` (on `model`) out would serve less guarantee."""
+    st = g.state
+    size = quota_usage(info.job, st.catalog[model], len(st.placed[info.name]))
+    return any(st.quotas[t].guaranteed.get(k, 0.0) > 0 and st.quota_used.get((t, k), 0.0)
+               - size < st.quotas[t].guaranteed[k] - HOST_TOL
+               for t, k in st.quota_keys(info.job.tenant, model))
+
+
+def _clear_cost(g: Greedy, info: JobInfo, ni: int, model: str
+                ) -> tuple[tuple[int, float], list[JobInfo]] | None:
+    """(cost, occupants) of clearing node `ni`'s GPUs of `model` for gang `info` (module
+    doc); None when it has too few of them or an occupant may not be moved (a running job
+    without `allow_preemption` is not taken out: it might not find room again)."""
+    st = g.state
+    slot = st.nodes[ni]
+    gids = [gid for gid in slot.gpus if st.gpus[gid].model == model
+            and st.gpus[gid].usable and not st.gpus[gid].mig]
+    if len(gids) < info.gpus:
+        return None
+    host = slot.cpu_cap is not None or slot.mem_cap is not None
+    occupants = [g.by_name[n] for n in sorted(_occupants(g, slot.gpus if host else gids))]
+    stay = not g.request.policy.allow_preemption
+    if any((o.current and (stay or not o.preemptible)) or o.job.priority > info.job.priority
+           for o in occupants):
+        return None
+    holding = value = 0.0
+    for o in occupants:
+        pl = st.placed[o.name]
+        m = st.model_of(pl)
+        holding += _holds_guarantee(g, o, m)
+        value += g.value_at(o, pl)
+    return (int(holding), value), occupants
+
+
+def _try_node(g: Greedy, info: JobInfo, model: str, occupants: list[JobInfo]) -> bool:
+    """Clear the occupants, place gang `info` on `model`, put them back where they fit;
+    kept when the guaranteed usage served rises (module doc), else undone."""
+    st = g.state
+    before = guaranteed_served(st.quotas, st.quota_used)
+    old = {o.name: st.remove(o) for o in occupants}
+    found = g.find(info, [model])
+    if found is not None:
+        st.place(info, found)
+        back = sorted(occupants, key=lambda o: (
+            -_holds_guarantee_at(g, o, old[o.name]), -o.job.priority, -o.density, o.name))
+        for o in back:
+            if not g.place(o) and _holds_guarantee_at(g, o, old[o.name]):
+                _make_room(g, o, info)
+        if guaranteed_served(st.quotas, st.quota_used) > before + HOST_TOL:
+            g.reasons.pop(info.name, None)
+            for o in occupants:
+                if o.name not in st.placed and not o.current:
+                    g.reasons[o.name] = ("lower_priority", f"its GPUs went to {info.name}, "
+                                         f"reclaimed for tenant {info.job.tenant}'s "
+                                         "guaranteed quota")
+            return True
+        st.remove(info)
+        for o in occupants:
+            st.remove(o)
+    for o in occupants:
+        pl = old[o.name]
+        if pl:
+            st.place(o, pl)
+    return False
+
+
+def _make_room(g: Greedy, o: JobInfo, gang: JobInfo) -> bool:
+    """Place `o`, which held a guarantee before the clearing for `gang`, by taking out one
+    placed job that holds none (borrowed work; new or preemptible, of a class no higher
+    than `o`'s and `gang`'s) on a model `o` may use: the first of at most RECLAIM_NODES
+    such jobs, the smallest at least `o`'s size first, whose place fits it. True when
+    placed."""
+    st = g.state
+    top = min(o.job.priority, gang.job.priority)
+    models = set(g.ranked_models(o))
+    tried = 0
+    for x in sorted((g.by_name[n] for n in st.placed), key=lambda i: (i.size < o.size, i.size, i.name)):
+        if tried >= RECLAIM_NODES:
+            break
+        pl = st.placed[x.name]
+        if (x.name == gang.name or x.job.priority > top or not pl
+                or (x.current and not x.preemptible) or st.model_of(pl) not in models
+                or _holds_guarantee(g, x, st.model_of(pl))):
+            continue
+        tried += 1
+        st.remove(x)
+        if g.place(o):
+            if not x.current:
+                g.reasons[x.name] = ("lower_priority", f"its GPUs went to {o.name}, moved "
+                                     f"for tenant {gang.job.tenant}'s guaranteed quota")
+            return True
+        st.place(x, pl)
+    return False
+
+
+def _holds_guarantee_at(g: Greedy, info: JobInfo, pl: list[Placement] | None) -> bool:
+    """Whether `info`, placed at `pl` before the clearing, counted toward a guarantee
+    (its tenant's usage is then lower by its size: the test is against that)."""
+    if not pl:
+        return False
+    st = g.state
+    model = st.model_of(pl)
+    return any(st.quotas[t].guaranteed.get(k, 0.0) > 0 and st.quota_used.get((t, k), 0.0)
+               < st.quotas[t].guaranteed[k] - HOST_TOL
+               for t, k in st.quota_keys(info.job.tenant, model))
+
+
+def _reclaim_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]]) -> bool:
+    """Try the cheapest nodes to clear for gang `info` on each model where it would serve
+    more guarantee (module doc; `nodes`: model -> the nodes with GPUs of it); True when it
+    was placed."""
+    for model in guarantee_models(g, info):
+        costs = []
+        for ni in nodes.get(model, []):
+            got = _clear_cost(g, info, ni, model)
+            if got is not None:
+                costs.append((got[0], ni, got[1]))
+        costs.sort(key=lambda c: (c[0], c[1]))
+        for _, _, occupants in costs[:RECLAIM_NODES]:
+            if _try_node(g, info, model, occupants):
+                return True
+    return False
+
+
+def _reclaim_candidates(g: Greedy) -> list[JobInfo]:
+    """The unplaced gangs that clearing one node could place (module doc), highest class
+    first, then the largest."""
+    st = g.state
+    most = max((len(n.gpus) for n in st.nodes), default=0)
+    out = [i for i in g.infos if i.name not in st.placed and i.shape == "whole"
+           and not i.elastic and 2 <= i.gpus <= most
+           and not (i.current and not i.preemptible)]
+    return sorted(out, key=lambda i: (-i.job.priority, -i.gpus, i.name))
+
+
+def reclaim_nodes(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
+    """`result` with nodes taken back for the gangs of tenants below their guarantees
+    (module doc); `result` itself when nothing changes."""
+    quotas = request.cluster.quotas
+    if not quotas or not any(g > 0 for q in quotas.values() for g in q.guaranteed.values()):
+        return result
+    names = {i.name for i in request.jobs if not result.placements.get(i.name)}
+    if not names:
+        return result
+    g = _greedy_of(request, result)
+    candidates = _reclaim_candidates(g)[:RECLAIM_GANGS]
+    if not candidates:
+        return result
+    nodes: dict[str, list[int]] = {}
+    for gpu in g.state.gpus:
+        at = nodes.setdefault(gpu.model, [])
+        if not at or at[-1] != gpu.node:
+            at.append(gpu.node)
+    done = False
+    for info in candidates:
+        if info.name not in g.state.placed and _reclaim_one(g, info, nodes):
+            done = True
+    return g.result() if done else result
+
+
+def settle_levels(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
+    """`result` after `reclaim_nodes`, then `restore_displaced` (module doc)."""
+    return restore_displaced(request, reclaim_nodes(request, result))
