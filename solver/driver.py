@@ -41,6 +41,7 @@ from solver.build import build_plan
 from solver.context import Context
 from solver.exact import fallback
 from solver.gcpause import gc_paused
+from solver.level_report import add_level_bounds
 from solver.outcome import Outcome, infeasible
 from solver.reasons import hard_conflicts
 from solver.validate import validate_plan
@@ -165,6 +166,7 @@ def _plan(request: PlanRequest, cancel: Event | None,
     finishing = time.monotonic()
     plan_ = build_plan(request, result, status=out.status, solver=out.solver,
                        best_bound=out.bound, extra_stats=out.stats, explanation=ctx.notes)
+    add_level_bounds(request, plan_, ctx.budget.wall_left())
     violations = validate_plan(request, plan_)
     if violations:
         raise PlanningError(
