@@ -220,7 +220,8 @@ def _make_room(g: Greedy, o: JobInfo, gang: JobInfo) -> bool:
     top = min(o.job.priority, gang.job.priority)
     models = set(g.ranked_models(o))
     tried = 0
-    for x in sorted((g.by_name[n] for n in st.placed), key=lambda i: (i.size < o.size, i.size, i.name)):
+    for x in sorted((g.by_name[n] for n in st.placed),
+                    key=lambda i: (i.size < o.size, i.size, i.name)):
         if tried >= RECLAIM_NODES:
             break
         pl = st.placed[x.name]
