@@ -15,19 +15,22 @@ Every planner's answer goes through it (solver/driver.py): heuristics, LP roundi
 time-limited exact search can all leave such a job behind; a proven lexicographic optimum
 never does, so it is returned unchanged.
 
-`reclaim_nodes(request, result)` takes whole nodes back for the guarantees (contract 5.3's
-first level). Best fit places a gang where a node has room; when the jobs within the
-other tenants' guarantees are spread over every node, no node has room for a tenant's
-8-GPU gang even though preempting borrowed work and moving those jobs would make some. So
-for each unplaced gang (whole GPUs, at most one node's worth) of a tenant below its
-guarantee, highest class first, it tries the few nodes of each model where it would serve
-more guarantee that are cheapest to clear (fewest jobs holding a guarantee, then least
-value on them): every occupant of the node's GPUs of that model is taken out (none may be
-a non-preemptible running job or of a higher class than the gang), the gang placed, the
-occupants put back where they fit (those holding a guarantee first, best fit, so they
-move to the GPUs that the borrowed work they displace leaves), the others left out. The
+`reclaim_nodes(request, result)` takes GPUs back for the guarantees (contract 5.3's first
+level). Best fit places a gang where a node has room; when the jobs within the other
+tenants' guarantees are spread over every node, no node has room for a tenant's 8-GPU
+gang even though preempting borrowed work and moving those jobs would make some. So for
+each unplaced whole-GPU job (at most one node's worth) of a tenant below its guarantee,
+highest class first, then the largest, it tries the few nodes of each model where it
+would serve more guarantee that are cheapest to clear: on each, the GPUs it needs whose
+occupants hold the fewest guarantees, then are of the lowest class, then are worth the
+least (none may be a non-preemptible running job, nor a running one without
+`allow_preemption`). Those occupants are taken out, the job placed, the occupants put
+back where they fit (those holding a guarantee first, best fit; one that no longer fits
+takes the place of one borrowed job elsewhere, `_make_room`), the others left out. The
 step is kept only when the guaranteed usage served rises: the plan is then
-lexicographically better, whatever the lower levels lose. `settle_levels` runs both.
+lexicographically better (the guarantees are the first level, above every class),
+whatever the lower levels lose; `restore_displaced`, run after it (`settle_levels`),
+puts back a higher-class job that the step stopped where that serves no less guarantee.
 """
 
 from __future__ import annotations
@@ -153,29 +156,46 @@ def _holds_guarantee(g: Greedy, info: JobInfo, model: str) -> bool:
 
 
 def _clear_cost(g: Greedy, info: JobInfo, ni: int, model: str
-                ) -> tuple[tuple[int, float], list[JobInfo]] | None:
-    """(cost, occupants) of clearing node `ni`'s GPUs of `model` for gang `info` (module
-    doc); None when it has too few of them or an occupant may not be moved (a running job
-    without `allow_preemption` is not taken out: it might not find room again)."""
+                ) -> tuple[tuple[int, int, float], list[JobInfo]] | None:
+    """(cost, occupants) of freeing `info.gpus` GPUs of `model` on node `ni` for gang
+    `info` (module doc): the GPUs whose occupants cost least (free ones first, then by
+    the occupants holding a guarantee, their highest class, their value); all of the
+    node's GPUs when its host CPU or memory is limited. None when it has too few such GPUs
+    or an occupant may not be moved (a non-preemptible running job, or a running job
+    without `allow_preemption`: it might not find room again)."""
     st = g.state
     slot = st.nodes[ni]
-    gids = [gid for gid in slot.gpus if st.gpus[gid].model == model
-            and st.gpus[gid].usable and not st.gpus[gid].mig]
-    if len(gids) < info.gpus:
-        return None
-    host = slot.cpu_cap is not None or slot.mem_cap is not None
-    occupants = [g.by_name[n] for n in sorted(_occupants(g, slot.gpus if host else gids))]
     stay = not g.request.policy.allow_preemption
-    if any((o.current and (stay or not o.preemptible)) or o.job.priority > info.job.priority
-           for o in occupants):
+    per_gpu: list[tuple[tuple[int, int, float], set[str]]] = []
+    for gid in slot.gpus:
+        gpu = st.gpus[gid]
+        if gpu.model != model or not gpu.usable or gpu.mig:
+            continue
+        names = _occupants(g, [gid])
+        holding = top = 0
+        value = 0.0
+        for name in names:
+            o = g.by_name[name]
+            if o.current and (stay or not o.preemptible):
+                break
+            pl = st.placed[name]
+            holding += _holds_guarantee(g, o, st.model_of(pl))
+            top = max(top, o.job.priority + 1)
+            value += g.value_at(o, pl)
+        else:
+            per_gpu.append(((holding, top, value), names))
+    if len(per_gpu) < info.gpus:
         return None
-    holding = value = 0.0
-    for o in occupants:
-        pl = st.placed[o.name]
-        m = st.model_of(pl)
-        holding += _holds_guarantee(g, o, m)
-        value += g.value_at(o, pl)
-    return (int(holding), value), occupants
+    per_gpu.sort(key=lambda c: c[0])
+    host = slot.cpu_cap is not None or slot.mem_cap is not None
+    chosen = per_gpu if host else per_gpu[:info.gpus]
+    names = set().union(*(n for _, n in chosen))
+    if host and any(g.by_name[n].current and (stay or not g.by_name[n].preemptible)
+                    for n in _occupants(g, slot.gpus)):
+        return None
+    cost = (sum(c[0] for c, _ in chosen), max((c[1] for c, _ in chosen), default=0),
+            sum(c[2] for c, _ in chosen))
+    return cost, [g.by_name[n] for n in sorted(names)]
 
 
 def _try_node(g: Greedy, info: JobInfo, model: str, occupants: list[JobInfo]) -> bool:
@@ -212,21 +232,21 @@ def _try_node(g: Greedy, info: JobInfo, model: str, occupants: list[JobInfo]) ->
 
 def _make_room(g: Greedy, o: JobInfo, gang: JobInfo) -> bool:
     """Place `o`, which held a guarantee before the clearing for `gang`, by taking out one
-    placed job that holds none (borrowed work; new or preemptible, of a class no higher
-    than `o`'s and `gang`'s) on a model `o` may use: the first of at most RECLAIM_NODES
-    such jobs, the smallest at least `o`'s size first, whose place fits it. True when
-    placed."""
+    placed job that holds none (borrowed work, new or preemptible) on a model `o` may use:
+    the first of at most RECLAIM_NODES such jobs, the smallest at least `o`'s size first,
+    whose place fits it. True when placed."""
     st = g.state
-    top = min(o.job.priority, gang.job.priority)
     models = set(g.ranked_models(o))
+    stay = not g.request.policy.allow_preemption
     tried = 0
     for x in sorted((g.by_name[n] for n in st.placed),
                     key=lambda i: (i.size < o.size, i.size, i.name)):
         if tried >= RECLAIM_NODES:
             break
         pl = st.placed[x.name]
-        if (x.name == gang.name or x.job.priority > top or not pl
-                or (x.current and not x.preemptible) or st.model_of(pl) not in models
+        if (x.name == gang.name or not pl
+                or (x.current and (stay or not x.preemptible))
+                or st.model_of(pl) not in models
                 or _holds_guarantee(g, x, st.model_of(pl))):
             continue
         tried += 1
@@ -275,7 +295,7 @@ def _reclaim_candidates(g: Greedy) -> list[JobInfo]:
     st = g.state
     most = max((len(n.gpus) for n in st.nodes), default=0)
     out = [i for i in g.infos if i.name not in st.placed and i.shape == "whole"
-           and not i.elastic and 2 <= i.gpus <= most
+           and not i.elastic and 1 <= i.gpus <= most
            and not (i.current and not i.preemptible)]
     return sorted(out, key=lambda i: (-i.job.priority, -i.gpus, i.name))
 
