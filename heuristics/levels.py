@@ -42,9 +42,10 @@ from models.instance import JobInfo
 from models.objective import objective_value_of, same_placement
 from models.rules import HOST_TOL, guaranteed_served, priority_classes, quota_usage
 
-#: nodes tried per model for one gang, and gangs tried per plan (`reclaim_nodes`)
+#: nodes tried per model for one job, and node clearings tried per plan
+#: (`reclaim_nodes`; after a failure, the other jobs of that tenant and size are skipped)
 RECLAIM_NODES = 4
-RECLAIM_GANGS = 64
+RECLAIM_TRIES = 24
 
 
 def _occupants(g: Greedy, gids: list[int]) -> set[str]:
@@ -272,10 +273,11 @@ def _holds_guarantee_at(g: Greedy, info: JobInfo, pl: list[Placement] | None) ->
                for t, k in st.quota_keys(info.job.tenant, model))
 
 
-def _reclaim_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]]) -> bool:
-    """Try the cheapest nodes to clear for gang `info` on each model where it would serve
-    more guarantee (module doc; `nodes`: model -> the nodes with GPUs of it); True when it
-    was placed."""
+def _reclaim_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]],
+                 tries: list[int]) -> bool:
+    """Try the cheapest nodes to clear for job `info` on each model where it would serve
+    more guarantee (module doc; `nodes`: model -> the nodes with GPUs of it; `tries`: the
+    clearings left, decremented); True when it was placed."""
     for model in guarantee_models(g, info):
         costs = []
         for ni in nodes.get(model, []):
@@ -284,13 +286,16 @@ def _reclaim_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]]) -> bool:
                 costs.append((got[0], ni, got[1]))
         costs.sort(key=lambda c: (c[0], c[1]))
         for _, _, occupants in costs[:RECLAIM_NODES]:
+            if tries[0] <= 0:
+                return False
+            tries[0] -= 1
             if _try_node(g, info, model, occupants):
                 return True
     return False
 
 
 def _reclaim_candidates(g: Greedy) -> list[JobInfo]:
-    """The unplaced gangs that clearing one node could place (module doc), highest class
+    """The unplaced whole-GPU jobs of at most one node's worth (module doc), highest class
     first, then the largest."""
     st = g.state
     most = max((len(n.gpus) for n in st.nodes), default=0)
@@ -301,27 +306,32 @@ def _reclaim_candidates(g: Greedy) -> list[JobInfo]:
 
 
 def reclaim_nodes(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
-    """`result` with nodes taken back for the gangs of tenants below their guarantees
+    """`result` with GPUs taken back for the jobs of tenants below their guarantees
     (module doc); `result` itself when nothing changes."""
     quotas = request.cluster.quotas
     if not quotas or not any(g > 0 for q in quotas.values() for g in q.guaranteed.values()):
         return result
-    names = {i.name for i in request.jobs if not result.placements.get(i.name)}
-    if not names:
+    if all(result.placements.get(j.name) for j in request.jobs):
         return result
     g = _greedy_of(request, result)
-    candidates = _reclaim_candidates(g)[:RECLAIM_GANGS]
-    if not candidates:
-        return result
     nodes: dict[str, list[int]] = {}
     for gpu in g.state.gpus:
         at = nodes.setdefault(gpu.model, [])
         if not at or at[-1] != gpu.node:
             at.append(gpu.node)
     done = False
-    for info in candidates:
-        if info.name not in g.state.placed and _reclaim_one(g, info, nodes):
+    tries = [RECLAIM_TRIES]
+    failed: set[tuple[str, int]] = set()
+    for info in _reclaim_candidates(g):
+        shape = (info.job.tenant, info.gpus)
+        if tries[0] <= 0:
+            break
+        if shape in failed or info.name in g.state.placed:
+            continue
+        if _reclaim_one(g, info, nodes, tries):
             done = True
+        else:
+            failed.add(shape)
     return g.result() if done else result
 
 
