@@ -21,10 +21,14 @@ what s can reach), so the optimum bounds level l over them. In particular, when 
 value meets its bound, no plan improves it without lowering a level above it: with the
 levels above proven the same way, the plan is lexicographically optimal down to it.
 
-The bounds of the class levels are for the additive objectives; with `fairness` (a
-class level is a minimum share, then a throughput) only the quota level gets one. A level
-whose LP does not finish in time gets None; so do the levels after a level whose bound
-was not met, when the time is out.
+When gang columns come out fractional and the level's share of the time (what is left
+over the levels left) is not spent by the LP, the model is solved again with the gang
+counts integral (a HiGHS MIP, kept for the next levels) and the smaller of the LP optimum
+and the MIP's dual bound is used, as in solver/bound.py.
+
+The bounds of the class levels are for the additive objectives; with `fairness` (a class
+level is a minimum share, then a throughput) only the quota level gets one. A level whose
+LP does not finish within the time left gets None.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from models.instance import ClusterState, compile_jobs
 from models.objective import level_values
 from models.rules import class_census, colocation_factor_cap, interference_table, quota_keys
 from solver import bound as agg
-from solver.highs import INF, OPTIMAL, HighsLp
+from solver.highs import INF, INFEASIBLE, OPTIMAL, HighsLp, set_integral
 
 #: the bound's safety margins, as solver/bound.py's
 _REL, _ABS = 1e-7, 1e-6
@@ -163,14 +167,41 @@ def _build(request: PlanRequest) -> tuple[_Model, list[bool], int] | None:
     return _Model(lp, class_cols, const, served), gang_cols, n_job_cols
 
 
-def _solve(h: highspy.Highs, cost: np.ndarray, time_limit_s: float) -> float | None:
-    """max cost . x over the LP in `h` (None when it does not finish in time)."""
+def _solve(h: highspy.Highs, cost: np.ndarray, time_limit_s: float, mip: bool
+           ) -> float | None:
+    """max cost . x over the model in `h` (None when it does not finish in time): the LP
+    optimum, or with the gang columns integral (`mip`) the MIP's dual bound."""
     h.changeColsCost(len(cost), np.arange(len(cost), dtype=np.int32), -cost)
     h.setOptionValue("time_limit", max(0.05, time_limit_s))
     h.run()
+    if mip:
+        dual = float(-h.getInfo().mip_dual_bound)
+        return dual if math.isfinite(dual) and h.getModelStatus() != INFEASIBLE else None
     if h.getModelStatus() != OPTIMAL:
         return None
     return float(-h.getInfo().objective_function_value)
+
+
+def _held(value: float, jobs: int) -> float:
+    """The lower bound holding a level at `value` (module doc's tolerance)."""
+    return value - 1e-6 * (1.0 + abs(value) + jobs)
+
+
+def _integral_copy(lp: HighsLp, gangs: list[int], held: list[tuple[int, float]],
+                   jobs: int) -> highspy.Highs:
+    """`lp` with the gang columns integral and each (row, value) of `held` held."""
+    h = lp.to_highs()
+    set_integral(h, gangs)
+    h.setOptionValue("mip_rel_gap", 1e-3)
+    for row, v in held:
+        h.changeRowBounds(row, _held(v, jobs), INF)
+    return h
+
+
+def _fractional(h: highspy.Highs, cols: list[int]) -> bool:
+    """Whether some of `cols` has a fractional value in `h`'s solution."""
+    values = h.getSolution().col_value
+    return any(abs(values[c] - round(values[c])) > 1e-6 for c in cols)
 
 
 def level_bounds(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
@@ -184,9 +215,11 @@ def level_bounds(request: PlanRequest, placements: Mapping[str, Sequence[Placeme
     built = _build(request)
     if built is None:
         return [None] * len(values)
-    model, _, _ = built
+    model, gang_cols, n_job_cols = built
+    gangs = [c for c in range(n_job_cols) if gang_cols[c]]
     lp = model.lp
     h = lp.to_highs()
+    mip: highspy.Highs | None = None  # the same model with integral gang counts
     n = lp.num_cols
     rows: list[tuple[int, float]] = []  # (row, constant) of each level, in order
     if request.cluster.quotas:
@@ -209,14 +242,24 @@ def level_bounds(request: PlanRequest, placements: Mapping[str, Sequence[Placeme
         if name == "quota":
             cost[model.served] = 1.0
         else:
-            p = int(name.split(" ", 1)[1])
-            for c, coef in model.class_cols[p].items():
+            for c, coef in model.class_cols[int(name.split(" ", 1)[1])].items():
                 cost[c] = coef
-        got = _solve(h, cost, left / (len(values) - i))
+        share = left / (len(values) - i)
+        got = _solve(h, cost, left, False)
+        share -= time.perf_counter() - t0 - (time_limit_s - left)  # what the LP left
+        if (got is not None and gangs and share > 0.1
+                and (mip is not None or _fractional(h, gangs))):
+            if mip is None:
+                mip = _integral_copy(lp, gangs, [(rows[k][0], values[k][1] - rows[k][1])
+                                                 for k in range(i) if rows[k][0] >= 0],
+                                     len(request.jobs))
+            again = _solve(mip, cost, share, True)
+            got = got if again is None else min(got, again)
         out.append(None if got is None else
                    got + const + _REL * abs(got + const) + _ABS)
         # hold this level at the plan's value for the levels below
-        v = values[i][1]
-        if row >= 0:
-            h.changeRowBounds(row, v - const - 1e-6 * (1 + abs(v) + len(request.jobs)), INF)
+        v = values[i][1] - const
+        for model_h in (h, mip):
+            if model_h is not None and row >= 0:
+                model_h.changeRowBounds(row, _held(v, len(request.jobs)), INF)
     return [b if b is None or math.isfinite(b) else None for b in out]
