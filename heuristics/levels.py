@@ -210,12 +210,13 @@ def _try_node(g: Greedy, info: JobInfo, model: str, occupants: list[JobInfo]) ->
         st.place(info, found)
         back = sorted(occupants, key=lambda o: (
             -_holds_guarantee_at(g, o, old[o.name]), -o.job.priority, -o.density, o.name))
+        evicted: dict[str, list[Placement]] = {}  # borrowed jobs `_make_room` took out
         for o in back:
             if not g.place(o) and _holds_guarantee_at(g, o, old[o.name]):
-                _make_room(g, o, info)
+                _make_room(g, o, info, evicted)
         if guaranteed_served(st.quotas, st.quota_used) > before + HOST_TOL:
             g.reasons.pop(info.name, None)
-            for o in occupants:
+            for o in [*occupants, *(g.by_name[n] for n in evicted)]:
                 if o.name not in st.placed and not o.current:
                     g.reasons[o.name] = ("lower_priority", f"its GPUs went to {info.name}, "
                                          f"reclaimed for tenant {info.job.tenant}'s "
@@ -224,18 +225,20 @@ def _try_node(g: Greedy, info: JobInfo, model: str, occupants: list[JobInfo]) ->
         st.remove(info)
         for o in occupants:
             st.remove(o)
-    for o in occupants:
-        pl = old[o.name]
+        old.update(evicted)
+    for name, pl in old.items():
         if pl:
-            st.place(o, pl)
+            st.place(g.by_name[name], pl)
     return False
 
 
-def _make_room(g: Greedy, o: JobInfo, gang: JobInfo) -> bool:
+def _make_room(g: Greedy, o: JobInfo, gang: JobInfo,
+               evicted: dict[str, list[Placement]]) -> bool:
     """Place `o`, which held a guarantee before the clearing for `gang`, by taking out one
     placed job that holds none (borrowed work, new or preemptible) on a model `o` may use:
     the first of at most RECLAIM_NODES such jobs, the smallest at least `o`'s size first,
-    whose place fits it. True when placed."""
+    whose place fits it; the job taken out goes into `evicted` with its placements (the
+    caller puts it back if the clearing is undone). True when placed."""
     st = g.state
     models = set(g.ranked_models(o))
     stay = not g.request.policy.allow_preemption
@@ -253,9 +256,7 @@ def _make_room(g: Greedy, o: JobInfo, gang: JobInfo) -> bool:
         tried += 1
         st.remove(x)
         if g.place(o):
-            if not x.current:
-                g.reasons[x.name] = ("lower_priority", f"its GPUs went to {o.name}, moved "
-                                     f"for tenant {gang.job.tenant}'s guaranteed quota")
+            evicted[x.name] = pl
             return True
         st.place(x, pl)
     return False

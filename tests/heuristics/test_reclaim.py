@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from heuristics.greedy import plan_greedy
-from heuristics.levels import reclaim_nodes
-from models import PlanRequest
+from heuristics.levels import _greedy_of, _try_node, reclaim_nodes
+from heuristics.result import HeuristicResult
+from models import Placement, PlanRequest
 from models.objective import evaluate, level_values
 from tests.heuristics.helpers import node, violations
 
@@ -72,3 +73,29 @@ def test_nothing_changes_when_the_guarantees_are_served() -> None:
         update={"quotas": quotas})})
     greedy = plan_greedy(req)
     assert reclaim_nodes(req, greedy) is greedy
+
+
+def test_a_clearing_that_serves_no_more_is_undone_entirely() -> None:
+    # n0 (2 GPUs) holds b's two jobs, both within b's guarantee of 2; n1 (1 GPU) holds
+    # c's job, borrowed (c has no guarantee). a (guaranteed 1) submits a 2-GPU gang.
+    # Clearing n0 for it: b1 takes c's GPU (c's job taken out), b2 finds no room: a gains
+    # 1, b loses 1, no more is served, so everything goes back, c's job included.
+    one = {"throughput": {V100: 1.0}, "gpus": 1}
+    jobs = [{"name": "b1", "tenant": "b", **one, "current": [{"node": "n0", "gpu": 0}]},
+            {"name": "b2", "tenant": "b", **one, "current": [{"node": "n0", "gpu": 1}]},
+            {"name": "c1", "tenant": "c", **one, "current": [{"node": "n1", "gpu": 0}]},
+            {"name": "a-gang", "tenant": "a", "gpus": 2, "single_node": True,
+             "throughput": {V100: 1.0}}]
+    req = PlanRequest.model_validate({
+        "cluster": {"nodes": [node("n0", V100, 2), node("n1", V100, 1)],
+                    "quotas": {"a": {"guaranteed": {"*": 1}}, "b": {"guaranteed": {"*": 2}},
+                               "c": {}}},
+        "jobs": jobs, "policy": {"objective": "throughput"}})
+    start = {j["name"]: [Placement.model_validate(p) for p in j["current"]]
+             for j in jobs if "current" in j}
+    g = _greedy_of(req, HeuristicResult(start, {}))
+    gang = g.by_name["a-gang"]
+    occupants = [g.by_name["b1"], g.by_name["b2"]]
+    assert not _try_node(g, gang, V100, occupants)
+    assert g.state.placed == start
+
