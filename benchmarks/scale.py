@@ -12,8 +12,10 @@ written to a file.
 
 `--tenants-quota N --priority-classes K` add quotas on N tenants and K priority classes
 (contract 5.3 / 5.4; `benchmarks.generator.with_levels`); the note then gives the
-guaranteed usage served against the sum of the guarantees (its upper bound) and how many
-of the highest class's jobs are placed.
+guaranteed usage served against the sum of the guarantees (its upper bound), how many
+of the highest class's jobs are placed, and each level's value against its bound given
+the levels above it held (`stats.levels[].bound`, solver/level_bound.py; computed after
+the plan, outside its time, when the plan had no time left for it: marked `*`).
 
 `--contend N` runs every measurement beside N busy processes pinned round robin to the
 cores (benchmarks/contend.py), started before the first run and stopped after the last,
@@ -30,14 +32,15 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from benchmarks.contend import contended
-from models import PlanRequest
+from models import Placement, PlanRequest
 
 #: Backends: the solver's own (policy.solver) and the naive model.
 SOLVER_BACKENDS = ("auto", "heuristic", "cp_sat", "milp")
@@ -75,8 +78,10 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _levels_note(request: PlanRequest, placed: set[str], levels: object) -> str:
-    """G served / sum of guarantees, and the highest class's jobs placed."""
+def _levels_note(request: PlanRequest, placed: set[str], levels: object,
+                 placements: Mapping[str, Sequence[Placement]]) -> str:
+    """G served / sum of guarantees, the highest class's jobs placed, each level against
+    its bound."""
     if not isinstance(levels, list) or not levels:
         return ""
     parts = []
@@ -86,7 +91,24 @@ def _levels_note(request: PlanRequest, placed: set[str], levels: object) -> str:
     top = max(j.priority for j in request.jobs)
     high = [j.name for j in request.jobs if j.priority == top]
     parts.append(f"class {top}: {sum(1 for n in high if n in placed)}/{len(high)} placed")
-    return "; " + ", ".join(parts)
+    return "; " + ", ".join(parts) + _level_gaps(request, levels, placements)
+
+
+def _level_gaps(request: PlanRequest, levels: list[dict[str, Any]],
+                placements: Mapping[str, Sequence[Placement]]) -> str:
+    """`; levels value/bound ...` per level (module doc)."""
+    from solver.level_bound import level_bounds
+
+    later = ""
+    bounds = [item.get("bound") for item in levels]
+    if any(b is None for b in bounds):
+        bounds, later = list(level_bounds(request, placements, 30.0)), "*"
+    out = []
+    for item, b in zip(levels, bounds, strict=False):
+        v = float(item["value"])
+        gap = "" if b is None else f" ({max(0.0, b - v) / max(1.0, abs(b)):.1%})"
+        out.append(f"{item['level']} {v:,.1f}/{'-' if b is None else f'{b:,.1f}'}{gap}")
+    return "; levels value/bound" + later + ": " + ", ".join(out)
 
 
 def _run_one(size: str, backend: str, time_limit: float, seed: int,
@@ -131,7 +153,8 @@ def _run_one(size: str, backend: str, time_limit: float, seed: int,
     out = plan(req)
     wall = time.monotonic() - t0
     note = out.solver + _levels_note(req, {a.job for a in out.assignments},
-                                     out.stats.model_dump().get("levels"))
+                                     out.stats.model_dump().get("levels"),
+                                     {a.job: a.placements for a in out.assignments})
     if topology or levels != (0, 1):
         from solver.validate import validate_plan
 

@@ -16,10 +16,12 @@ The parts, one job each:
 - solver/auto.py: the `auto` size policy and the shared local search;
 - solver/outcome.py: the Outcome (decided once) and how plans rank.
 
-With priority classes, every planner's answer passes `heuristics.levels.restore_displaced`
-before it is dressed: a higher-class running job that a time-limited search left stopped
-where removing only lower-class work would keep it is kept (contract 5.4; a proven
-lexicographic optimum never has one, so it comes back unchanged).
+With quotas or priority classes, every planner's answer passes
+`heuristics.levels.settle_levels` before it is dressed: nodes cleared of borrowed work for
+the gangs of tenants below their guarantees, and a higher-class running job that a
+time-limited search left stopped where removing only lower-class work would keep it is
+kept (contract 5.3 / 5.4; a proven lexicographic optimum has neither, so it comes back
+unchanged).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import time
 from collections.abc import Callable
 from threading import Event
 
-from heuristics.levels import restore_displaced
+from heuristics.levels import settle_levels
 from heuristics.result import HeuristicResult
 from models import Plan, PlanRequest
 from models.objective import same_placement
@@ -39,6 +41,7 @@ from solver.build import build_plan
 from solver.context import Context
 from solver.exact import fallback
 from solver.gcpause import gc_paused
+from solver.level_report import add_level_bounds
 from solver.outcome import Outcome, infeasible
 from solver.reasons import hard_conflicts
 from solver.validate import validate_plan
@@ -116,7 +119,7 @@ def _outcome(ctx: Context) -> Outcome:
     ctx.portfolio.reasons()   # needed at the end; also a first measure of the load
     out = PLANNERS[request.policy.solver](ctx)
     if out.status != "infeasible":
-        kept = restore_displaced(request, out.result)
+        kept = settle_levels(request, out.result)
         if kept is not out.result:
             out = dataclasses.replace(out, result=kept)
     if out.status != "infeasible" and _breaks_running(request, out.result):
@@ -163,6 +166,7 @@ def _plan(request: PlanRequest, cancel: Event | None,
     finishing = time.monotonic()
     plan_ = build_plan(request, result, status=out.status, solver=out.solver,
                        best_bound=out.bound, extra_stats=out.stats, explanation=ctx.notes)
+    add_level_bounds(request, plan_, ctx.budget.wall_left())
     violations = validate_plan(request, plan_)
     if violations:
         raise PlanningError(

@@ -6,7 +6,11 @@ out. solver/build.py calls `level_stats` and `level_reasons` for requests with l
   every key the tenant guarantees or limits (guaranteed 0 and limit null when not given);
   a usage above the limit can only come from non-preemptible running jobs kept in place.
 - `stats.levels`: `[{"level": "quota", "value": guaranteed usage served}, {"level":
-  "priority <p>", "priority": p, "value": the class's objective}, ...]`, highest first.
+  "priority <p>", "priority": p, "value": the class's objective}, ...]`, highest first;
+  `add_level_bounds` gives each level its `bound` when the time left allows: the proven
+  bound of that level with the levels above it held at the plan's values
+  (solver/level_bound.py), so a level whose value meets its bound cannot be raised
+  without lowering a higher one.
 - Reasons: a new job left out with `insufficient_capacity` becomes `lower_priority` when
   it would not fit beside the higher-class jobs and the jobs that count toward a
   guarantee alone (they took its capacity), and `quota_limit` when it would fit beside the
@@ -22,11 +26,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from heuristics.greedy import Greedy
-from models import Placement, PlanRequest
+from models import Placement, Plan, PlanRequest
 from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import gpu_models_of, level_values, quota_usage_of
 from models.reasons import INSUFFICIENT
 from models.rules import QuotaKey, quota_keys, quota_usage
+from solver.level_bound import level_bounds
 
 Reason = tuple[str, str]
 
@@ -54,6 +59,27 @@ def level_stats(request: PlanRequest, placements: Mapping[str, Sequence[Placemen
         levels.append(item)
     out["levels"] = levels
     return out
+
+
+#: the least time (s) worth starting the level bounds with
+LEVEL_BOUND_MIN_S = 0.05
+
+
+def add_level_bounds(request: PlanRequest, plan: Plan, seconds: float) -> None:
+    """Give each item of `plan.stats.levels` its `bound` (module doc), within `seconds`;
+    a level whose LP does not finish in time keeps none. A bound below the value by float
+    noise only (1e-6 relative) is raised to it."""
+    levels = getattr(plan.stats, "levels", None)
+    if not isinstance(levels, list) or not levels or seconds < LEVEL_BOUND_MIN_S:
+        return
+    placements = {a.job: a.placements for a in plan.assignments}
+    for item, b in zip(levels, level_bounds(request, placements, seconds), strict=False):
+        if b is None:
+            continue
+        v = float(item["value"])
+        if v - 1e-6 * (1.0 + abs(v)) <= b < v:
+            b = v
+        item["bound"] = round(b, 9)
 
 
 def _serves_guarantee(request: PlanRequest, tenant: str, model: str,

@@ -225,6 +225,8 @@ class SimResult:
     reconfigurations: int
     wall_s: float
     tenant_rounds: list[TenantRound] = field(default_factory=list)
+    #: the period of the rounds (`SimConfig.round_s`)
+    round_s: float = 300.0
 
 
 class Simulator:
@@ -447,7 +449,7 @@ class Simulator:
         return SimResult(self.policy.name, [self.runs[j.name] for j in self.trace],
                          self.samples, self.round_times, rounds, self._gpus_total(),
                          self.reconfigurations, time.perf_counter() - wall,
-                         self.tenant_rounds)
+                         self.tenant_rounds, self.config.round_s)
 
     def _elastic_running(self) -> bool:
         """Whether a running elastic gang could be resized (rounds then stay periodic)."""

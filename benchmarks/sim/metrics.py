@@ -40,7 +40,10 @@ smallest waiting job s_k), valid until the next round:
   streak never exceeds 1 (a tenant gets its GPUs back at the next round at the latest).
   Rounds come every `round_s` and also at arrivals and completions that find a GPU idle
   and work waiting, so a streak of several rounds may last less than one `round_s`: the
-  longest stretch in seconds says how long the wait really was;
+  longest stretch in seconds says how long the wait really was, and
+  `quota_wait_longest_rounds` says it in rounds of the policy's period (that stretch /
+  `round_s`): the target "no tenant waits below its guarantee for more than one round
+  while another borrows" holds when it is at most 1 for every tenant;
 - JCT: the mean over the tenant's jobs.
 """
 
@@ -151,7 +154,8 @@ def tenant_figures(res: SimResult, quotas: Mapping[str, Quota],
                   "guaranteed": g,
                   "guar_served": float(np.mean(shares)) if shares else 1.0,
                   "quota_wait_rounds": float(waits), "quota_wait_s": wait_s,
-                  "quota_wait_streak": float(longest), "quota_wait_longest_s": longest_s}
+                  "quota_wait_streak": float(longest), "quota_wait_longest_s": longest_s,
+                  "quota_wait_longest_rounds": longest_s / res.round_s}
     return out
 
 
@@ -166,6 +170,8 @@ def tenant_summary(per_tenant: Mapping[str, Mapping[str, float]]) -> dict[str, f
                                  default=0.0),
         "quota_wait_longest_s": max((f["quota_wait_longest_s"] for f in per_tenant.values()),
                                     default=0.0),
+        "quota_wait_longest_rounds": max(
+            (f["quota_wait_longest_rounds"] for f in per_tenant.values()), default=0.0),
         "guar_served_avg": float(np.mean(guarded)) if guarded else 1.0,
         "guar_served_min": min(guarded, default=1.0),
     }

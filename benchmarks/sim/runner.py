@@ -94,11 +94,13 @@ QUOTA_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("quota_wait_s", "wait<G h", lambda v: f"{v / 3600:.2f}"),
     ("quota_wait_streak", "wait<G streak", lambda v: f"{v:.0f}"),
     ("quota_wait_longest_s", "wait<G longest s", lambda v: f"{v:.0f}"),
+    ("quota_wait_longest_rounds", "wait<G longest rounds", lambda v: f"{v:.2f}"),
 )
 
 #: Columns of `tenants.csv`, after `policy` and `tenant`.
 TENANT_FIELDS = ("jobs", "avg_jct_s", "guaranteed", "guar_served", "quota_wait_rounds",
-                 "quota_wait_s", "quota_wait_streak", "quota_wait_longest_s")
+                 "quota_wait_s", "quota_wait_streak", "quota_wait_longest_s",
+                 "quota_wait_longest_rounds")
 
 
 def columns(summaries: Mapping[str, Mapping[str, Any]]

@@ -132,6 +132,8 @@ def test_fifo_waits_below_the_guarantee_while_b_borrows() -> None:
     assert figs["a"]["quota_wait_streak"] == 3.0
     assert figs["a"]["quota_wait_s"] == pytest.approx(700.0)
     assert figs["a"]["quota_wait_longest_s"] == pytest.approx(700.0)
+    # in rounds of the 300 s period: 700 / 300, more than the one round the target allows
+    assert figs["a"]["quota_wait_longest_rounds"] == pytest.approx(700.0 / 300.0)
     # a has demand at the rounds of 300, 600, 900 (served 0) and 1000 (served 1).
     assert figs["a"]["guar_served"] == pytest.approx(0.25)
     assert figs["b"]["guar_served"] == 1.0
@@ -160,7 +162,7 @@ def test_wait_figures_on_hand_made_rounds() -> None:
         # Nobody borrows: not a wait although a is short.
         TenantRound(400, {"a": 1, "b": 2}, {"a": 1}, {"a": 1}),
     ]
-    res = SimResult("hand", [], [], [], 4, 5, 0, 0.0, rounds)
+    res = SimResult("hand", [], [], [], 4, 5, 0, 0.0, rounds, round_s=200.0)
     figs = tenant_figures(res, quotas, end=500.0)
     assert figs["a"]["quota_wait_rounds"] == 2.0
     assert figs["a"]["quota_wait_s"] == pytest.approx(100.0 + 150.0)
@@ -173,6 +175,8 @@ def test_wait_figures_on_hand_made_rounds() -> None:
     summary = tenant_summary(figs)
     assert summary["quota_wait_streak"] == 1.0
     assert summary["quota_wait_longest_s"] == pytest.approx(150.0)
+    # 150 s of a 200 s period: within one round
+    assert summary["quota_wait_longest_rounds"] == pytest.approx(0.75)
     assert summary["guar_served_min"] == pytest.approx(0.5)
     assert math.isclose(summary["quota_wait_s"], 250.0)
 

@@ -1,0 +1,265 @@
+"""A proven bound for each lexicographic level of a plan (contract 5.3 / 5.4), given the
+levels above it held at the plan's values.
+
+The aggregated LP of solver/bound.py (pools, node patterns, gang rows, GPU memory, quota
+limits) is built once with its job groups split by priority class as well, and three
+row families are added:
+
+    usage[t, k]:  sum over the options counting toward key (t, k) of quota * x - s[t, k] >= 0
+                  0 <= s[t, k] <= guaranteed(t, k)              (served: min(usage, G))
+    served:       sum s >= held
+    class[p]:     sum over class p's options of coef * x >= held - const_p
+
+For level l the rows of the levels above it are held at the plan's values (minus a
+tolerance of 1e-6 x (1 + |value| + jobs)), those below are free, and the LP maximises
+level l: the guaranteed usage served (sum s), or class p's objective over its own jobs
+(sum coef x + const_p, const_p = -preemption_cost per running job of class p). Every plan
+whose higher levels reach at least the plan's values maps to a feasible point of that LP
+of at least its level-l value (solver/bound.py's argument: capacities, eligibility and gang
+sizes are relaxed, coefficients only rounded up, the costs >= 0 dropped; min(usage, G) is
+what s can reach), so the optimum bounds level l over them. In particular, when a level's
+value meets its bound, no plan improves it without lowering a level above it: with the
+levels above proven the same way, the plan is lexicographically optimal down to it.
+
+When gang columns come out fractional and the level's share of the time (what is left
+over the levels left) is not spent by the LP, the model is solved again with the gang
+counts integral (a HiGHS MIP, kept for the next levels) and the smaller of the LP optimum
+and the MIP's dual bound is used, as in solver/bound.py.
+
+The bounds of the class levels are for the additive objectives; with `fairness` (a class
+level is a minimum share, then a throughput) only the quota level gets one. A level whose
+LP does not finish within the time left gets None.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple, cast
+
+import highspy
+import numpy as np
+
+from models import Placement, PlanRequest
+from models.instance import ClusterState, compile_jobs
+from models.objective import level_values
+from models.rules import class_census, colocation_factor_cap, interference_table, quota_keys
+from solver import bound as agg
+from solver.highs import INF, INFEASIBLE, OPTIMAL, HighsLp, set_integral
+
+#: the bound's safety margins, as solver/bound.py's
+_REL, _ABS = 1e-7, 1e-6
+
+
+class _ClassKey(agg.GroupKey):
+    """solver/bound.py's GroupKey (a 4-tuple there) that also tells the priority class
+    apart: equal and hashed with it, so that jobs of different classes group apart."""
+
+    priority: int
+
+    def __new__(cls, options: tuple[agg.Option, ...], tenant: str, fixed: bool,
+                single_k: int, priority: int) -> _ClassKey:
+        """The key of a class-`priority` group."""
+        self = super().__new__(cls, options, tenant, fixed, single_k)
+        self.priority = priority
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        return tuple.__eq__(self, other) and getattr(other, "priority", None) == self.priority
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), self.priority))
+
+
+class _Model(NamedTuple):
+    """The LP and where its level rows and columns are."""
+
+    lp: HighsLp
+    #: class -> its job columns and their coefficients
+    class_cols: dict[int, dict[int, float]]
+    #: class -> its constant (-preemption_cost per running job)
+    const: dict[int, float]
+    #: the served columns s[t, k]
+    served: list[int]
+
+
+def _groups(request: PlanRequest, state: ClusterState, caps: agg._Capacity
+            ) -> tuple[dict[_ClassKey, agg.GroupCount], dict[int, float]] | None:
+    """The jobs grouped as solver/bound.py does, split by class; the constants per class.
+    None when a fixed job has no option (the relaxation is infeasible)."""
+    pre_cost = request.policy.preemption_cost
+    const: dict[int, float] = {}
+    groups: dict[_ClassKey, agg.GroupCount] = {}
+    table = interference_table(request.interference)
+    census = class_census(request.jobs) if table else {}
+    for info in compile_jobs(request):
+        job = info.job
+        const.setdefault(job.priority, 0.0)
+        cap = (colocation_factor_cap(job, census, table)
+               if table and job.colocation_class is not None else 1.0)
+        options = agg._job_options(info, request, state, caps, False, cap)
+        if job.current:
+            const[job.priority] -= pre_cost
+        if not options:
+            if job.current and not job.preemptible:
+                return None
+            continue
+        fixed = bool(job.current and not job.preemptible)
+        single_k = info.gpus if info.shape == "whole" and job.single_node \
+            and not info.elastic else 0
+        key = _ClassKey(tuple(sorted(options.values())), job.tenant, fixed, single_k,
+                        job.priority)
+        slot = groups.setdefault(key, agg.GroupCount())
+        slot.count += 1
+        slot.fixed += fixed
+    return groups, const
+
+
+def _build(request: PlanRequest) -> tuple[_Model, list[bool], int] | None:
+    """The LP with its level rows (module doc), its gang columns and job column count."""
+    quotas = request.cluster.quotas
+    state = ClusterState(request)
+    caps = agg._capacities(state, request)
+    grouped = _groups(request, state, caps)
+    if grouped is None:
+        return None
+    groups, const = grouped
+    as_groups = cast(dict[agg.GroupKey, agg.GroupCount], groups)
+    mem_cap = {m: state.catalog[m].memory_gib for _, m in caps.cap}
+    patterns = agg._node_patterns(as_groups, caps.node_free)
+    lp = HighsLp()
+    agg._declare_rows(lp, as_groups, caps.cap, caps.node_free, caps.whole_cap, mem_cap,
+                      False, {}, patterns)
+    if quotas:
+        agg._declare_quota_rows(lp, as_groups, quotas)
+    gang_cols, _ = agg._job_columns(lp, as_groups, False, patterns, quotas)
+    n_job_cols = lp.num_cols
+    agg._pattern_columns(lp, patterns)
+    class_cols: dict[int, dict[int, float]] = {p: {} for p in const}
+    col = 0
+    keys: list[tuple[int, str, str, float]] = []  # column -> (col, tenant, model, quota)
+    for key in groups:
+        for opt in key.options:
+            class_cols[key.priority][col] = opt.coef
+            keys.append((col, key.tenant, opt.pool[1], opt.quota))
+            col += 1
+    served: list[int] = []
+    for t in sorted(quotas):
+        for k, g in sorted(quotas[t].guaranteed.items()):
+            if g > 0:
+                lp.add_row("usage", (t, k), lo=0.0)
+                s = lp.add_col(0.0, hi=g)
+                lp.entry("usage", (t, k), s, -1.0)
+                served.append(s)
+    for c, tenant, model, q in keys:
+        for qk in quota_keys(quotas, tenant, model) if quotas else ():
+            if lp.has_row("usage", qk):
+                lp.entry("usage", qk, c, q)
+    if served:
+        lp.add_row("served", 0)
+        for s in served:
+            lp.entry("served", 0, s, 1.0)
+    for p, cols in class_cols.items():
+        lp.add_row("class", p)
+        for c, coef in cols.items():
+            lp.entry("class", p, c, coef)
+    return _Model(lp, class_cols, const, served), gang_cols, n_job_cols
+
+
+def _solve(h: highspy.Highs, cost: np.ndarray, time_limit_s: float, mip: bool
+           ) -> float | None:
+    """max cost . x over the model in `h` (None when it does not finish in time): the LP
+    optimum, or with the gang columns integral (`mip`) the MIP's dual bound."""
+    h.changeColsCost(len(cost), np.arange(len(cost), dtype=np.int32), -cost)
+    h.setOptionValue("time_limit", max(0.05, time_limit_s))
+    h.run()
+    if mip:
+        dual = float(-h.getInfo().mip_dual_bound)
+        return dual if math.isfinite(dual) and h.getModelStatus() != INFEASIBLE else None
+    if h.getModelStatus() != OPTIMAL:
+        return None
+    return float(-h.getInfo().objective_function_value)
+
+
+def _held(value: float, jobs: int) -> float:
+    """The lower bound holding a level at `value` (module doc's tolerance)."""
+    return value - 1e-6 * (1.0 + abs(value) + jobs)
+
+
+def _integral_copy(lp: HighsLp, gangs: list[int], held: list[tuple[int, float]],
+                   jobs: int) -> highspy.Highs:
+    """`lp` with the gang columns integral and each (row, value) of `held` held."""
+    h = lp.to_highs()
+    set_integral(h, gangs)
+    h.setOptionValue("mip_rel_gap", 1e-3)
+    for row, v in held:
+        h.changeRowBounds(row, _held(v, jobs), INF)
+    return h
+
+
+def _fractional(h: highspy.Highs, cols: list[int]) -> bool:
+    """Whether some of `cols` has a fractional value in `h`'s solution."""
+    values = h.getSolution().col_value
+    return any(abs(values[c] - round(values[c])) > 1e-6 for c in cols)
+
+
+def level_bounds(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+                 time_limit_s: float = 2.0) -> list[float | None]:
+    """The bound of each level of `level_values(request, placements)`, in its order
+    (module doc); [] without levels."""
+    values = level_values(request, placements)
+    if not values:
+        return []
+    t0 = time.perf_counter()
+    built = _build(request)
+    if built is None:
+        return [None] * len(values)
+    model, gang_cols, n_job_cols = built
+    gangs = [c for c in range(n_job_cols) if gang_cols[c]]
+    lp = model.lp
+    h = lp.to_highs()
+    mip: highspy.Highs | None = None  # the same model with integral gang counts
+    n = lp.num_cols
+    rows: list[tuple[int, float]] = []  # (row, constant) of each level, in order
+    if request.cluster.quotas:
+        rows.append((lp.row("served", 0) if model.served else -1, 0.0))
+    for name, _ in values[len(rows):]:
+        p = int(name.split(" ", 1)[1])
+        rows.append((lp.row("class", p), model.const[p]))
+    additive = request.policy.objective != "fairness"
+    out: list[float | None] = []
+    for i, (name, _) in enumerate(values):
+        left = time_limit_s - (time.perf_counter() - t0)
+        row, const = rows[i]
+        if left <= 0 or (name != "quota" and not additive):
+            out.append(None)
+            continue
+        if row < 0:  # no guarantee at all: nothing to serve
+            out.append(0.0)
+            continue
+        cost = np.zeros(n)
+        if name == "quota":
+            cost[model.served] = 1.0
+        else:
+            for c, coef in model.class_cols[int(name.split(" ", 1)[1])].items():
+                cost[c] = coef
+        share = left / (len(values) - i)
+        got = _solve(h, cost, left, False)
+        share -= time.perf_counter() - t0 - (time_limit_s - left)  # what the LP left
+        if (got is not None and gangs and share > 0.1
+                and (mip is not None or _fractional(h, gangs))):
+            if mip is None:
+                mip = _integral_copy(lp, gangs, [(rows[k][0], values[k][1] - rows[k][1])
+                                                 for k in range(i) if rows[k][0] >= 0],
+                                     len(request.jobs))
+            again = _solve(mip, cost, share, True)
+            got = got if again is None else min(got, again)
+        out.append(None if got is None else
+                   got + const + _REL * abs(got + const) + _ABS)
+        # hold this level at the plan's value for the levels below
+        v = values[i][1] - const
+        for model_h in (h, mip):
+            if model_h is not None and row >= 0:
+                model_h.changeRowBounds(row, _held(v, len(request.jobs)), INF)
+    return [b if b is None or math.isfinite(b) else None for b in out]
