@@ -58,7 +58,13 @@ from heuristics.colocation import Colocation
 from heuristics.result import HeuristicResult
 from models import Instance, Placement, PlanRequest
 from models.capacity import DOMAIN, HOST, Topology
-from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
+from models.instance import (
+    ClusterState,
+    JobInfo,
+    compile_jobs,
+    mig_geometry,
+    mig_placement,
+)
 from models.objective import (
     evaluate,
     level_key,
@@ -101,8 +107,7 @@ class Greedy:
         self.by_name = {i.name: i for i in self.infos}
         self.state = state if state is not None else ClusterState(request)
         self.coloc = Colocation(request, self.infos)
-        self.geometry = MigGeometry(self.state.catalog,
-                                    request.policy.allow_mig_reconfiguration)
+        self.geometry = mig_geometry(request)
         self._static: StaticReasons | None = None
         self._sig_keys: dict[tuple[frozenset[Instance], frozenset[Instance]],
                              tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]] = {}
