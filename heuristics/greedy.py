@@ -256,6 +256,16 @@ class Greedy:
                     failed.append(info)
         return failed
 
+    def keep_cut_running(self) -> None:
+        """After a pass cut at its deadline: keep every running job it did not reach
+        (reason `time_limit`) where it runs, when that is still free. A conflict check
+        each, no search: a cut pass then stops only the running jobs it displaced, not
+        every one it never looked at (L cut early: 27,829 instead of -3,697)."""
+        for info in self.infos:
+            if (info.current and info.name not in self.state.placed
+                    and self.reasons.get(info.name, ("",))[0] == "time_limit"):
+                self.try_keep(info)
+
     # ------------------------------------------------------------ finding places
     def find(self, info: JobInfo, models: Iterable[str] | None = None) -> list[Placement] | None:
         """The best-fit placements for `info` in the current state (None if none fits)."""
@@ -822,6 +832,7 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
         if not policy.allow_preemption:
             pending.sort(key=lambda i: 0 if i.current else 1)
         _run_sequence(g, pending, deadline, interleave=not fifo)
+        g.keep_cut_running()
         g.grow_elastic(deadline)
         return g.result()
     if seed is not None:
@@ -845,5 +856,6 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
     else:
         _run_sequence(g, pending, deadline,
                       interleave=not fifo and policy.objective != "fairness")
+    g.keep_cut_running()
     g.grow_elastic(deadline)
     return g.result()
