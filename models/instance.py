@@ -413,7 +413,12 @@ class ClusterState:
                 self.gpus.append(g)
                 slot.gpus.append(gid)
                 self.gid_of[(node.name, gpu.index)] = gid
-                self._index_add(g)
+                if g.mig:
+                    self._index_add(g)
+                elif g.usable:   # every GPU is free before any placement
+                    self.free_gpus[ni].setdefault(g.model, set()).add(gid)
+            for model, free in self.free_gpus[ni].items():
+                self._set_free_count(ni, model, 0, len(free))
 
     # ----------------------------------------------------------------- indexes
     def _set_free_count(self, ni: int, model: str, old: int, new: int) -> None:
