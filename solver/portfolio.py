@@ -220,7 +220,10 @@ class Portfolio:
             prior = RELAX_CPU_S + self._jobs_cpu(RELAX_CPU_PER_JOB)
             if b.deterministic or b.fits(RELAX_SAFETY * prior):
                 left = max(0.0, b.remaining() - b.reserve)
-                limit = max(BOUND_MIN_S, BOUND_SHARE * b.limit_s)
+                # at least what the LP should take: its limit counts its Python part too
+                # (XL: 2-3 s before HiGHS starts, which a 2 s limit left no time)
+                limit = max(BOUND_MIN_S, BOUND_SHARE * b.limit_s,
+                            RELAX_SAFETY * b.estimate(prior))
                 if not b.deterministic:
                     limit = min(limit, max(left / 2, 2 * b.estimate(prior)), left)
                     if self.request.policy.objective in LP_ROUND_OBJECTIVES:
