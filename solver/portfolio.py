@@ -53,8 +53,9 @@ BOUND_MIN_S = 2.0
 BOUND_SHARE = 0.1
 #: Prior costs of the phases in CPU seconds (module doc of solver/budget.py: scaled by the
 #: pace measured in this solve), measured on M and L with the collector paused.
-#: Compiling the jobs: L 0.27 s.
-COMPILE_CPU_PER_JOB = 1.5e-5
+#: Compiling the jobs: L 0.17-0.19 s (0.27 s before the eligibility rules were asked once
+#: per job kind; a prior left at 0.3 s made every later phase look half as costly).
+COMPILE_CPU_PER_JOB = 9e-6
 #: One greedy pass: M 0.13 s, L 1.8 s. With less than `CUT_EARLY` of a pass left, the
 #: greedy keeps the running jobs first: measured on a loaded machine, M at 1 s 3,218
 #: instead of 1,832 and L at 10 s 27,829 instead of -3,697, while M at 2 s (0.6 of a
@@ -66,7 +67,7 @@ CUT_EARLY = 0.3
 #: skipped (the quick bound stands in) when this much does not fit.
 RELAX_CPU_S = 0.1
 RELAX_CPU_PER_JOB = 3.5e-5
-RELAX_SAFETY = 1.5
+RELAX_SAFETY = 1.25
 #: One rounding pass, which grows faster than the jobs: M 0.05 s, L 0.9-1.0 s, XL (65,536
 #: GPUs / 80,000 jobs) 13 s: a per job and a per job squared term.
 ROUNDING_CPU_PER_JOB = 1.25e-5
