@@ -68,10 +68,11 @@ CUT_EARLY = 0.3
 RELAX_CPU_S = 0.1
 RELAX_CPU_PER_JOB = 3.5e-5
 RELAX_SAFETY = 1.25
-#: One rounding pass, which grows faster than the jobs: M 0.05 s, L 0.9-1.0 s, XL (65,536
-#: GPUs / 80,000 jobs) 13 s: a per job and a per job squared term.
+#: One rounding pass, which grows faster than the jobs: M 0.05 s, L 0.75 s (0.9-1.0 s before
+#: its gang placement stopped ordering the GPUs of every node), XL (65,536 GPUs / 80,000
+#: jobs) 13 s before that change: a per job and a per job squared term.
 ROUNDING_CPU_PER_JOB = 1.25e-5
-ROUNDING_CPU_PER_JOB2 = 1.9e-9
+ROUNDING_CPU_PER_JOB2 = 1.3e-9
 #: The share of a rounding pass that must fit for the first one to run: cut, it keeps the
 #: running jobs it did not reach (heuristics/greedy.py: keep_cut_running), and a third of
 #: a pass on L (16,384 GPUs / 20,000 jobs) already gives 40,360, more than the greedy
