@@ -78,8 +78,8 @@ ROUNDING_CPU_PER_JOB2 = 1.3e-9
 #: a pass on L (16,384 GPUs / 20,000 jobs) already gives 40,360, more than the greedy
 #: pass that keeps the running jobs first reaches in the same time.
 ROUND_MIN_SHARE = 0.3
-#: The quick bound (solver/quick_bound.py): M 0.02 s, L 0.25 s.
-QUICK_CPU_PER_JOB = 1.5e-5
+#: The quick bound (solver/quick_bound.py): M 0.02 s, L 0.25 s, XL 0.85 s.
+QUICK_CPU_PER_JOB = 1.25e-5
 #: Seconds between two heuristic incumbent reports, at least (and at least twice what
 #: building the last one cost): each report builds and validates a whole plan.
 REPORT_EVERY_S = 1.0
