@@ -118,6 +118,18 @@ class PlannerBug(SolveFailed):
     code = "planning_error"
 
 
+class InvalidBody(ServiceError):
+    """A request body its worker found invalid (validated there: api/intake.py `RawRequest`);
+    `errors` are the route's 422 errors, field paths from `body`."""
+
+    status = 422
+    code = "invalid_body"
+
+    def __init__(self, errors: list[Any]) -> None:
+        super().__init__("the request body is invalid")
+        self.errors = errors
+
+
 class Unavailable(ServiceError):
     """The service is starting or shutting down."""
 

@@ -18,6 +18,10 @@ solver worker as it is, which unpickles it: the request is validated once, in th
 process, never again in the worker (unpickling a validated model costs about half of a
 validation). The payload only ever travels between gpuplan's own processes; no client
 bytes are unpickled.
+
+A synchronous plan that finds a solver worker idle skips the intake: the body goes to the
+worker as a `RawRequest`, which runs the same checks (`validate_body`) and answers the
+same errors; nothing is queued ahead of it, so the 422 comes as soon.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from api.errors import Unavailable
 from api.routers.body import parse_body
 from api.settings import Settings
 from models import PlanRequest
+from solver.gcpause import gc_paused
 
 log = logging.getLogger("gpuplan.intake")
 
@@ -65,8 +70,16 @@ class PreparedRequest:
 
     def load(self) -> PlanRequest:
         """The request itself (unpickled: call it off the event loop)."""
-        request: PlanRequest = pickle.loads(self.payload)
-        return request
+        return load_payload(self.payload)
+
+
+def load_payload(payload: bytes) -> PlanRequest:
+    """A pickled PlanRequest of the intake, unpickled with the cyclic collector paused
+    (the hundreds of thousands of objects of a large request would otherwise trigger
+    collections that find nothing: 4x the time at 16,384 GPUs)."""
+    with gc_paused():
+        request: PlanRequest = pickle.loads(payload)
+    return request
 
 
 def check_limits(request: PlanRequest, settings: Settings, loc: tuple[str, ...] = ("body",)
@@ -105,23 +118,48 @@ def prepare_request(request: PlanRequest, settings: Settings, record: bool = Fal
     its canonical JSON and that JSON's SHA-256."""
     capped = cap_request(request, settings.max_time_limit_s, settings.threads_per_solve)
     text = capped.model_dump_json() if record else None
+    with gc_paused():  # pickling a large request triggers needless collections
+        payload = pickle.dumps(capped, protocol=pickle.HIGHEST_PROTOCOL)
     return PreparedRequest(
-        payload=pickle.dumps(capped, protocol=pickle.HIGHEST_PROTOCOL),
+        payload=payload,
         time_limit_s=capped.policy.time_limit_s, solver=capped.policy.solver,
         request_hash=hashlib.sha256(text.encode()).hexdigest() if text is not None else None,
         request_json=text,
     )
 
 
-def prepare_body(body: bytes, settings: Settings, record: bool) -> PreparedRequest | list[Any]:
-    """In the intake process: a JSON body to a PreparedRequest, or the list of its errors
-    (as `RequestValidationError.errors()`, field paths from `body`)."""
+def validate_body(body: bytes, settings: Settings) -> PlanRequest | list[Any]:
+    """A JSON body to the request capped by the server, or the list of its errors (as
+    `RequestValidationError.errors()`, field paths from `body`): the intake's checks."""
     try:
-        request = parse_body(_ADAPTER, body)
+        request = parse_body(_ADAPTER, body)  # with the collector paused: parse_body
         check_limits(request, settings)
     except RequestValidationError as e:
         return list(e.errors())
-    return prepare_request(request, settings, record)
+    return cap_request(request, settings.max_time_limit_s, settings.threads_per_solve)
+
+
+def prepare_body(body: bytes, settings: Settings, record: bool) -> PreparedRequest | list[Any]:
+    """In the intake process: a JSON body to a PreparedRequest, or the list of its errors
+    (as `RequestValidationError.errors()`, field paths from `body`)."""
+    checked = validate_body(body, settings)
+    if isinstance(checked, list):
+        return checked
+    return prepare_request(checked, settings, record)
+
+
+@dataclass(frozen=True, slots=True)
+class RawRequest:
+    """A JSON body sent to an idle solver worker as it came, with the server's settings:
+    the worker runs `validate_body` itself and answers its errors (a 422) or solves.
+
+    A synchronous plan that finds a worker idle takes this way: nothing waits ahead of it,
+    so a bad body gets its 422 as soon as from the intake, and the request is validated
+    where it is solved, without the intake's round trip and the pickled hand-over (their
+    CPU is about that of a validation: benchmarks/LATENCY.md)."""
+
+    body: bytes
+    settings: Settings
 
 
 #: The name an intake process gives itself (Linux `comm`: `ps`, `/proc/PID/comm`).
@@ -178,6 +216,20 @@ class Intake:
         executor, self._executor = self._executor, None
         if executor is not None:
             await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+
+    def ensure_alive(self) -> None:
+        """Replace the processes if one died (plans that skip the intake would not notice
+        otherwise): a no-op task, which a broken pool refuses at once."""
+        executor = self._executor
+        if executor is None:
+            return
+        try:
+            executor.submit(_warm)
+        except BrokenProcessPool:
+            log.error("an intake process died; starting new ones")
+            self._executor = self._new_executor()
+            self._executor.submit(_warm)
+            executor.shutdown(wait=False, cancel_futures=True)
 
     async def prepare(self, body: bytes, record: bool) -> PreparedRequest:
         """Parse and validate a JSON body in an intake process; raises

@@ -3,7 +3,9 @@
 Each of the `size` slots owns one long-lived worker process (started from a forkserver that
 has already imported the solver, so a replacement starts in milliseconds). A slot takes the
 oldest waiting task, sends the request to its worker over a pipe (pickled once by the
-intake, api/intake.py: the worker unpickles it, never validates it again) and waits,
+intake, api/intake.py: the worker unpickles it, never validates it again; or, for a
+synchronous plan that found a worker idle, the JSON body itself, which the worker
+validates: `RawRequest`) and waits,
 without blocking the loop, for the worker's messages: incumbents (the best plan so far,
 forwarded from the planner's `on_incumbent` callback), then the final plan or an error. A
 task that overruns its time limit plus the grace period, or that is cancelled while
@@ -21,7 +23,6 @@ import importlib
 import logging
 import multiprocessing as mp
 import os
-import pickle
 import signal
 import threading
 import time
@@ -35,6 +36,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from api.errors import (
+    InvalidBody,
     PlannerBug,
     QueueFull,
     ServiceError,
@@ -43,6 +45,7 @@ from api.errors import (
     SolveFailed,
     SolveTimeout,
 )
+from api.intake import RawRequest, load_payload, validate_body
 from models import Plan, PlanRequest
 
 log = logging.getLogger("gpuplan.pool")
@@ -85,7 +88,8 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
     Messages sent: ("incumbent", task_id, plan_json, solver, status), then ("done", ...) of
     the same shape or ("error", task_id, kind, message) with kind "planning"
     (PlanningError) or "internal". Plans travel as JSON text so that the server only
-    parses them when someone asks.
+    parses them when someone asks. A `RawRequest` is validated first: ("invalid", task_id,
+    errors) ends it, else ("accepted", task_id, time_limit_s, solver) precedes the rest.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server owns shutdown
     threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
@@ -113,7 +117,16 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
             send(("incumbent", task_id, p.model_dump_json(), p.solver, p.status))
 
         try:
-            request: PlanRequest = pickle.loads(payload)  # validated by the intake
+            if isinstance(payload, RawRequest):  # an idle worker validates the body itself
+                checked = validate_body(payload.body, payload.settings)
+                if isinstance(checked, list):
+                    send(("invalid", task_id, checked))
+                    continue
+                request: PlanRequest = checked
+                send(("accepted", task_id, request.policy.time_limit_s,
+                      request.policy.solver))
+            else:
+                request = load_payload(payload)  # validated by the intake
             result = planner(request, on_incumbent=incumbent)
             send(("done", task_id, result.model_dump_json(), result.solver, result.status))
         except PlanningError as e:
@@ -144,10 +157,11 @@ class SolveTask:
     """One solve submitted to the pool; `future` resolves to the plan or a ServiceError.
 
     `payload` is the pickled PlanRequest (api/intake.py: `PreparedRequest`), `solver` its
-    `policy.solver` and `time_limit_s` its time limit, capped by the server."""
+    `policy.solver` and `time_limit_s` its time limit, capped by the server; or a
+    `RawRequest`, whose worker validates it and then reports its limit and solver."""
 
     id: str
-    payload: bytes
+    payload: bytes | RawRequest
     solver: str
     time_limit_s: float
     on_start: Callable[[SolveTask], None] | None = None
@@ -292,6 +306,13 @@ class SolverPool:
                 and any(w is not None and w.alive for w in self._workers))
 
     @property
+    def idle(self) -> bool:
+        """True when a task submitted now goes to a live worker at once (none queued, a
+        slot free)."""
+        return (self.ready and not self._pending and len(self._running) < self.size
+                and all(w is not None and w.alive for w in self._workers))
+
+    @property
     def queue_depth(self) -> int:
         """Tasks waiting for a worker."""
         return len(self._pending)
@@ -419,7 +440,13 @@ class SolverPool:
                     return False
                 if msg[1] != task.id:  # a late message of an earlier task
                     continue
-                if msg[0] == "incumbent":
+                if msg[0] == "accepted":  # a RawRequest, validated: its own limit counts
+                    task.time_limit_s, task.solver = msg[2], msg[3]
+                    deadline = time.monotonic() + task.time_limit_s + self.grace_s
+                elif msg[0] == "invalid":
+                    self._finish(task, None, InvalidBody(msg[2]))
+                    return True
+                elif msg[0] == "incumbent":
                     task.incumbent = PlanJSON(*msg[2:5])
                 elif msg[0] == "done":
                     self._finish(task, PlanJSON(*msg[2:5]), None)

@@ -47,6 +47,7 @@ from api.store import (
 )
 from models import Plan, PlanRequest
 from models.events import Event
+from solver.gcpause import gc_paused
 from solver.session import EventError, PlanningSession
 
 log = logging.getLogger("gpuplan.sessions")
@@ -259,8 +260,10 @@ def _record(session_id: str, live: LiveSession) -> SessionRecord:
 
 
 def _load(rec: SessionRecord) -> LiveSession:
-    """A stored session, parsed back into memory."""
-    request = PlanRequest.model_validate_json(rec.request_json)
+    """A stored session, parsed back into memory (the collector paused: api/intake.py
+    `load_payload`)."""
+    with gc_paused():
+        request = PlanRequest.model_validate_json(rec.request_json)
     plan = Plan.model_validate_json(rec.plan_json) if rec.plan_json is not None else None
     return LiveSession(PlanningSession(request, plan, rec.version), rec.created_at,
                        rec.updated_at)

@@ -22,6 +22,14 @@ its loss counts that job's whole value, so the comparison is at equal placements
 stricter for the aware plan. Target (issue 15): aware plans lose at most half of what
 blind ones lose.
 
+The least loss any plan can have (`least_loss`) is computed beside, exactly, from the
+workload's shape: one GPU model, every whole job on a GPU of its own (with factors at
+most 1, two shares of a GPU earn at most what a whole job does) and at most two shares a
+GPU, so that a plan of the shared jobs is a set of pairs and lone jobs on the GPUs the
+whole jobs leave: a maximum-weight matching with a GPU budget, solved as a small MIP with
+HiGHS (a column per pair). It is given twice: free (what the aware planner optimises:
+a job may stay out) and with every job placed (the blind plans' placements).
+
 `--scale M:5,L:10` also runs the scale benchmark's instances (benchmarks/generator.py)
 with co-location classes on 30% of their shared jobs (`add_colocation_classes`, Gavel's
 V100 factors between the classes drawn) under `auto` at the given time limits, and reports
@@ -41,7 +49,8 @@ import typer
 from benchmarks.data.gavel import classes, interference_pairs
 from models import PlanRequest
 from models.objective import evaluate
-from models.rules import job_value
+from models.rules import colocation_factor, interference_table, job_value
+from solver.highs import OPTIMAL, HighsLp, set_integral
 
 #: The GPU model of the co-location workload (Gavel's factors are measured on V100s).
 MODEL = "V100-32GB"
@@ -108,6 +117,9 @@ class Pair:
     loss_blind: float
     wall_aware: float
     wall_blind: float
+    #: the least loss of any plan, and of any plan that places every job (`least_loss`)
+    least: float | None = None
+    least_all: float | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -135,26 +147,81 @@ def compare(request: PlanRequest, scenario: str, seed: int) -> Pair:
                     reference - ev.throughput))
     return Pair(scenario, seed, len(request.jobs),
                 sum(len(n.gpus) for n in request.cluster.nodes), out[0][0], out[1][0],
-                out[0][1], out[1][1], out[0][2], out[1][2], t1 - t0, t2 - t1)
+                out[0][1], out[1][1], out[0][2], out[1][2], t1 - t0, t2 - t1,
+                least_loss(request), least_loss(request, place_all=True))
+
+
+def least_loss(request: PlanRequest, place_all: bool = False) -> float | None:
+    """The least loss (module doc: the reference minus the throughput) of any plan of a
+    co-location `workload` request, exactly; with `place_all`, of any plan that places
+    every job. None when no such plan exists."""
+    table = interference_table(request.interference)
+    catalog = request.cluster.catalog()
+    shared = [j for j in request.jobs if j.gpu_share is not None]
+    whole = [j for j in request.jobs if j.gpu_share is None]
+    if any((j.gpu_share or 0.0) < 0.5 for j in shared) or any(j.gpus != 1 for j in whole):
+        raise ValueError("least_loss needs the co-location workload's shape (module doc)")
+    value = [job_value(j, MODEL, catalog) for j in shared]
+    reference = sum(job_value(j, MODEL, catalog) for j in request.jobs)
+    lp = HighsLp()
+    for k in range(len(shared)):
+        lp.add_row("job", k, lo=1.0 if place_all else 0.0, hi=1.0)
+    gpus = sum(len(n.gpus) for n in request.cluster.nodes) - len(whole)
+    lp.add_row("gpus", 0, hi=float(gpus))
+    for k, v in enumerate(value):   # a job alone on a GPU
+        col = lp.add_col(-v, hi=1.0)
+        lp.entry("job", k, col, 1.0)
+        lp.entry("gpus", 0, col, 1.0)
+    for a in range(len(shared)):
+        for b in range(a + 1, len(shared)):
+            ca, cb = shared[a].colocation_class, shared[b].colocation_class
+            pair = (value[a] * colocation_factor(ca, [cb], table)
+                    + value[b] * colocation_factor(cb, [ca], table))
+            col = lp.add_col(-pair, hi=1.0)
+            lp.entry("job", a, col, 1.0)
+            lp.entry("job", b, col, 1.0)
+            lp.entry("gpus", 0, col, 1.0)
+    h = lp.to_highs()
+    set_integral(h, list(range(lp.num_cols)))
+    h.setOptionValue("mip_rel_gap", 0.0)
+    h.run()
+    if h.getModelStatus() != OPTIMAL:
+        return None
+    best = -h.getInfo().objective_function_value + sum(
+        job_value(j, MODEL, catalog) for j in whole)
+    return reference - best
 
 
 def format_pairs(rows: list[Pair]) -> str:
     """The comparison as a Markdown table, with the totals per scenario."""
     head = ("| scenario | seed | jobs | GPUs | placed aware / blind | value at factor 1 "
-            "aware / blind | lost aware | lost blind | aware / blind loss | wall s aware "
-            "/ blind |\n|---|---|---|---|---|---|---|---|---|---|")
+            "aware / blind | lost aware | lost blind | aware / blind loss | least loss "
+            "(all placed) | least / blind (all placed) | wall s aware / blind |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
+
+    def num(x: float | None, digits: int = 3) -> str:
+        return "-" if x is None else f"{x:.{digits}f}"
+
+    def per(x: float | None, lb: float) -> str:
+        return "-" if x is None or lb <= 0 else f"{x / lb:.2f}"
+
     for r in rows:
-        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}"
         lines.append(f"| {r.scenario} | {r.seed} | {r.jobs} | {r.gpus} | {r.placed_aware} / "
                      f"{r.placed_blind} | {r.plain_aware:.3f} / {r.plain_blind:.3f} | "
-                     f"{r.loss_aware:.3f} | {r.loss_blind:.3f} | {ratio} | "
+                     f"{r.loss_aware:.3f} | {r.loss_blind:.3f} | {num(r.ratio, 2)} | "
+                     f"{num(r.least)} ({num(r.least_all)}) | {per(r.least, r.loss_blind)} "
+                     f"({per(r.least_all, r.loss_blind)}) | "
                      f"{r.wall_aware:.1f} / {r.wall_blind:.1f} |")
     for scen in sorted({r.scenario for r in rows}):
         sel = [r for r in rows if r.scenario == scen]
         la, lb = sum(r.loss_aware for r in sel), sum(r.loss_blind for r in sel)
+        least = sum(r.least for r in sel if r.least is not None)
+        least_all = sum(r.least_all for r in sel if r.least_all is not None)
         ratio = f"{la / lb:.2f}" if lb > 0 else "-"
-        lines.append(f"| **{scen} total** | | | | | | {la:.3f} | {lb:.3f} | **{ratio}** | |")
+        lines.append(f"| **{scen} total** | | | | | | {la:.3f} | {lb:.3f} | **{ratio}** | "
+                     f"{least:.3f} ({least_all:.3f}) | {per(least, lb)} "
+                     f"({per(least_all, lb)}) | |")
     return "\n".join(lines)
 
 

@@ -83,7 +83,8 @@ def run_one(k: int, policies: Sequence[str], *, round_s: float = 60.0,
 
     cluster = load_cluster("pollux-64")
     config = SimConfig(round_s=round_s, restart_overhead_s=restart_overhead_s)
-    over = {p: {"time_limit_s": time_limit_s, "deterministic": deterministic}
+    over = {p: {"time_limit_s": time_limit_s, "deterministic": deterministic,
+                "restart_overhead_s": restart_overhead_s}
             for p in policies if p.startswith("gpuplan")}
     trace = load_trace(f"pollux:{k}", limit=limit, max_gang=64, gpus_per_node=4)
 
@@ -184,21 +185,25 @@ def write(docs: Mapping[int, Mapping[str, Any]], policies: Sequence[str], out: P
 
 
 def combine(paths: Sequence[Path]) -> tuple[dict[int, Any], list[str], dict[str, Any]]:
-    """The workloads of several `summary.json` files of this command (later files win),
-    the policies they all have, and their merged meta."""
+    """The workloads of several `summary.json` files of this command, merged by workload
+    and by policy (later files win: one run per workload, or a rerun of some policies),
+    the policies every workload has (in the order first seen), and their merged meta."""
     docs: dict[int, Any] = {}
-    policies: list[str] | None = None
+    order: list[str] = []
     meta: dict[str, Any] = {}
     for path in paths:
         f = path / "summary.json" if path.is_dir() else path
         doc = json.loads(f.read_text())
-        meta.update({k: v for k, v in doc["meta"].items() if k != "workloads"})
-        names = list(doc["meta"]["policies"])
-        policies = names if policies is None else [p for p in policies if p in names]
-        docs.update({int(k): v for k, v in doc["workloads"].items()})
+        meta.update({k: v for k, v in doc["meta"].items() if k not in ("workloads", "policies")})
+        order.extend(p for p in doc["meta"]["policies"] if p not in order)
+        for k, v in doc["workloads"].items():
+            d = docs.setdefault(int(k), {"summaries": {}, "jct_s": {}})
+            d["summaries"].update(v["summaries"])
+            d["jct_s"].update(v["jct_s"])
+    policies = [p for p in order if all(p in d["summaries"] for d in docs.values())]
     meta["workloads"] = sorted(docs)
-    meta["policies"] = policies or []
-    return docs, policies or [], meta
+    meta["policies"] = policies
+    return docs, policies, meta
 
 
 def elastic_command(
@@ -218,7 +223,8 @@ def elastic_command(
         min=1, max=8, help="Workloads simulated at once, one process each.")] = 1,
     combine_from: Annotated[list[Path] | None, typer.Option(
         "--combine", help="Simulate nothing: merge the summary.json of earlier runs "
-                          "(one workload each, say) into one table and plot.")] = None,
+                          "(one workload each, or a rerun of some policies; later "
+                          "files win) into one table and plot.")] = None,
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("elastic_out"),
 ) -> None:
     """Pollux's workloads on 64 GPUs: gpuplan with and without elasticity, AFS, Tiresias,

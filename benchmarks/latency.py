@@ -1,10 +1,15 @@
 """`gpuplan bench latency`: end-to-end latency, JSON in to JSON out, and session replanning.
 
 Plans. For each size (M and L by default; benchmarks/generator.py) the request's JSON goes
-through the stages the service runs, each timed on its own in this process:
+through the stages the service runs, each timed on its own in this process, in wall time
+and in CPU time (`time.process_time`: what a loaded machine does not inflate; the solve's
+CPU counts every thread it runs):
 
-- parse: the body's bytes to Python objects (`json.loads`);
-- validate: the objects to a checked `PlanRequest` (pydantic, with the cross-checks);
+- validate: the body's bytes to a checked `PlanRequest` (pydantic's strict JSON validation
+  with the cross-checks, as api/routers/body.py `parse_body` runs it);
+- hand-over: the validated request pickled and unpickled, which the service adds when no
+  worker is idle (the intake process validates and pickles, the worker unpickles); an idle
+  worker validates the body itself and skips it (api/intake.py `RawRequest`);
 - compile: `models.instance.compile_jobs` (cached on the request, so `solver.plan`
   reuses it);
 - solve: `solver.plan` less the plan validation it runs inside (the formulation, the LP
@@ -12,18 +17,22 @@ through the stages the service runs, each timed on its own in this process:
 - check: `solver.validate.validate_plan` (the same validation `solver.plan` ran);
 - serialise: the Plan to JSON.
 
-The service parses and validates the body once, in its intake process (api/intake.py),
-which hands the worker the request pickled; with `--http` the same body is also posted to
-`POST /v1/plans` of a server started on a free loopback port, and `service overhead` is the
-HTTP wall time less the plan's own `solve_time_s` (everything the service adds: the HTTP
-stack, the intake's parse, the pickled hand-over, the pipes).
+With `--http` the same body is also posted to `POST /v1/plans` of a server started on a
+free loopback port (one worker, idle between posts), and `service overhead` is the HTTP
+wall time less the plan's own `solve_time_s` (everything the service adds: the HTTP stack,
+the validation, the pipes, the serialisation).
 
 Sessions (`--sessions-size`, M by default): a `solver.session.PlanningSession` opened on
 the instance and planned once (not measured), then per round a batch of `--events` random
 deltas (finishes, arrivals, cancellations, resizes, a GPU failing, a node cordoned or
 uncordoned, a node added) is applied and the session planned with `--session-limit`;
 per round the apply and plan wall times, and the plan's value against a cold solve of the
-same state with `--cold-limit`. Percentiles are nearest-rank over the `--rounds` rounds
+same state with `--cold-limit`. With `--session-http` the rounds go through the
+service instead (`POST /v1/sessions`, then per round `POST .../events` and `POST
+.../plan` to a server on a loopback port, timed from the client), with an in-process
+session kept in step for the cold solves; `plan less its solve_time_s` is then what the
+service adds to a session plan (the hand-over to the worker, committing the plan, writing
+the session to the store). Percentiles are nearest-rank over the `--rounds` rounds
 (p99 of fewer than 100 rounds is their maximum). The machine may be shared: figures are
 what this run saw.
 """
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import pickle
 import random
 import statistics
 import time
@@ -41,6 +51,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import TypeAdapter
 
 from benchmarks.contend import contended
 from benchmarks.load import local_server, percentile
@@ -56,7 +67,10 @@ from models.events import (
     NodeCordoned,
 )
 
-STAGES = ("parse", "validate", "compile", "solve", "check", "serialise")
+#: The service's validation of a PlanRequest body (api/routers/body.py `parse_body`).
+_STRICT: TypeAdapter[PlanRequest] = TypeAdapter(PlanRequest)
+
+STAGES = ("validate", "hand-over", "compile", "solve", "check", "serialise")
 
 
 @dataclass
@@ -71,6 +85,12 @@ class PlanLatency:
     gap: float | None
     http_s: float | None = None
     http_solve_time_s: float | None = None
+    #: median CPU seconds per stage
+    cpu: dict[str, float] = field(default_factory=dict)
+    #: per-post service overheads (wall less solve_time_s) of this server and, with
+    #: `--baseline`, of the baseline's, posted alternately
+    overheads_s: list[float] = field(default_factory=list)
+    baseline_overheads_s: list[float] = field(default_factory=list)
 
     @property
     def total_s(self) -> float:
@@ -97,39 +117,46 @@ class SessionLatency:
     plan_s: list[float] = field(default_factory=list)
     ratios: list[float] = field(default_factory=list)
     statuses: list[str] = field(default_factory=list)
+    #: "in-process" (`PlanningSession`) or "http" (the service's /v1/sessions routes)
+    via: str = "in-process"
+    #: the `solve_time_s` of each session plan
+    solve_s: list[float] = field(default_factory=list)
 
 
 @contextlib.contextmanager
-def _timer(out: dict[str, float], name: str) -> Iterator[None]:
-    t0 = time.perf_counter()
+def _timer(out: dict[str, float], cpu: dict[str, float], name: str) -> Iterator[None]:
+    t0, c0 = time.perf_counter(), time.process_time()
     yield
     out[name] = time.perf_counter() - t0
+    cpu[name] = time.process_time() - c0
 
 
-def time_stages(body: bytes) -> tuple[dict[str, float], Plan]:
-    """Each stage of one request body, in seconds, and the plan."""
+def time_stages(body: bytes) -> tuple[dict[str, float], dict[str, float], Plan]:
+    """Each stage of one request body: wall seconds, CPU seconds, and the plan."""
     from models.instance import compile_jobs, forget_compiled
     from solver import plan
     from solver.validate import validate_plan
 
     forget_compiled()
     t: dict[str, float] = {}
-    with _timer(t, "parse"):
-        data = json.loads(body)
-    with _timer(t, "validate"):
-        request = PlanRequest.model_validate(data)
-    with _timer(t, "compile"):
+    c: dict[str, float] = {}
+    with _timer(t, c, "validate"):
+        request = _STRICT.validate_json(body, strict=True)
+    with _timer(t, c, "hand-over"):
+        pickle.loads(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
+    with _timer(t, c, "compile"):
         compile_jobs(request)
-    with _timer(t, "solve"):
+    with _timer(t, c, "solve"):
         result = plan(request)
-    with _timer(t, "check"):
+    with _timer(t, c, "check"):
         bad = validate_plan(request, result)
     if bad:
         raise RuntimeError(f"invalid plan: {bad[0].message}")
     t["solve"] = max(0.0, t["solve"] - t["check"])  # plan() validated once already
-    with _timer(t, "serialise"):
+    c["solve"] = max(0.0, c["solve"] - c["check"])
+    with _timer(t, c, "serialise"):
         result.model_dump_json()
-    return t, result
+    return t, c, result
 
 
 def _body(size: str, time_limit: float, seed: int) -> bytes:
@@ -142,32 +169,55 @@ def _body(size: str, time_limit: float, seed: int) -> bytes:
 
 
 def measure_plan(size: str, time_limit: float, seed: int, repeats: int,
-                 url: str | None) -> PlanLatency:
-    """Median stage times over `repeats` runs; one HTTP post per repeat when `url`."""
+                 url: str | None, baseline_url: str | None = None) -> PlanLatency:
+    """Median stage times over `repeats` runs; one HTTP post per repeat when `url` (and,
+    alternately with it, to `baseline_url`, after one warm-up post to each)."""
     body = _body(size, time_limit, seed)
     runs: list[dict[str, float]] = []
+    cpus: list[dict[str, float]] = []
     result: Plan | None = None
     for _ in range(repeats):
-        t, result = time_stages(body)
+        t, cpu, result = time_stages(body)
         runs.append(t)
+        cpus.append(cpu)
     assert result is not None
     stages = {s: statistics.median(r[s] for r in runs) for s in STAGES}
-    row = PlanLatency(size, time_limit, len(body) / 2**20, stages, result.status, result.gap)
+    row = PlanLatency(size, time_limit, len(body) / 2**20, stages, result.status, result.gap,
+                      cpu={s: statistics.median(c[s] for c in cpus) for s in STAGES})
     if url is not None:
-        import httpx
-
-        walls, solves = [], []
-        with httpx.Client(base_url=url, timeout=time_limit + 300) as c:
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                r = c.post("/v1/plans", content=body,
-                           headers={"Content-Type": "application/json"})
-                walls.append(time.perf_counter() - t0)
-                r.raise_for_status()
-                solves.append(r.json()["solve_time_s"])
-        row.http_s = statistics.median(walls)
-        row.http_solve_time_s = statistics.median(solves)
+        _post_alternately(row, body, time_limit, repeats, url, baseline_url)
     return row
+
+
+def _post_alternately(row: PlanLatency, body: bytes, time_limit: float, repeats: int,
+                      url: str, baseline_url: str | None) -> None:
+    """Post `body` `repeats` times to `url` (and as often to `baseline_url`, alternating
+    which goes first); record walls and overheads in `row`."""
+    import httpx
+
+    targets = {"this": url, **({"baseline": baseline_url} if baseline_url else {})}
+    walls: dict[str, list[float]] = {k: [] for k in targets}
+    solves: dict[str, list[float]] = {k: [] for k in targets}
+    with contextlib.ExitStack() as stack:
+        clients = {k: stack.enter_context(httpx.Client(base_url=u, timeout=time_limit + 300))
+                   for k, u in targets.items()}
+        headers = {"Content-Type": "application/json"}
+        if baseline_url:  # both servers warmed up alike
+            for client in clients.values():
+                client.post("/v1/plans", content=body, headers=headers).raise_for_status()
+        for i in range(repeats):
+            for k in (list(clients) if i % 2 == 0 else list(clients)[::-1]):
+                t0 = time.perf_counter()
+                r = clients[k].post("/v1/plans", content=body, headers=headers)
+                walls[k].append(time.perf_counter() - t0)
+                r.raise_for_status()
+                solves[k].append(r.json()["solve_time_s"])
+    row.http_s = statistics.median(walls["this"])
+    row.http_solve_time_s = statistics.median(solves["this"])
+    row.overheads_s = [w - s for w, s in zip(walls["this"], solves["this"], strict=True)]
+    if baseline_url:
+        row.baseline_overheads_s = [w - s for w, s in zip(walls["baseline"],
+                                                          solves["baseline"], strict=True)]
 
 
 # ---------------------------------------------------------------- sessions
@@ -208,9 +258,12 @@ def random_events(request: PlanRequest, rng: random.Random, n: int, tag: str) ->
 
 
 def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
-                     cold_limit: float, seed: int, solver: str | None = None
-                     ) -> SessionLatency:
-    """Session replanning after `events` deltas, `rounds` times (see the module doc)."""
+                     cold_limit: float, seed: int, solver: str | None = None,
+                     url: str | None = None) -> SessionLatency:
+    """Session replanning after `events` deltas, `rounds` times (see the module doc); with
+    `url`, through the service's `/v1/sessions` routes of the server there, with an
+    in-process session kept in step (the same events, the service's plans committed) for
+    the cold solves."""
     from benchmarks.generator import generate
     from solver import plan
     from solver.session import PlanningSession
@@ -221,18 +274,30 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
     if solver is not None:
         policy = policy.model_copy(update={"solver": solver})
     session = PlanningSession(request.model_copy(update={"policy": policy}))
-    session.plan(cold_limit)  # the starting plan, committed (not measured)
+    remote = _RemoteSession(url, session, cold_limit) if url is not None else None
+    if remote is None:
+        session.plan(cold_limit)  # the starting plan, committed (not measured)
     rng = random.Random(seed)
-    out = SessionLatency(size, events, session_limit, cold_limit, policy.solver)
+    out = SessionLatency(size, events, session_limit, cold_limit, policy.solver,
+                         via="in-process" if remote is None else "http")
     for r in range(rounds):
         batch = random_events(session.request, rng, events, f"r{r}")
-        t0 = time.perf_counter()
-        session.apply(batch)
-        out.apply_s.append(time.perf_counter() - t0)
-        state = session.planning_request(session_limit)
-        t0 = time.perf_counter()
-        warm = session.plan(session_limit)
-        out.plan_s.append(time.perf_counter() - t0)
+        if remote is not None:
+            out.apply_s.append(remote.apply(batch))
+            session.apply(batch)
+            state = session.planning_request(session_limit)
+            warm, plan_s = remote.plan(session_limit)
+            session.commit(warm)
+        else:
+            t0 = time.perf_counter()
+            session.apply(batch)
+            out.apply_s.append(time.perf_counter() - t0)
+            state = session.planning_request(session_limit)
+            t0 = time.perf_counter()
+            warm = session.plan(session_limit)
+            plan_s = time.perf_counter() - t0
+        out.plan_s.append(plan_s)
+        out.solve_s.append(warm.solve_time_s)
         if validate_plan(state, warm):
             raise RuntimeError("a session plan failed validation")
         cold = plan(state.model_copy(update={"policy": state.policy.model_copy(
@@ -240,19 +305,60 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
         out.ratios.append(warm.objective_value / cold.objective_value
                           if cold.objective_value else 1.0)
         out.statuses.append(warm.status)
+    if remote is not None:
+        remote.close()
     return out
+
+
+class _RemoteSession:
+    """A session of the service at `url`, opened on `session`'s state and planned once
+    with `first_limit` (not measured); `apply` and `plan` time their own posts."""
+
+    def __init__(self, url: str, session: Any, first_limit: float) -> None:
+        import httpx
+
+        self.client = httpx.Client(base_url=url, timeout=first_limit + 600)
+        r = self.client.post("/v1/sessions", content=session.request.model_dump_json(),
+                             headers={"Content-Type": "application/json"})
+        r.raise_for_status()
+        self.path = f"/v1/sessions/{r.json()['id']}"
+        session.commit(self.plan(first_limit)[0])
+
+    def apply(self, batch: list[Event]) -> float:
+        """Post one event batch; its wall seconds."""
+        body = json.dumps({"events": [e.model_dump(mode="json") for e in batch]})
+        t0 = time.perf_counter()
+        r = self.client.post(f"{self.path}/events", content=body,
+                             headers={"Content-Type": "application/json"})
+        wall = time.perf_counter() - t0
+        r.raise_for_status()
+        return wall
+
+    def plan(self, limit: float) -> tuple[Plan, float]:
+        """Plan the session with `limit`: the committed plan and the post's wall seconds."""
+        t0 = time.perf_counter()
+        r = self.client.post(f"{self.path}/plan", json={"time_limit_s": limit})
+        wall = time.perf_counter() - t0
+        r.raise_for_status()
+        return Plan.model_validate_json(r.content), wall
+
+    def close(self) -> None:
+        """Close the session and the client."""
+        self.client.delete(self.path)
+        self.client.close()
 
 
 # ---------------------------------------------------------------- report
 
 
 def format_plans(rows: list[PlanLatency]) -> str:
-    """Stage seconds and shares as a Markdown table."""
+    """Stage seconds (wall, share, CPU) as a Markdown table."""
     head = "| size | limit (s) | body (MiB) | " + " | ".join(STAGES) + \
         " | in-process total | HTTP wall | service overhead | status | gap |"
     lines = [head, "|" + "---|" * (len(STAGES) + 8)]
     for r in rows:
         cells = [f"{1000 * r.stages[s]:,.0f} ms ({100 * r.stages[s] / r.total_s:.0f}%)"
+                 + (f", CPU {1000 * r.cpu[s]:,.0f} ms" if s in r.cpu else "")
                  for s in STAGES]
         http = "-" if r.http_s is None else f"{r.http_s:.2f} s"
         over = "-" if r.overhead_s is None else f"{1000 * r.overhead_s:,.0f} ms"
@@ -260,6 +366,14 @@ def format_plans(rows: list[PlanLatency]) -> str:
         lines.append(f"| {r.size} | {r.time_limit_s:g} | {r.body_mib:.1f} | "
                      + " | ".join(cells)
                      + f" | {r.total_s:.2f} s | {http} | {over} | {r.status} | {gap} |")
+    compared = [r for r in rows if r.baseline_overheads_s]
+    if compared:
+        lines += ["", "Service overhead per post (wall less solve_time_s), posted alternately:",
+                  "| size | server | median | min | max |", "|---|---|---:|---:|---:|"]
+        for r in compared:
+            for name, v in (("this", r.overheads_s), ("baseline", r.baseline_overheads_s)):
+                lines.append(f"| {r.size} | {name} | {1000 * statistics.median(v):,.0f} ms | "
+                             f"{1000 * min(v):,.0f} ms | {1000 * max(v):,.0f} ms |")
     return "\n".join(lines)
 
 
@@ -268,14 +382,17 @@ def format_sessions(s: SessionLatency) -> str:
     def ms(v: float) -> str:
         return f"{1000 * v:,.1f} ms"
 
+    beyond = [p - v for p, v in zip(s.plan_s, s.solve_s, strict=True)]
     return "\n".join([
-        f"Sessions at {s.size}: {len(s.plan_s)} rounds of {s.events} events, plan limit "
-        f"{s.session_limit_s:g} s, cold solve {s.cold_limit_s:g} s, solver {s.solver}",
+        f"Sessions at {s.size} ({s.via}): {len(s.plan_s)} rounds of {s.events} events, plan "
+        f"limit {s.session_limit_s:g} s, cold solve {s.cold_limit_s:g} s, solver {s.solver}",
         "| figure | p50 | p99 | max |", "|---|---:|---:|---:|",
         f"| apply events | {ms(percentile(s.apply_s, 50))} | {ms(percentile(s.apply_s, 99))}"
         f" | {ms(max(s.apply_s))} |",
         f"| session plan | {ms(percentile(s.plan_s, 50))} | {ms(percentile(s.plan_s, 99))}"
         f" | {ms(max(s.plan_s))} |",
+        f"| plan less its solve_time_s | {ms(percentile(beyond, 50))} | "
+        f"{ms(percentile(beyond, 99))} | {ms(max(beyond))} |",
         f"| value / cold value | {percentile(s.ratios, 50):.4f} | "
         f"min {min(s.ratios):.4f} | |",
         f"statuses: {', '.join(sorted(set(s.statuses)))}",
@@ -305,6 +422,12 @@ def latency_command(
     seed: Annotated[int, typer.Option(help="Instance and event seed.")] = 0,
     contend: Annotated[int, typer.Option(
         min=0, max=256, help="Busy processes pinned to the cores during the runs.")] = 0,
+    session_http: Annotated[bool, typer.Option(
+        help="Run the session rounds through the service's /v1/sessions routes (a server "
+             "on a loopback port) instead of in process.")] = False,
+    baseline: Annotated[Path | None, typer.Option(
+        help="Also post each body, alternately, to a server run from the gpuplan checkout "
+             "at this path (e.g. a worktree of main): both services' overheads.")] = None,
     out: Annotated[Path | None, typer.Option(help="Also write the figures as JSON.")] = None,
 ) -> None:
     """Time JSON-in to JSON-out by stage at each size, and session replanning."""
@@ -331,25 +454,34 @@ def latency_command(
     sess: SessionLatency | None = None
     with contextlib.ExitStack() as stack:
         stack.enter_context(contended(contend))
-        url = None
-        if http and size_list:
-            url = stack.enter_context(local_server(
-                workers=1, queue_size=2, max_time_limit_s=max(limits) + 1, max_nodes=100000,
-                max_gpus=100000, max_jobs=100000, max_body_bytes=512 * 2**20,
-                kill_grace_s=120)).url
+        url = base_url = None
+        server_settings: dict[str, Any] = {
+            "workers": 1, "queue_size": 2,
+            "max_time_limit_s": max([*limits, cold_limit, session_limit]) + 1,
+            "max_nodes": 100000, "max_gpus": 100000, "max_jobs": 100000,
+            "max_body_bytes": 512 * 2**20, "kill_grace_s": 120}
+        if (http and size_list) or (session_http and sessions_size):
+            url = stack.enter_context(local_server(**server_settings)).url
+            if baseline is not None:
+                base_url = stack.enter_context(local_server(
+                    root=baseline.resolve(), **server_settings)).url
         for size, limit in zip(size_list, limits, strict=True):
-            rows.append(measure_plan(size, limit, seed, repeats, url))
-            typer.echo(format_plans(rows[-1:]).splitlines()[-1], err=True)
+            rows.append(measure_plan(size, limit, seed, repeats, url if http else None,
+                                     base_url))
+            typer.echo(format_plans(rows[-1:]).splitlines()[2], err=True)
         if sessions_size:
             sess = measure_sessions(sessions_size.upper(), events, rounds, session_limit,
-                                    cold_limit, seed, session_solver)
+                                    cold_limit, seed, session_solver,
+                                    url if session_http else None)
     command = (f"gpuplan bench latency --sizes {','.join(size_list)} --time-limits "
                f"{','.join(f'{x:g}' for x in limits)} --repeats {repeats}"
                + ("" if http else " --no-http")
                + f" --sessions-size '{sessions_size or ''}' --events {events} --rounds "
                f"{rounds} --session-limit {session_limit:g} --cold-limit {cold_limit:g} "
                f"--seed {seed}" + (f" --contend {contend}" if contend else "")
-               + (f" --session-solver {session_solver}" if session_solver else ""))
+               + (f" --session-solver {session_solver}" if session_solver else "")
+               + (f" --baseline {baseline}" if baseline is not None and http else "")
+               + (" --session-http" if session_http else ""))
     parts = [f"Command: `{command}`", "", format_plans(rows)] if rows else \
         [f"Command: `{command}`"]
     if sess is not None:

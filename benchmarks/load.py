@@ -214,21 +214,23 @@ class LocalServer:
 
 def launch(directory: Path, *, token: str | None = None, cli: bool = False,
            args: Sequence[str] = (), ready_s: float = 90.0, ready_path: str = "/readyz",
-           **settings: Any) -> LocalServer:
+           root: Path | None = None, **settings: Any) -> LocalServer:
     """Start a gpuplan server on a free loopback port and wait until `ready_path` answers
     200: `uvicorn --factory api.app:create_app`, or `gpuplan serve` with `cli` (and its
     options `args`). `settings`
     become `GPUPLAN_*` variables (names without the prefix; the rest of the caller's
     `GPUPLAN_*` environment is dropped); the database is an SQLite file in `directory`
     unless `db_path` or `db_url` say otherwise, and the log is `directory/server-PORT.log`.
+    `root`: run the code of another gpuplan checkout (default: this one).
     Raises RuntimeError with the log's end when the server exits or is not ready in time."""
+    root = root or REPO_ROOT
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPLAN_")}
     env["GPUPLAN_DB_PATH"] = str(directory / "gpuplan.db")
     env.update({f"GPUPLAN_{k.upper()}": str(v) for k, v in settings.items()})
     if token:
         env["GPUPLAN_API_TOKEN"] = token
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     if cli:
         cmd = [sys.executable, "-m", "api.cli", "serve"]
     else:
@@ -236,7 +238,7 @@ def launch(directory: Path, *, token: str | None = None, cli: bool = False,
     cmd += [*args, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     log_path = directory / f"server-{port}.log"
     with log_path.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=out,
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out,
                                 stderr=subprocess.STDOUT)
     server = LocalServer(f"http://127.0.0.1:{port}", proc, token, log_path)
     try:
@@ -248,12 +250,12 @@ def launch(directory: Path, *, token: str | None = None, cli: bool = False,
 
 
 @contextlib.contextmanager
-def local_server(*, token: str | None = None, ready_s: float = 90.0,
+def local_server(*, token: str | None = None, ready_s: float = 90.0, root: Path | None = None,
                  **settings: Any) -> Iterator[LocalServer]:
-    """`launch` a server with a throw-away directory; stop it (SIGTERM, then SIGKILL after
-    30 s) on exit."""
+    """`launch` a server (of the checkout at `root`, default this one) with a throw-away
+    directory; stop it (SIGTERM, then SIGKILL after 30 s) on exit."""
     with tempfile.TemporaryDirectory(prefix="gpuplan-server-") as tmp:
-        server = launch(Path(tmp), token=token, ready_s=ready_s, **settings)
+        server = launch(Path(tmp), token=token, ready_s=ready_s, root=root, **settings)
         try:
             yield server
         finally:

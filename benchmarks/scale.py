@@ -20,7 +20,10 @@ cores (benchmarks/contend.py), started before the first run and stopped after th
 so that a degraded CPU is measured; the number is a column of the results.
 
 `--elastic F` makes the fraction F of the whole-GPU jobs elastic gangs (contract 5.1;
-benchmarks/generator.py); the instance name says so.
+benchmarks/generator.py); `--interference F` puts the fraction F of the shared jobs in
+co-location classes, Gavel's single-GPU job types with their measured V100 factors
+(contract 5.2; `benchmarks.colocation.add_colocation_classes`). The instance name says
+both.
 """
 
 from __future__ import annotations
@@ -88,18 +91,23 @@ def _levels_note(request: PlanRequest, placed: set[str], levels: object) -> str:
 
 def _run_one(size: str, backend: str, time_limit: float, seed: int,
              elastic: float = 0.0, topology: tuple[str, ...] = (),
-             levels: tuple[int, int] = (0, 1)) -> Row:
-    """Generate the instance (with `elastic` gangs, `topology` levels and `levels` (tenants
-    under quotas, priority classes), if any) and run one backend on it (in the calling
-    process)."""
+             levels: tuple[int, int] = (0, 1), interference: float = 0.0) -> Row:
+    """Generate the instance (with `elastic` gangs, `topology` levels, `levels` (tenants
+    under quotas, priority classes) and `interference` classes, if any) and run one
+    backend on it (in the calling process)."""
     from benchmarks.generator import generate
     from models.objective import evaluate
 
     request = generate(size, seed, elastic=elastic, topology=topology,
                        tenants_quota=levels[0], priority_classes=levels[1])
+    if interference > 0:
+        from benchmarks.colocation import add_colocation_classes
+
+        request = add_colocation_classes(request, interference, seed)
     policy = request.policy.model_copy(update={"time_limit_s": time_limit, "seed": seed})
     instance = f"{size} ({sum(len(n.gpus) for n in request.cluster.nodes)} GPUs / "\
-        f"{len(request.jobs)} jobs)" + (f", {elastic:.0%} elastic" if elastic else "")
+        f"{len(request.jobs)} jobs)" + (f", {elastic:.0%} elastic" if elastic else "") \
+        + (f", {interference:.0%} of shares classed" if interference else "")
     if backend == "naive":
         from benchmarks.naive_cpsat import solve_naive
 
@@ -154,20 +162,21 @@ def _run_pipeline(instance: str, request: PlanRequest, time_limit: float) -> Row
 
 def _child(size: str, backend: str, time_limit: float, seed: int, conn: object,
            elastic: float = 0.0, topology: tuple[str, ...] = (),
-           levels: tuple[int, int] = (0, 1)) -> None:
-    row = _run_one(size, backend, time_limit, seed, elastic, topology, levels)
+           levels: tuple[int, int] = (0, 1), interference: float = 0.0) -> None:
+    row = _run_one(size, backend, time_limit, seed, elastic, topology, levels, interference)
     conn.send(asdict(row))  # type: ignore[attr-defined]
     conn.close()  # type: ignore[attr-defined]
 
 
 def run_isolated(size: str, backend: str, time_limit: float, seed: int,
                  timeout: float, elastic: float = 0.0,
-                 topology: tuple[str, ...] = (), levels: tuple[int, int] = (0, 1)) -> Row:
+                 topology: tuple[str, ...] = (), levels: tuple[int, int] = (0, 1),
+                 interference: float = 0.0) -> Row:
     """`_run_one` in a fresh process (so peak RSS is that run's own)."""
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(size, backend, time_limit, seed, child,
-                                            elastic, topology, levels))
+                                            elastic, topology, levels, interference))
     t0 = time.monotonic()
     proc.start()
     child.close()
@@ -239,6 +248,10 @@ def run_command(
     elastic: Annotated[float, typer.Option(
         min=0.0, max=1.0,
         help="Fraction of the whole-GPU jobs made elastic gangs (contract 5.1).")] = 0.0,
+    interference: Annotated[float, typer.Option(
+        min=0.0, max=1.0,
+        help="Fraction of the shared jobs given a co-location class (Gavel's job types "
+             "and V100 factors; contract 5.2).")] = 0.0,
     topology: Annotated[str, typer.Option(
         help="Topology level names, widest first (e.g. zone,block,rack): the instances "
              "get that hierarchy and gangs spanning nodes required / preferred levels; "
@@ -269,7 +282,7 @@ def run_command(
                 # the naive model takes minutes to build on M
                 timeout = time_limit * 3 + (900 if backend == "naive" else 120)
                 row = run_isolated(size, backend, time_limit, seed, timeout, elastic, levels,
-                                   (tenants_quota, priority_classes))
+                                   (tenants_quota, priority_classes), interference)
                 row.contend = contend
                 rows.append(row)
                 typer.echo(format_table([row]).splitlines()[-1], err=True)
@@ -279,6 +292,7 @@ def run_command(
                f"{','.join(backend_list)} --time-limit {time_limit:g} --seed {seed}"
                + (f" --contend {contend}" if contend else "")
                + (f" --elastic {elastic:g}" if elastic else "")
+               + (f" --interference {interference:g}" if interference else "")
                + (f" --topology {','.join(levels)}" if levels else "")
                + (f" --tenants-quota {tenants_quota}" if tenants_quota else "")
                + (f" --priority-classes {priority_classes}" if priority_classes > 1 else ""))

@@ -25,8 +25,11 @@ greedy plus CP-SAT stay several percent below it (benchmarks/RESULTS.md).
 7. every job still unplaced, in value-density order on any model (this also places the
    jobs of fractional LP counts and any target that did not fit).
 Elastic gangs (contract 5.1) skip steps 2-4 and go in step 6 at the size the LP gives
-them (`sizes`, the LP's allowed-size column) when it fits there, by the greedy's size rule
-otherwise; after step 7 the greedy's growth pass hands them what is still free.
+them (`sizes`, the LP's allowed-size column) when it fits there, running ones the LP moves
+to another model included, by the greedy's size rule otherwise; a running one that the LP
+keeps on its model at a smaller size keeps that many of its GPUs before step 2
+(heuristics/elastic.py). Step 7 grows placed gangs between the jobs whose density their
+growth beats, and the greedy's growth pass then hands them what is still free.
 The "keep_first" variant skips steps 2-4: every running job the LP keeps on its model
 stays first, then step 6 places the rest, largest first. The first variant is better on
 most generated instances (benchmarks/RESULTS.md), not on all, so the driver tries both.
@@ -39,6 +42,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from heuristics.elastic import shrink_to_sizes
 from heuristics.greedy import Greedy
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
@@ -89,6 +93,8 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
     chosen = [g.by_name[n] for n in targets if n in g.by_name]
     staying = [i for i in chosen if i.current and i.preemptible
                and st.model_of(i.current) == targets[i.name]]
+    # Running elastic gangs the LP shrinks keep part of their GPUs first (elastic.py).
+    shrink_to_sizes(g, staying, sizes)
     if variant == "gangs_first":
         _gangs_first(g, chosen, staying, targets, clock)
     # Step 5: the LP's other running jobs stay on their model.
@@ -115,10 +121,13 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
 
 def _place_sized(g: Greedy, info: JobInfo, model: str,
                  sizes: Mapping[str, float] | None) -> bool:
-    """Place new elastic gang `info` on `model` at the size the LP gives it, if it fits
-    there now; False otherwise (a running one goes through `Greedy.place`)."""
+    """Place elastic gang `info` on `model` at the size the LP gives it, if it fits there
+    now; False otherwise. A running one moves too: the LP's choice of its model and size
+    counts its migration cost and frees its GPUs for the jobs the LP puts there, which
+    `Greedy.place` (keep it where it runs when that is worth more to the job alone) does
+    not see."""
     n = round((sizes or {}).get(info.name, 0))
-    if info.current or n not in info.sizes:
+    if (info.current and not info.preemptible) or n not in info.sizes:
         return False
     found = g.find_gang(info, model, n)
     if found is None:
@@ -180,20 +189,24 @@ def _gangs_first(g: Greedy, chosen: list[JobInfo], staying: list[JobInfo],
 
 
 def _complete(g: Greedy, clock: _Clock) -> None:
-    """Step 7: every job still unplaced, in value-density order on any model; past the
-    deadline the rest get the reason `time_limit`."""
+    """Step 7: every job still unplaced, in value-density order on any model, growing
+    the placed elastic gangs in between where a growth earns more per GPU than the next
+    job (`Greedy.place_sequence`); past the deadline the rest get the reason
+    `time_limit`."""
     st = g.state
     rest = g.density_order(i for i in g.infos if i.name not in st.placed
                            and (i.preemptible or not i.current))
     expired = clock.expired()
-    for n, info in enumerate(rest):
-        if expired or clock.late():
-            for left in rest[n:]:
-                if left.name not in st.placed:
-                    g.reasons[left.name] = ("time_limit", "the heuristic ran out of time")
-            break
-        if not g.place(info):
-            g.reasons[info.name] = g.why_unplaced(info)
+
+    def stop(n: int) -> bool:
+        if not (expired or clock.late()):
+            return False
+        for left in rest[n:]:
+            if left.name not in st.placed:
+                g.reasons[left.name] = ("time_limit", "the heuristic ran out of time")
+        return True
+
+    g.place_sequence(rest, stop=stop)
 
 
 def _place_gang(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> bool:

@@ -11,6 +11,8 @@ from api.cli.group import Lazy, LazyGroup
 
 BENCH_COMMANDS: dict[str, Lazy] = {
     "run": Lazy("benchmarks.scale:run_command", "Scale: generated instances on each backend."),
+    "curve": Lazy("benchmarks.curve:curve_command",
+                  "Gap and overrun against the time limit (plot)."),
     "openb": Lazy("benchmarks.openb.cli:openb_command",
                   "Fragmentation: the OpenB trace, online and in batches."),
     "load": Lazy("benchmarks.load:load_command", "Service load: POST /v1/plans throughput."),
@@ -33,9 +35,10 @@ class _BenchCommands(LazyGroup):
 bench = typer.Typer(
     name="bench",
     cls=_BenchCommands,
-    help="Benchmarks: scale (run), fragmentation (openb), service load (load), exact solves "
-         "(exact), known-optimum packing (vbp), hostile input and overload (robustness), "
-         "elastic gangs on Pollux's workloads (elastic).",
+    help="Benchmarks: scale (run), gap against the time limit (curve), fragmentation "
+         "(openb), service load (load), exact solves (exact), known-optimum packing (vbp), "
+         "hostile input and overload (robustness), elastic gangs on Pollux's workloads "
+         "(elastic).",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,

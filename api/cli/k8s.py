@@ -62,8 +62,9 @@ def snapshot(
     alias: Annotated[list[str] | None, typer.Option(
         "--alias", help="Extra alias PRODUCT=MODEL (repeatable).")] = None,
     objects: Annotated[list[Path] | None, typer.Option(
-        "--objects", help="Kueue ClusterQueue / LocalQueue / ResourceFlavor / Topology, KAI "
-                          "Queue / Topology, PriorityClass and PodGroup objects: a JSON or "
+        "--objects", help="Kueue ClusterQueue / LocalQueue / ResourceFlavor / Cohort / "
+                          "WorkloadPriorityClass / Topology, KAI Queue / Topology, "
+                          "PriorityClass and PodGroup objects: a JSON or "
                           "multi-document YAML file of objects or Lists, e.g. `kubectl get "
                           "clusterqueues,localqueues -A -o yaml` (repeatable; docs/"
                           "kubernetes.md).")] = None,

@@ -8,6 +8,9 @@ or multi-document YAML file) and keeps what planning needs. Kinds are told apart
 - `ClusterQueue` (`kueue.x-k8s.io`): the cohort (`spec.cohort`, or v1beta2's
   `spec.cohortName`); per flavor, the `nvidia.com/gpu` `nominalQuota`, `borrowingLimit`
   and `lendingLimit`; which MIG resources it sets quotas for;
+- `Cohort` (`kueue.x-k8s.io`, hierarchical cohorts): its parent (`spec.parent`, or
+  v1beta2's `spec.parentName`) and `spec.resourceGroups` read as a ClusterQueue's;
+- `WorkloadPriorityClass` (`kueue.x-k8s.io`): `value`;
 - `LocalQueue` (`kueue.x-k8s.io`): (namespace, name) -> `spec.clusterQueue`;
 - `ResourceFlavor` (`kueue.x-k8s.io`): `spec.nodeLabels`, `spec.topologyName`;
 - `Topology` (`kueue.x-k8s.io` or `kai.scheduler`): `spec.levels[].nodeLabel`, widest first;
@@ -15,7 +18,8 @@ or multi-document YAML file) and keeps what planning needs. Kinds are told apart
   `spec.resources.gpu.quota` and `.limit`;
 - `PriorityClass` (`scheduling.k8s.io`): `value`, `globalDefault`;
 - `PodGroup` (`scheduling.volcano.sh`, `scheduling.x-k8s.io`, `scheduling.sigs.k8s.io`,
-  `scheduling.run.ai`): (namespace, name) -> `spec.minMember`.
+  `scheduling.run.ai`): (namespace, name) -> `spec.minMember` and (Volcano, KAI)
+  `spec.priorityClassName`.
 
 Objects of other kinds are ignored silently (a `kubectl get all` dump may hold anything);
 objects of these kinds that are malformed become `ImportIssue`s (`<kind>/<name>`, skipped).
@@ -62,6 +66,17 @@ class ClusterQueue:
     mig_resources: list[str] = field(default_factory=list)
 
 
+@dataclass
+class KueueCohort:
+    """A Kueue Cohort object: its parent cohort and its own GPU quota per flavor (on top
+    of its members')."""
+
+    name: str
+    parent: str | None
+    flavors: list[FlavorQuota] = field(default_factory=list)
+    mig_resources: list[str] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Flavor:
     """A Kueue ResourceFlavor: the node labels that select its nodes, and its Topology."""
@@ -95,6 +110,8 @@ class K8sObjects:
     """Everything the optional objects of one import say."""
 
     cluster_queues: dict[str, ClusterQueue] = field(default_factory=dict)
+    #: Kueue Cohort objects (a cohort named only by ClusterQueues has none)
+    cohorts: dict[str, KueueCohort] = field(default_factory=dict)
     #: (namespace, LocalQueue name) -> ClusterQueue name
     local_queues: dict[tuple[str, str], str] = field(default_factory=dict)
     flavors: dict[str, Flavor] = field(default_factory=dict)
@@ -103,15 +120,19 @@ class K8sObjects:
     priority_classes: dict[str, int] = field(default_factory=dict)
     #: the value of the PriorityClass marked `globalDefault`, if any
     default_priority: int | None = None
+    #: Kueue WorkloadPriorityClass name -> value
+    workload_priority_classes: dict[str, int] = field(default_factory=dict)
     topologies: dict[str, TopologySpec] = field(default_factory=dict)
     #: (namespace, PodGroup name) -> minMember
     pod_groups: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (namespace, PodGroup name) -> the PriorityClass its `spec.priorityClassName` names
+    group_priority_classes: dict[tuple[str, str], str] = field(default_factory=dict)
     issues: list[ImportIssue] = field(default_factory=list)
 
     @property
     def kueue(self) -> bool:
         """Whether any Kueue queue object was given (pods' queue labels are then read)."""
-        return bool(self.cluster_queues or self.local_queues)
+        return bool(self.cluster_queues or self.local_queues or self.cohorts)
 
 
 # --------------------------------------------------------------------- field readers
@@ -161,19 +182,19 @@ def _int(value: object, what: str) -> int:
 
 # --------------------------------------------------------------------- one reader per kind
 
-def _cluster_queue(obj: Mapping[str, Any], name: str, out: K8sObjects) -> None:
-    spec = _spec(obj)
-    cohort = _opt_str(spec.get("cohort"), "spec.cohort") or _opt_str(
-        spec.get("cohortName"), "spec.cohortName")
-    cq = ClusterQueue(name=name, cohort=cohort)
+def _gpu_quotas(spec: Mapping[str, Any]) -> tuple[list[FlavorQuota], list[str]]:
+    """The `nvidia.com/gpu` quota per flavor of `spec.resourceGroups` (a ClusterQueue's or
+    a Cohort's), and the MIG resources it sets quotas for."""
+    flavors: list[FlavorQuota] = []
+    mig: list[str] = []
     groups = spec.get("resourceGroups") or []
     if not isinstance(groups, list):
         raise ObjectProblem("spec.resourceGroups is not a list")
     for gi, group in enumerate(groups):
-        flavors = group.get("flavors") if isinstance(group, dict) else None
-        if not isinstance(flavors, list):
+        entries = group.get("flavors") if isinstance(group, dict) else None
+        if not isinstance(entries, list):
             raise ObjectProblem(f"spec.resourceGroups[{gi}].flavors is not a list")
-        for fi, fl in enumerate(flavors):
+        for fi, fl in enumerate(entries):
             where = f"spec.resourceGroups[{gi}].flavors[{fi}]"
             if not isinstance(fl, dict) or not isinstance(fl.get("name"), str):
                 raise ObjectProblem(f"{where}.name is missing")
@@ -186,18 +207,40 @@ def _cluster_queue(obj: Mapping[str, Any], name: str, out: K8sObjects) -> None:
                 if not isinstance(rname, str):
                     raise ObjectProblem(f"{rwhere}.name is missing")
                 if rname.startswith(names.MIG_RESOURCE_PREFIX):
-                    cq.mig_resources.append(rname)
+                    mig.append(rname)
                 if rname != names.GPU_RESOURCE:
                     continue
                 borrow, lend = res.get("borrowingLimit"), res.get("lendingLimit")
-                cq.flavors.append(FlavorQuota(
+                flavors.append(FlavorQuota(
                     flavor=fl["name"],
                     nominal=_amount(res.get("nominalQuota", 0), f"{rwhere}.nominalQuota"),
                     borrowing_limit=None if borrow is None else _amount(
                         borrow, f"{rwhere}.borrowingLimit"),
                     lending_limit=None if lend is None else _amount(
                         lend, f"{rwhere}.lendingLimit")))
-    out.cluster_queues[name] = cq
+    return flavors, mig
+
+
+def _cluster_queue(obj: Mapping[str, Any], name: str, out: K8sObjects) -> None:
+    spec = _spec(obj)
+    cohort = _opt_str(spec.get("cohort"), "spec.cohort") or _opt_str(
+        spec.get("cohortName"), "spec.cohortName")
+    flavors, mig = _gpu_quotas(spec)
+    out.cluster_queues[name] = ClusterQueue(name=name, cohort=cohort, flavors=flavors,
+                                            mig_resources=mig)
+
+
+def _cohort(obj: Mapping[str, Any], name: str, out: K8sObjects) -> None:
+    spec = _spec(obj)
+    parent = _opt_str(spec.get("parent"), "spec.parent") or _opt_str(
+        spec.get("parentName"), "spec.parentName")
+    flavors, mig = _gpu_quotas(spec)
+    out.cohorts[name] = KueueCohort(name=name, parent=parent, flavors=flavors,
+                                    mig_resources=mig)
+
+
+def _workload_priority_class(obj: Mapping[str, Any], name: str, out: K8sObjects) -> None:
+    out.workload_priority_classes[name] = _int(obj.get("value"), "value")
 
 
 def _local_queue(obj: Mapping[str, Any], name: str, out: K8sObjects) -> None:
@@ -261,19 +304,24 @@ def _priority_class(obj: Mapping[str, Any], name: str, out: K8sObjects) -> None:
 
 def _pod_group(obj: Mapping[str, Any], name: str, out: K8sObjects) -> None:
     ns = (obj.get("metadata") or {}).get("namespace") or "default"
-    raw = _spec(obj).get("minMember")
-    if raw is None:
-        return
-    value = _int(raw, "spec.minMember")
-    if value < 0:
+    spec = _spec(obj)
+    raw = spec.get("minMember")
+    value = None if raw is None else _int(raw, "spec.minMember")
+    if value is not None and value < 0:
         raise ObjectProblem("spec.minMember is negative")
-    out.pod_groups[(str(ns), name)] = value
+    cls = _opt_str(spec.get("priorityClassName"), "spec.priorityClassName")
+    if value is not None:
+        out.pod_groups[(str(ns), name)] = value
+    if cls is not None:
+        out.group_priority_classes[(str(ns), name)] = cls
 
 
 _KUEUE = "kueue.x-k8s.io"
 #: (kind, API group) -> reader. One registry; the module docstring lists the fields.
 READERS = {
     ("ClusterQueue", _KUEUE): _cluster_queue,
+    ("Cohort", _KUEUE): _cohort,
+    ("WorkloadPriorityClass", _KUEUE): _workload_priority_class,
     ("LocalQueue", _KUEUE): _local_queue,
     ("ResourceFlavor", _KUEUE): _flavor,
     ("Topology", _KUEUE): _topology,

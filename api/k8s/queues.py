@@ -17,6 +17,13 @@
   key (its members' guarantees so fit by construction) and is limited to what its members
   could use together: on `"*"` the sum of all their guarantees, on a model the sum of
   their guarantees on that model and on `"*"`. A cohort can lend only its members' quota.
+- A Kueue `Cohort` object (hierarchical cohorts) adds its own `nominalQuota` per flavor,
+  keyed as a ClusterQueue's, to what its members guarantee (Kueue's cohort quota is a
+  shared pool on top of its members'); its `spec.parent` (`spec.parentName`) is its
+  parent cohort, of which it is a member like a ClusterQueue. A root cohort is limited as
+  above, over the whole tree; a cohort with a parent is limited on a key to its guarantee
+  plus its `borrowingLimit` there, and has no limit of its own on keys without one (its
+  parent bounds it). A cycle of parents is reported and cut where it closes.
 - `lendingLimit` and MIG resource quotas (`nvidia.com/mig-*`) are not modelled (reported).
 
 A pod's `kueue.x-k8s.io/queue-name` label names a LocalQueue of its namespace; its
@@ -46,7 +53,7 @@ from pydantic import ValidationError
 from api.importing import ImportIssue
 from api.k8s import names
 from api.k8s.nodes import NodeState
-from api.k8s.objects import ClusterQueue, K8sObjects
+from api.k8s.objects import ClusterQueue, K8sObjects, KueueCohort
 from api.k8s.pods import PodInfo
 from models import GpuModel, Quota
 from models.request import ANY_MODEL, quota_errors
@@ -139,34 +146,98 @@ class QuotaImport:
                 draft.limit.setdefault(model, 0.0)
         return draft
 
-    def cohort_draft(self, members: Iterable[_Draft]) -> _Draft:
-        """A cohort: its members' guarantees summed; limited to what they could use."""
-        out = _Draft(guaranteed={}, limit={})
+    def cohort_draft(self, members: Iterable[_Draft], own: KueueCohort | None = None,
+                     parent: str | None = None) -> _Draft:
+        """A cohort: its own quota (a Cohort object's) plus its members' guarantees; a root
+        is limited to what the tree could use, one with a parent by its borrowingLimits."""
+        out = _Draft(guaranteed={}, limit={}, parent=parent)
+        borrow: dict[str, float | None] = {}
+        if own is not None:
+            ref = f"cohort/{own.name}"
+            for fq in own.flavors:
+                key = self.flavor_model(fq.flavor, ref)
+                if key is None:
+                    continue
+                out.guaranteed[key] = out.guaranteed.get(key, 0.0) + fq.nominal
+                prev = borrow.get(key, 0.0)
+                borrow[key] = None if prev is None or fq.borrowing_limit is None else \
+                    prev + fq.borrowing_limit
+                if fq.lending_limit is not None:
+                    self.note(ref, f"lendingLimit of flavor {fq.flavor!r} is not modelled: "
+                                   "all of its unused quota may be lent")
+            if own.mig_resources:
+                self.note(ref, "quotas of " + ", ".join(sorted(set(own.mig_resources)))
+                          + " are not modelled (a gpuplan quota counts GPUs per model)")
         for m in members:
             for key, g in m.guaranteed.items():
                 out.guaranteed[key] = out.guaranteed.get(key, 0.0) + g
+        if parent is not None:
+            out.limit = {key: out.guaranteed.get(key, 0.0) + b
+                         for key, b in borrow.items() if b is not None}
+            return out
         every = out.guaranteed.get(ANY_MODEL, 0.0)
         out.limit = {key: g + (every if key != ANY_MODEL else 0.0)
                      for key, g in out.guaranteed.items()}
         out.limit[ANY_MODEL] = sum(out.guaranteed.values())
         return out
 
+    def cohort_parents(self, cqs: Mapping[str, _Draft]) -> dict[str, str | None]:
+        """Every cohort (named by a ClusterQueue, a Cohort object or its parent) -> its
+        parent cohort. Names taken by a ClusterQueue and parent cycles are reported and cut."""
+        cohorts = self.objects.cohorts
+        named = {cq.cohort for cq in self.objects.cluster_queues.values() if cq.cohort} | \
+            set(cohorts) | {c.parent for c in cohorts.values() if c.parent}
+        parents: dict[str, str | None] = {}
+        for name in sorted(named):
+            if name in cqs:
+                if name in cohorts:
+                    self.note(f"cohort/{name}", "a ClusterQueue has the same name; the "
+                                                "cohort is left out", skipped=True)
+                continue
+            parent = cohorts[name].parent if name in cohorts else None
+            if parent is not None and parent in cqs:
+                self.note(f"cohort/{name}", f"parent {parent!r} is a ClusterQueue, not a "
+                                            "cohort; imported without a parent")
+                parent = None
+            parents[name] = parent
+        for name in sorted(parents):
+            seen = [name]
+            while (up := parents[seen[-1]]) is not None and up not in seen:
+                seen.append(up)
+            if up is not None:  # back at a cohort of the walk: a cycle
+                self.note(f"cohort/{seen[-1]}", f"parent {up!r} closes a cycle of cohorts "
+                                                f"({' -> '.join([*seen, up])}); cut here")
+                parents[seen[-1]] = None
+        return parents
+
     def kueue(self) -> dict[str, _Draft]:
         """Every ClusterQueue and cohort as a tenant."""
         drafts = {name: self.kueue_draft(cq) for name, cq in
                   sorted(self.objects.cluster_queues.items())}
-        cohorts: dict[str, list[str]] = {}
+        parents = self.cohort_parents(drafts)
+        members: dict[str, list[str]] = {c: [] for c in parents}
         for name, cq in sorted(self.objects.cluster_queues.items()):
             if cq.cohort is None:
                 continue
-            if cq.cohort in drafts:
+            if cq.cohort not in parents:
                 self.note(f"clusterqueue/{name}", f"cohort {cq.cohort!r} has the name of a "
                                                   "ClusterQueue; the cohort is left out")
                 continue
-            cohorts.setdefault(cq.cohort, []).append(name)
+            members[cq.cohort].append(name)
             drafts[name].parent = cq.cohort
-        for cohort, members in cohorts.items():
-            drafts[cohort] = self.cohort_draft(drafts[m] for m in members)
+        for cohort, parent in parents.items():
+            if parent is not None:
+                members[parent].append(cohort)
+
+        def build(cohort: str) -> _Draft:
+            if cohort not in drafts:  # members first: the tree is acyclic (cut above)
+                kids = [build(m) if m in parents else drafts[m] for m in members[cohort]]
+                drafts[cohort] = self.cohort_draft(kids, self.objects.cohorts.get(cohort),
+                                                   parents[cohort])
+            return drafts[cohort]
+
+        for cohort in sorted(parents):
+            build(cohort)
         return drafts
 
     # ------------------------------------------------------------------ KAI

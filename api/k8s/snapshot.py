@@ -41,7 +41,7 @@ from api.k8s.pods import (
 )
 from api.k8s.queues import QuotaImport, pod_tenant
 from api.k8s.topology import chosen_topology, job_topology, levels_of, node_topology
-from api.k8s.workload import elastic_of, pod_priority
+from api.k8s.workload import elastic_of, group_priority, pod_priority
 from models import (
     BUILTIN_CATALOG,
     Cluster,
@@ -374,8 +374,11 @@ class _Builder:
                 out["tenant"] = tenant
             if problem is not None:
                 self.note(ref, problem)
-        priorities = []
-        for pod in pods:
+        group_value, problem = group_priority(pods, objects)
+        if problem is not None:
+            self.note(ref, problem)
+        priorities = [] if group_value is None else [group_value]
+        for pod in pods if group_value is None else ():
             value, problem = pod_priority(pod, objects)
             if value is not None:
                 priorities.append(value)

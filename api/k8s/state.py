@@ -3,7 +3,10 @@
 The view is the newest of two sources: a snapshot posted to `/v1/k8s/snapshot` (or
 `/v1/k8s/nodes`), and, with `GPUPLAN_K8S_WATCH=true` (`gpuplan serve --k8s-watch`), the
 live `ClusterCache` that `api.k8s.watch` keeps current. Both go through the one import,
-`build_snapshot`; the live snapshot is rebuilt only when the cache changed.
+`build_snapshot`; the live snapshot is rebuilt only when the cache changed. The queue,
+priority, topology and pod-group objects of the live snapshot are the watched ones once
+the watch has listed any of their kinds (`GPUPLAN_K8S_WATCH_OBJECTS`), else those of the
+last post that had them.
 
 Assumptions play the part of kube-scheduler's assumed pods: when the extender tells the
 scheduler which node it prefers for a pod (the only node it passed, or the node it scored
@@ -33,7 +36,7 @@ from typing import Any, Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from api.k8s.objects import K8sObjects
+from api.k8s.objects import K8sObjects, read_objects
 from api.k8s.snapshot import Snapshot, build_snapshot, list_items
 from api.k8s.watch import PODS, ClusterCache
 from models import Job, Plan, Policy
@@ -58,6 +61,9 @@ class K8sSettings(BaseSettings):
         "kubeconfig file for the watch; default: in-cluster service account when running "
         "in a pod, else $KUBECONFIG or ~/.kube/config."))
     context: str | None = Field(default=None, description="kubeconfig context.")
+    watch_objects: bool = Field(default=True, description=(
+        "With `watch`, also list and watch the Kueue, KAI, PriorityClass and PodGroup "
+        "objects the import reads (kinds the cluster does not serve are skipped)."))
     watch_timeout_s: int = Field(default=300, ge=1, le=3600, description=(
         "The API server ends each watch after this long; the watch then resumes."))
     assume_ttl_s: float = Field(default=30.0, gt=0, description=(
@@ -115,6 +121,7 @@ class K8sState:
         self.assumed: dict[str, Assumption] = {}
         self._snapshot: Snapshot | None = None
         self._live_seen = -1
+        self._live_objects: tuple[int, K8sObjects] | None = None
         self._view: tuple[tuple[int, int], View] | None = None
         self._assume_gen = 0
         self._warned: dict[str, float] = {}
@@ -132,7 +139,7 @@ class K8sState:
                 "kind": "List", "items": []}
             snap = build_snapshot(nodes, pods, policy=policy or self.policy,
                                   aliases=aliases if aliases is not None else self.aliases,
-                                  objects=objects if objects is not None else self.objects)
+                                  objects=self.live_objects() if objects is None else objects)
             self.nodes, self.pods, self._snapshot, self.plan = nodes, pods, snap, None
             if self.live is not None:
                 self._live_seen = self.live.version
@@ -154,12 +161,26 @@ class K8sState:
                 try:
                     self._snapshot = build_snapshot(nodes, pods, policy=self.policy,
                                                     aliases=self.aliases,
-                                                    objects=self.objects)
+                                                    objects=self.live_objects())
                     self.nodes, self.pods = nodes, pods
                 except ValueError as e:  # SnapshotError: keep the last good view
                     log.warning("live snapshot import failed: %s", e)
                 self._live_seen = version
             return self._snapshot
+
+    def live_objects(self) -> K8sObjects:
+        """The watched queue objects once any of their kinds was listed, else the posted
+        ones (read again only when the cache changed)."""
+        with self.lock:
+            live = self.live
+            if live is None:
+                return self.objects
+            items, version = live.queue_objects()
+            if items is None:
+                return self.objects
+            if self._live_objects is None or self._live_objects[0] != version:
+                self._live_objects = (version, read_objects(items))
+            return self._live_objects[1]
 
     def pods_list(self) -> object:
         """The newest PodList (live or posted), None when none is known."""

@@ -20,6 +20,15 @@ per kind:
 Only pods that hold or may soon hold devices matter; finished pods (Succeeded, Failed)
 are filtered out on the server (`status.phase!=...`), which sends them as DELETED when they
 finish. Objects of both kinds are handed to `build_snapshot` unchanged.
+
+With `WatchOptions.objects` the queue, priority, topology and pod-group objects of
+`api.k8s.objects` are listed and watched the same way, one thread per `ObjectSource`
+(Kueue's ClusterQueue, LocalQueue, ResourceFlavor, Cohort, WorkloadPriorityClass and
+Topology; KAI's Queue and Topology; PriorityClass; the PodGroups of Volcano, coscheduling
+and KAI), through the custom-objects API. Each source tries its API versions newest first
+and keeps the first the server serves; a kind the server does not serve (its CRD is not
+installed: 404) or does not let us read (403) is logged once and asked again every
+`BACKOFF_MAX_S`. List items carry no `kind` / `apiVersion`; the cache stamps them.
 """
 
 from __future__ import annotations
@@ -46,6 +55,47 @@ LIST_KINDS: Mapping[str, str] = {NODES: "NodeList", PODS: "PodList"}
 
 #: HTTP status of an expired resourceVersion or continue token.
 GONE = 410
+#: HTTP statuses of a kind the server does not serve (CRD not installed) or hides from us.
+NOT_SERVED = (403, 404)
+
+
+@dataclass(frozen=True)
+class ObjectSource:
+    """Where the objects of one kind of `api.k8s.objects` are listed and watched."""
+
+    kind: str
+    group: str
+    plural: str
+    #: API versions to try, newest first
+    versions: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        """The cache's name of the kind: `<plural>.<group>`."""
+        return f"{self.plural}.{self.group}"
+
+
+_KUEUE = "kueue.x-k8s.io"
+#: Every object kind the import reads (api.k8s.objects.READERS), as the watch asks for it.
+OBJECT_SOURCES: tuple[ObjectSource, ...] = (
+    ObjectSource("ClusterQueue", _KUEUE, "clusterqueues", ("v1beta2", "v1beta1")),
+    ObjectSource("LocalQueue", _KUEUE, "localqueues", ("v1beta2", "v1beta1")),
+    ObjectSource("ResourceFlavor", _KUEUE, "resourceflavors", ("v1beta2", "v1beta1")),
+    ObjectSource("Cohort", _KUEUE, "cohorts", ("v1beta2", "v1beta1", "v1alpha1")),
+    ObjectSource("WorkloadPriorityClass", _KUEUE, "workloadpriorityclasses",
+                 ("v1beta2", "v1beta1")),
+    ObjectSource("Topology", _KUEUE, "topologies", ("v1beta2", "v1beta1", "v1alpha1")),
+    ObjectSource("Queue", "scheduling.run.ai", "queues", ("v2", "v2alpha2")),
+    ObjectSource("Topology", "kai.scheduler", "topologies", ("v1alpha1",)),
+    ObjectSource("PriorityClass", "scheduling.k8s.io", "priorityclasses", ("v1",)),
+    ObjectSource("PodGroup", "scheduling.volcano.sh", "podgroups", ("v1beta1",)),
+    ObjectSource("PodGroup", "scheduling.x-k8s.io", "podgroups", ("v1alpha1",)),
+    ObjectSource("PodGroup", "scheduling.sigs.k8s.io", "podgroups", ("v1alpha1",)),
+    ObjectSource("PodGroup", "scheduling.run.ai", "podgroups", ("v2alpha2", "v2")),
+)
+SOURCES: Mapping[str, ObjectSource] = {s.key: s for s in OBJECT_SOURCES}
+#: HTTP connections the client may keep open to the API server (a watch holds one).
+CONNECTIONS = 32
 BACKOFF_MIN_S = 1.0
 BACKOFF_MAX_S = 30.0
 
@@ -54,13 +104,20 @@ class Gone(Exception):
     """The resourceVersion we asked from is too old: list again."""
 
 
+class NotServed(Exception):
+    """The server serves none of a kind's API versions to us (404 / 403)."""
+
+
 def object_key(kind: str, obj: Mapping[str, Any]) -> str | None:
-    """`name` of a node, `namespace/name` of a pod (None when the object has no name)."""
+    """`name` of a node or a cluster-scoped object, `namespace/name` of a pod or another
+    namespaced object (None when the object has no name)."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         return None
     if kind == PODS:
         return f"{meta.get('namespace') or 'default'}/{meta['name']}"
+    if kind != NODES and isinstance(meta.get("namespace"), str) and meta["namespace"]:
+        return f"{meta['namespace']}/{meta['name']}"
     return str(meta["name"])
 
 
@@ -71,7 +128,8 @@ def _resource_version(obj: Mapping[str, Any]) -> str | None:
 
 
 class ClusterCache:
-    """Node and Pod objects by key, as lists and watches last reported them (thread-safe)."""
+    """Node and Pod objects (and the watched queue objects, by `ObjectSource.key`) by key,
+    as lists and watches last reported them (thread-safe)."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -87,7 +145,7 @@ class ClusterCache:
     def synced(self) -> bool:
         """Both kinds have been listed at least once."""
         with self._lock:
-            return self._listed == set(KINDS)
+            return set(KINDS) <= self._listed
 
     def on_delete(self, callback: Callable[[str, str], None]) -> None:
         """Call `callback(kind, key)` after an object of `kind` is deleted."""
@@ -101,7 +159,7 @@ class ClusterCache:
             if key is not None:
                 fresh[key] = item
         with self._lock:
-            gone = set(self._objects[kind]) - set(fresh)
+            gone = set(self._objects.get(kind, {})) - set(fresh)
             self._objects[kind] = fresh
             self._listed.add(kind)
             self.resource_versions[kind] = resource_version
@@ -115,7 +173,7 @@ class ClusterCache:
         rv = _resource_version(obj)
         if event_type == "BOOKMARK":
             with self._lock:
-                self.resource_versions[kind] = rv or self.resource_versions[kind]
+                self.resource_versions[kind] = rv or self.resource_versions.get(kind)
             return
         key = object_key(kind, obj)
         if key is None:
@@ -123,13 +181,13 @@ class ClusterCache:
             return
         with self._lock:
             if event_type == "DELETED":
-                self._objects[kind].pop(key, None)
+                self._objects.get(kind, {}).pop(key, None)
             elif event_type in ("ADDED", "MODIFIED"):
-                self._objects[kind][key] = dict(obj)
+                self._objects.setdefault(kind, {})[key] = dict(obj)
             else:
                 log.warning("ignoring a %s event of unknown type %r", kind, event_type)
                 return
-            self.resource_versions[kind] = rv or self.resource_versions[kind]
+            self.resource_versions[kind] = rv or self.resource_versions.get(kind)
             self.version += 1
             self._changed.notify_all()
         if event_type == "DELETED":
@@ -148,7 +206,7 @@ class ClusterCache:
     def get(self, kind: str, key: str) -> dict[str, Any] | None:
         """The cached object of `kind` named `key`."""
         with self._lock:
-            return self._objects[kind].get(key)
+            return self._objects.get(kind, {}).get(key)
 
     def lists(self) -> tuple[dict[str, Any], dict[str, Any], int]:
         """(NodeList, PodList, version) of one consistent moment."""
@@ -156,6 +214,16 @@ class ClusterCache:
             out = [{"kind": LIST_KINDS[k], "apiVersion": "v1",
                     "items": list(self._objects[k].values())} for k in KINDS]
             return out[0], out[1], self.version
+
+    def queue_objects(self) -> tuple[list[dict[str, Any]] | None, int]:
+        """(every watched queue / priority / topology / pod-group object, or None when no
+        such kind has been listed; the version), of one consistent moment."""
+        with self._lock:
+            listed = [k for k in self._listed if k not in KINDS]
+            if not listed:
+                return None, self.version
+            return [o for k in sorted(listed) for o in self._objects[k].values()], \
+                self.version
 
 
 @dataclass
@@ -166,10 +234,13 @@ class WatchOptions:
     timeout_s: int = 300
     #: objects per list page
     page_size: int = 500
+    #: also list and watch the queue objects (`OBJECT_SOURCES`)
+    objects: bool = True
 
 
 class Watcher:
-    """Threads that list and watch Nodes and Pods into a `ClusterCache` (module doc)."""
+    """Threads that list and watch Nodes, Pods and (with `options.objects`) the queue
+    objects into a `ClusterCache` (module doc)."""
 
     def __init__(self, cache: ClusterCache, api: Any, options: WatchOptions | None = None
                  ) -> None:
@@ -178,10 +249,18 @@ class Watcher:
         self.options = options or WatchOptions()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._custom: Any = None
+        #: the API version each object kind is served at, once found
+        self.versions: dict[str, str] = {}
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds this watcher lists and watches."""
+        return KINDS + (tuple(SOURCES) if self.options.objects else ())
 
     def start(self) -> None:
         """Start one daemon thread per kind."""
-        for kind in KINDS:
+        for kind in self.kinds:
             t = threading.Thread(target=self.run, args=(kind,), name=f"gpuplan-watch-{kind}",
                                  daemon=True)
             t.start()
@@ -201,6 +280,7 @@ class Watcher:
     def run(self, kind: str) -> None:
         """List and watch `kind` until stopped (relist on 410 Gone, back off on errors)."""
         backoff = BACKOFF_MIN_S
+        told = False
         while not self._stop.is_set():
             try:
                 rv = self.list_into_cache(kind)
@@ -209,24 +289,63 @@ class Watcher:
                     rv = self.watch_once(kind, rv)
             except Gone:
                 log.info("%s: resourceVersion expired (410 Gone); listing again", kind)
+            except NotServed as e:
+                if not told:  # an optional kind: say it once, look again now and then
+                    log.info("%s is not read: %s; asking again every %.0f s", kind, e,
+                             BACKOFF_MAX_S)
+                    told = True
+                self._stop.wait(BACKOFF_MAX_S)
             except Exception as e:  # any client or network failure: back off, list again
                 log.warning("%s: list/watch failed (%s); retrying in %.0f s", kind, e, backoff)
                 self._stop.wait(backoff)
                 backoff = min(BACKOFF_MAX_S, backoff * 2)
 
+    def _method(self, kind: str) -> tuple[Any, tuple[Any, ...]]:
+        """The client method that lists / watches `kind`, and its positional arguments."""
+        source = SOURCES.get(kind)
+        if source is None:
+            return getattr(self.api, LIST_METHODS[kind]), ()
+        if self._custom is None:
+            from kubernetes import client
+
+            self._custom = client.CustomObjectsApi(self.api.api_client)
+        version = self.versions.get(kind, source.versions[0])
+        return self._custom.list_cluster_custom_object, (source.group, version,
+                                                         source.plural)
+
     def _call(self, kind: str, **kwargs: Any) -> Any:
         from kubernetes.client.exceptions import ApiException
 
-        method = getattr(self.api, LIST_METHODS[kind])
-        selector = FIELD_SELECTORS[kind]
+        selector = FIELD_SELECTORS.get(kind)
         if selector:
             kwargs["field_selector"] = selector
-        try:
-            return method(**kwargs)
-        except ApiException as e:
-            if e.status == GONE:
-                raise Gone(str(e)) from e
-            raise
+        source = SOURCES.get(kind)
+        tried = [self.versions[kind]] if kind in self.versions else \
+            list(source.versions) if source is not None else [""]
+        for version in tried:
+            if source is not None:
+                self.versions[kind] = version
+            method, args = self._method(kind)
+            try:
+                return method(*args, **kwargs)
+            except ApiException as e:
+                if e.status == GONE:
+                    raise Gone(str(e)) from e
+                if source is None or e.status not in NOT_SERVED:
+                    raise
+                self.versions.pop(kind, None)
+                last = e
+        raise NotServed(f"{last.status} {last.reason} at "
+                        f"{', '.join(source.group + '/' + v for v in tried)}"
+                        if source is not None else "") from last
+
+    def _stamp(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """A queue object with its `kind` and `apiVersion` (list items lack them)."""
+        source = SOURCES.get(kind)
+        if source is not None and ("kind" not in obj or "apiVersion" not in obj):
+            obj = {**obj, "kind": source.kind,
+                   "apiVersion": f"{source.group}/{self.versions.get(kind, '')}"}
+        return obj
 
     def list_into_cache(self, kind: str) -> str | None:
         """List every object of `kind` (paginated) into the cache; the list's version."""
@@ -240,7 +359,8 @@ class Watcher:
                 kwargs["_continue"] = token
             resp = self._call(kind, **kwargs)
             page = json.loads(resp.data)
-            items.extend(page.get("items") or [])
+            items.extend(self._stamp(kind, i) if isinstance(i, dict) else i
+                         for i in page.get("items") or [])
             meta = page.get("metadata") or {}
             rv = rv or meta.get("resourceVersion")
             token = meta.get("continue")
@@ -256,16 +376,16 @@ class Watcher:
         from kubernetes.client.exceptions import ApiException
 
         w = watch.Watch()
-        method = getattr(self.api, LIST_METHODS[kind])
+        method, args = self._method(kind)
         kwargs: dict[str, Any] = {"timeout_seconds": self.options.timeout_s,
                                   "allow_watch_bookmarks": True,
                                   "_request_timeout": self.options.timeout_s + 30}
-        if FIELD_SELECTORS[kind]:
+        if FIELD_SELECTORS.get(kind):
             kwargs["field_selector"] = FIELD_SELECTORS[kind]
         if resource_version:
             kwargs["resource_version"] = resource_version
         try:
-            for event in w.stream(method, **kwargs):
+            for event in w.stream(method, *args, **kwargs):
                 yield event
                 if self._stop.is_set():
                     w.stop()
@@ -281,7 +401,9 @@ class Watcher:
             raw = event.get("raw_object")
             if not isinstance(raw, dict):
                 continue
-            self.cache.apply(kind, str(event.get("type")), raw)
+            event_type = str(event.get("type"))
+            self.cache.apply(kind, event_type,
+                             raw if event_type == "BOOKMARK" else self._stamp(kind, raw))
             rv = _resource_version(raw) or rv
         return rv
 
@@ -293,12 +415,15 @@ def make_api(kubeconfig: str | None = None, context: str | None = None) -> Any:
 
     from kubernetes import client, config
 
+    cfg = client.Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        cfg = client.Configuration()
         config.load_incluster_config(client_configuration=cfg)
-        return client.CoreV1Api(client.ApiClient(cfg))
-    api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
-    return client.CoreV1Api(api_client)
+    else:
+        config.load_kube_config(config_file=kubeconfig, context=context,
+                                client_configuration=cfg)
+    # One open watch per kind, plus lists and bindings: more than urllib3's default pool.
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, CONNECTIONS)
+    return client.CoreV1Api(client.ApiClient(cfg))
 
 
 class BindError(Exception):

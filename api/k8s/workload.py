@@ -1,10 +1,14 @@
 """A pod's priority class and elastic gang size range (contract 5.4 and 5.1).
 
-**Priority** (`Job.priority`): the pod's `spec.priority` when set (the admission
-controller writes the class's value there); else the value of the PriorityClass its
-`spec.priorityClassName` names, or KAI-Scheduler's `priorityClassName` pod label; else the
-`globalDefault` PriorityClass; else 0. A class the PriorityClass objects do not define is
-reported and counts as the default. A gang's priority is its highest member's.
+**Priority** (`Job.priority`): the value of the Kueue WorkloadPriorityClass that the pod's
+`kueue.x-k8s.io/priority-class` label names (Kueue queues and preempts by it rather than by
+the pod's class); else the pod's `spec.priority` when set (the admission controller writes
+the class's value there); else the value of the PriorityClass its `spec.priorityClassName`
+names, or KAI-Scheduler's `priorityClassName` pod label; else the `globalDefault`
+PriorityClass; else 0. A class the objects do not define is reported and counts as the
+next rule. A gang's priority is its highest member's, unless its PodGroup (Volcano, KAI)
+names a PriorityClass in `spec.priorityClassName`: the schedulers order and preempt the
+group by that class, so its value is the gang's priority.
 
 **Elastic gangs** (`Job.elastic`, whole GPUs only), from what users already write:
 
@@ -36,8 +40,26 @@ from api.k8s.pods import PodInfo, PodProblem, group_of
 KAI_PRIORITY_LABEL = "priorityClassName"
 
 
+#: Kueue's label naming a WorkloadPriorityClass.
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
 def pod_priority(pod: PodInfo, objects: K8sObjects) -> tuple[int | None, str | None]:
     """(the pod's priority or None for the default 0, a problem to report or None)."""
+    workload_class = pod.labels.get(KUEUE_PRIORITY_LABEL)
+    if workload_class:
+        value = objects.workload_priority_classes.get(workload_class)
+        if value is not None:
+            return value, None
+        if objects.workload_priority_classes:
+            own, problem = _class_priority(pod, objects)
+            return own, problem or (f"WorkloadPriorityClass {workload_class!r} was not "
+                                    "given; the pod's own priority is used")
+    return _class_priority(pod, objects)
+
+
+def _class_priority(pod: PodInfo, objects: K8sObjects) -> tuple[int | None, str | None]:
+    """The pod's priority from `spec.priority` or its PriorityClass (module doc)."""
     if pod.priority is not None:
         return pod.priority, None
     name = pod.priority_class or pod.labels.get(KAI_PRIORITY_LABEL)
@@ -49,6 +71,23 @@ def pod_priority(pod: PodInfo, objects: K8sObjects) -> tuple[int | None, str | N
             return objects.default_priority, (f"PriorityClass {name!r} was not given; the "
                                               "default priority is used")
     return objects.default_priority, None
+
+
+def group_priority(pods: Sequence[PodInfo], objects: K8sObjects
+                   ) -> tuple[int | None, str | None]:
+    """(the priority of the class a gang's PodGroup names, or None when it names none or
+    an unknown one; a problem to report or None)."""
+    group = group_of(pods[0])
+    if group is None:
+        return None, None
+    name = objects.group_priority_classes.get((pods[0].namespace, group[1]))
+    if name is None:
+        return None, None
+    value = objects.priority_classes.get(name)
+    if value is None and objects.priority_classes:
+        return None, (f"PriorityClass {name!r} of PodGroup {pods[0].namespace}/{group[1]} "
+                      "was not given; its pods' priorities are used")
+    return value, None
 
 
 def _count(pod: PodInfo, key: str) -> int | None:

@@ -66,10 +66,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.k8s = K8sState(settings, live=live)
         if live is not None:
             api = make_api(settings.kubeconfig, settings.context)
-            watcher = Watcher(live, api, WatchOptions(timeout_s=settings.watch_timeout_s))
+            watcher = Watcher(live, api, WatchOptions(timeout_s=settings.watch_timeout_s,
+                                                      objects=settings.watch_objects))
             app.state.k8s.binder = functools.partial(bind_pod, api)
             watcher.start()
-            log.info("watching nodes and pods for the extender")
+            log.info("watching nodes and pods%s for the extender",
+                     " and queue objects" if settings.watch_objects else "")
     try:
         yield
     finally:
@@ -104,8 +106,9 @@ class SnapshotBody(BaseModel):
         default=None, description="Extra GFD product -> catalog model aliases.")
     objects: list[dict[str, Any]] | None = Field(
         default=None, description=(
-            "Kueue ClusterQueue / LocalQueue / ResourceFlavor / Topology, KAI Queue / "
-            "Topology, PriorityClass and PodGroup objects (or Lists of them): quotas, "
+            "Kueue ClusterQueue / LocalQueue / ResourceFlavor / Cohort / "
+            "WorkloadPriorityClass / Topology, KAI Queue / Topology, PriorityClass and "
+            "PodGroup objects (or Lists of them): quotas, "
             "tenants, priorities, topology levels and elastic gangs (docs/kubernetes.md). "
             "Absent: the objects of the last snapshot that had them."))
 

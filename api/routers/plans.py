@@ -2,7 +2,9 @@
 
 The body is not parsed here: `prepared_body` hands its bytes to the solve service's intake
 process (api/intake.py), which validates it with the same rules and limits and answers the
-same 422s, so that large bodies never hold the API process's GIL. The OpenAPI schema still
+same 422s, so that large bodies never hold the API process's GIL. A synchronous plan that
+finds a solver worker idle sends its bytes to that worker instead, which runs the same
+checks before it solves (api/intake.py `RawRequest`). The OpenAPI schema still
 documents the body as a PlanRequest (`PLAN_REQUEST_BODY`).
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi import APIRouter, Body, Request, Response
 from pydantic import TypeAdapter
 
 from api.errors import error_responses
@@ -65,16 +67,19 @@ def prepared_body(record: bool) -> Callable[..., Awaitable[PreparedRequest]]:
     responses=error_responses(429, 500, 504),
     openapi_extra=PLAN_REQUEST_BODY,
 )
-async def create_plan(
-    prepared: Annotated[PreparedRequest, Depends(prepared_body(record=False))],
-    service: ServiceDep,
-) -> Response:
+async def create_plan(request: Request, service: ServiceDep) -> Response:
     """Solve the request in a worker process and answer with the validated Plan.
 
     `policy.time_limit_s` is capped by the server's maximum (`GPUPLAN_MAX_TIME_LIMIT_S`);
     a solve that overruns it (plus a grace period) is stopped and answered 504. When every
     worker is busy and the queue is full the answer is 429 with `Retry-After`.
     """
-    result = await service.solve(prepared)
+    body = await request.body()
+    if not body or not is_json(request):
+        raise unparsed_body_errors(_ADAPTER, body)
+    if service.takes_raw_bodies:  # an idle worker validates it: no intake round trip
+        result = await service.solve_body(body)
+    else:
+        result = await service.solve(await service.prepare(body, False))
     # The worker serialised a validated Plan: send its JSON as is (no re-encoding here).
     return Response(content=result.json, media_type="application/json")

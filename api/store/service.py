@@ -22,7 +22,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from fastapi.exceptions import RequestValidationError
+
 from api.errors import (
+    InvalidBody,
     NotFound,
     QueueFull,
     ServiceError,
@@ -31,7 +34,7 @@ from api.errors import (
     SolveTimeout,
     Unavailable,
 )
-from api.intake import Intake, PreparedRequest, prepare_request
+from api.intake import Intake, PreparedRequest, RawRequest, prepare_request
 from api.metrics import Metrics
 from api.pool import PlanJSON, SolverPool, SolveTask, TaskState
 from api.settings import Settings
@@ -156,6 +159,24 @@ class SolveService:
             self.metrics.rejected.inc()
             raise
 
+    @property
+    def takes_raw_bodies(self) -> bool:
+        """Whether a synchronous plan submitted now would start on an idle worker (it may
+        then skip the intake: `solve_body`)."""
+        return not self._draining and self.pool.idle
+
+    async def solve_body(self, body: bytes) -> PlanJSON:
+        """Solve a JSON body that an idle worker validates itself (api/intake.py
+        `RawRequest`); raises RequestValidationError (422) as the intake would."""
+        self.intake.ensure_alive()  # the intake is not used here: notice if it died
+        task = SolveTask(id=uuid.uuid4().hex, payload=RawRequest(body, self.settings),
+                         solver="unknown", time_limit_s=self.settings.max_time_limit_s)
+        self._submit(task)
+        try:
+            return await asyncio.shield(task.future)
+        except InvalidBody as e:
+            raise RequestValidationError(e.errors) from None
+
     async def solve(self, request: PlanRequest | PreparedRequest) -> PlanJSON:
         """Solve on the pool and wait for the plan (raises a ServiceError on failure)."""
         if isinstance(request, PlanRequest):
@@ -275,7 +296,8 @@ class SolveService:
         status = plan.status if plan is not None else _failure_status(error)
         seconds = (task.finished_at - task.started_at
                    if task.started_at is not None and task.finished_at is not None else None)
-        self.metrics.observe(backend, status, seconds)
+        if not isinstance(error, InvalidBody):  # a 422, as from the intake: not a solve
+            self.metrics.observe(backend, status, seconds)
         live = self._live.pop(task.id, None)
         self._stored_incumbent.pop(task.id, None)
         self._requests.pop(task.id, None)

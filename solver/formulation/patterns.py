@@ -13,8 +13,14 @@ sum_{x of class c} s[x, n] = n_c p[b, n]: the disaggregated form, whose LP relax
 tighter than big-M products of x and p). Their number is the number of count vectors
 whose smallest shares fit one GPU, small for the shares that real co-location uses (two
 to four jobs a GPU); past `MAX_PATTERNS` per bin or `MAX_MODEL_PATTERNS` in all the model
-is refused (`PatternsTooMany`) and the planners fall back to their heuristics. Identical
-bins (the virtual bins of a pool) share one enumeration. Measured: on random requests of up to 32
+is refused (`PatternsTooMany`), before any variable is made, and the planners fall back to
+their heuristics (`auto`: to the pruned model). Identical bins (the virtual bins of a pool)
+share one enumeration. Per-GPU patterns grow fast with the classes: on the co-location
+benchmark (`gpuplan bench colocation`, 26 classes, two shares a GPU) 24, 48 and 96 jobs
+give 864-1,224, 5,184-6,408 and 17,568 patterns; CP-SAT found no solution at all in 5 s
+on the last (19,170 variables, its limit overrun by 0.4 s on a loaded machine), while the
+share re-pack (solver/share_packing.py, patterns per class of identical GPUs) reaches the
+optimum in well under a second, hence the cap of 8,192. Measured: on random requests of up to 32
 GPUs with most jobs shared and three classes the exact backends prove optima within
 seconds up to about 16 jobs; with 40 jobs, 20 shared GPUs and speedups up to 2, the LP
 relaxation lets fractional jobs chase the large factors and neither backend closes the
@@ -34,7 +40,7 @@ from solver.linear import ModelTooLarge, check_deadline
 
 #: Most patterns enumerated for one bin, and for one model (all bins together).
 MAX_PATTERNS = 4096
-MAX_MODEL_PATTERNS = 20_000
+MAX_MODEL_PATTERNS = 8192
 
 #: (class, count) with count > 0, sorted by class.
 Counts = tuple[tuple[str, int], ...]

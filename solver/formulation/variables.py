@@ -32,7 +32,7 @@ from solver.formulation.tables import (
     RunningOnMig,
     RunningOnPool,
 )
-from solver.linear import Terms, add_terms
+from solver.linear import ModelTooLarge, Terms, add_terms
 
 
 def single_node_whole(gpus: int | None, single_node: bool) -> bool:
@@ -374,22 +374,7 @@ def new_pattern_vars(b: Builder) -> None:
     """
     if not b.interference:
         return
-    jobs = b.req.jobs
-    seen: dict[tuple[tuple[str, tuple[int, float]], ...], list[tuple[
-        tuple[tuple[str, int], ...], dict[str, float]]] | None] = {}
-    for bi, xs in _classed_shares(b).items():
-        demand: dict[str, tuple[int, float]] = {}
-        for x in xs:
-            n, share = demand.get(x.cls, (0, 1.0))
-            demand[x.cls] = (n + b.m.ubs[x.var], min(share, jobs[x.job].gpu_share or 1.0))
-        key = tuple(sorted(demand.items()))
-        if key not in seen:
-            seen[key] = bin_patterns(demand, b.interference)
-        patterns = seen[key]
-        if patterns is None:
-            continue
-        if len(b.c.patterns) + len(patterns) > MAX_MODEL_PATTERNS:
-            raise PatternsTooMany(f"more than {MAX_MODEL_PATTERNS} co-location patterns")
+    for bi, xs, patterns in _bin_patterns(b):
         model = b.c.bins[bi].pool[1]
         by_cls: dict[str, list[ClassedShare]] = defaultdict(list)
         for x in xs:
@@ -411,6 +396,39 @@ def new_pattern_vars(b: Builder) -> None:
                     b.c.pattern_shares.append(PatternShare(sv, x.var, p))
                     if f != 1.0:
                         b.earn_scaled(sv, x.job, model, f - 1.0)
+
+
+def _bin_patterns(b: Builder) -> list[tuple[int, list[ClassedShare], list[tuple[
+        tuple[tuple[str, int], ...], dict[str, float]]]]]:
+    """Per bin that needs them, its classed share variables and its co-location patterns
+    (identical demands share one enumeration), all listed before any variable is made:
+    past `MAX_MODEL_PATTERNS` patterns, or when the pattern variables would take the
+    model past its `max_vars`, the model is refused here, in the time of the enumeration
+    alone, rather than after building thousands of variables that CP-SAT would not get
+    through in a short time limit."""
+    jobs = b.req.jobs
+    seen: dict[tuple[tuple[str, tuple[int, float]], ...], list[tuple[
+        tuple[tuple[str, int], ...], dict[str, float]]] | None] = {}
+    out = []
+    total = 0
+    for bi, xs in _classed_shares(b).items():
+        demand: dict[str, tuple[int, float]] = {}
+        for x in xs:
+            n, share = demand.get(x.cls, (0, 1.0))
+            demand[x.cls] = (n + b.m.ubs[x.var], min(share, jobs[x.job].gpu_share or 1.0))
+        key = tuple(sorted(demand.items()))
+        if key not in seen:
+            seen[key] = bin_patterns(demand, b.interference)
+        patterns = seen[key]
+        if patterns is None:
+            continue
+        total += len(patterns)
+        if total > MAX_MODEL_PATTERNS:
+            raise PatternsTooMany(f"more than {MAX_MODEL_PATTERNS} co-location patterns")
+        if b.m.max_vars is not None and b.m.num_vars + total > b.m.max_vars:
+            raise ModelTooLarge(f"more than {b.m.max_vars} variables")
+        out.append((bi, xs, patterns))
+    return out
 
 
 def _classed_shares(b: Builder) -> dict[int, list[ClassedShare]]:

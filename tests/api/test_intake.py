@@ -68,7 +68,8 @@ def test_a_killed_intake_process_is_replaced(fake_server: Server) -> None:
         r = c.post("/v1/plans", json={**tiny(), "jobs": [{"name": "x", "gpus": "1"}]})
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == \
             ["body", "jobs", 0, "gpus"]
-        assert len(fake_server.intake_pids()) == 1
+        # Plans that found a worker idle skipped the intake; it was replaced all the same.
+        wait_for(lambda: len(fake_server.intake_pids()) == 1)
         assert not set(fake_server.intake_pids()) & set(pids)
 
 
@@ -118,3 +119,25 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_an_idle_worker_validates_the_body_itself(fake_server: Server) -> None:
+    """A synchronous plan that finds a worker idle skips the intake: with the intake
+    process stopped, plans are still answered, and bad bodies get the same 422s (field
+    paths, server limits) from the worker."""
+    with fake_server.client() as c:
+        assert c.post("/v1/plans", json=tiny()).status_code == 200
+        (pid,) = fake_server.intake_pids()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            r = c.post("/v1/plans", json=tiny("a", "b"))
+            assert r.status_code == 200, r.text
+            assert sorted(u["job"] for u in r.json()["unplaced"]) == ["a", "b"]
+            r = c.post("/v1/plans", json={**tiny(), "jobs": [{"name": "x", "gpus": "1"}]})
+            assert r.status_code == 422 and r.json()["detail"][0]["loc"] == \
+                ["body", "jobs", 0, "gpus"]
+            r = c.post("/v1/plans", json=tiny(*(f"j{i}" for i in range(11))))
+            assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "jobs"]
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert c.post("/v1/plans", json=tiny()).status_code == 200

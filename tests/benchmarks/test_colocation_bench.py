@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
-from benchmarks.colocation import add_colocation_classes, compare, workload
+from benchmarks.colocation import MODEL, add_colocation_classes, compare, least_loss, workload
 from benchmarks.data.gavel import gavel_path
 from benchmarks.generator import generate
 
@@ -32,6 +34,41 @@ def test_aware_loses_no_more_than_blind() -> None:
         assert pair.placed_blind == 12
         assert pair.loss_blind > 0
         assert pair.loss_aware <= pair.loss_blind + 1e-9
+        # the aware plan reaches the least loss of any plan (an exact matching MIP)
+        assert pair.least is not None and pair.least_all is not None
+        assert pair.loss_aware == pytest.approx(pair.least, abs=1e-6)
+        assert pair.least <= pair.least_all + 1e-9 <= pair.loss_blind + 2e-9
+
+
+@pytest.mark.parametrize("slack", [0.0, 0.5])
+def test_least_loss_is_the_brute_force_optimum(slack: float) -> None:
+    from models.rules import colocation_factor, interference_table, job_value
+
+    req = workload(10, slack, 4)
+    table = interference_table(req.interference)
+    catalog = req.cluster.catalog()
+    shared = [j for j in req.jobs if j.gpu_share is not None]
+    whole = [j for j in req.jobs if j.gpu_share is None]
+    free = sum(len(n.gpus) for n in req.cluster.nodes) - len(whole)
+    reference = sum(job_value(j, MODEL, catalog) for j in req.jobs)
+    best = best_all = float("-inf")
+    # every job out (-1) or on one of the free GPUs, at most two a GPU
+    for where in itertools.product(range(-1, free), repeat=len(shared)):
+        if any(where.count(g) > 2 for g in range(free)):
+            continue
+        total = 0.0
+        for k, job in enumerate(shared):
+            if where[k] >= 0:
+                others = [o.colocation_class for i, o in enumerate(shared)
+                          if i != k and where[i] == where[k]]
+                total += job_value(job, MODEL, catalog) * colocation_factor(
+                    job.colocation_class, others, table)
+        best = max(best, total)
+        if -1 not in where:
+            best_all = max(best_all, total)
+    base = reference - sum(job_value(j, MODEL, catalog) for j in whole)
+    assert least_loss(req) == pytest.approx(base - best)
+    assert least_loss(req, place_all=True) == pytest.approx(base - best_all)
 
 
 def test_generator_option_classes_thirty_percent_of_shared_jobs() -> None:

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from benchmarks.generator import generate
-from benchmarks.latency import STAGES, latency_command, random_events
+from benchmarks.latency import STAGES, PlanLatency, format_plans, latency_command, random_events
 from solver.session import apply_events
 
 
@@ -35,15 +35,18 @@ def test_latency_command_reports_stages_http_and_sessions(tmp_path: Path) -> Non
     res = CliRunner().invoke(app, [
         "--sizes", "S", "--time-limits", "0.5", "--repeats", "1", "--sessions-size", "S",
         "--events", "6", "--rounds", "2", "--session-limit", "0.2", "--cold-limit", "0.5",
-        "--out", str(out)])
+        "--session-http", "--out", str(out)])
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     (row,) = data["plans"]
     assert set(row["stages"]) == set(STAGES)
     assert row["stages"]["solve"] > 0 and row["total_s"] > 0
+    assert set(row["cpu"]) == set(STAGES) and row["cpu"]["validate"] > 0
     assert row["http_s"] > 0 and row["http_solve_time_s"] > 0
     sess = data["sessions"]
+    assert sess["via"] == "http"  # through the server's /v1/sessions routes
     assert len(sess["plan_s"]) == len(sess["apply_s"]) == len(sess["ratios"]) == 2
+    assert all(p >= v > 0 for p, v in zip(sess["plan_s"], sess["solve_s"], strict=True))
     assert all(r > 0 for r in sess["ratios"])
     assert "session plan" in res.output
 
@@ -53,3 +56,13 @@ def test_latency_command_rejects_bad_sizes() -> None:
     app.command()(latency_command)
     res = CliRunner().invoke(app, ["--sizes", "Q"])
     assert res.exit_code == 2 and "unknown size" in res.output
+
+
+def test_baseline_overheads_are_tabled_beside_this_servers() -> None:
+    row = PlanLatency("M", 1.0, 0.6, dict.fromkeys(STAGES, 0.1), "heuristic", None,
+                      http_s=1.2, http_solve_time_s=1.0, cpu=dict.fromkeys(STAGES, 0.05),
+                      overheads_s=[0.2, 0.1, 0.3], baseline_overheads_s=[0.4, 0.5, 0.6])
+    text = format_plans([row])
+    assert "| M | this | 200 ms | 100 ms | 300 ms |" in text
+    assert "| M | baseline | 500 ms | 400 ms | 600 ms |" in text
+    assert "CPU 50 ms" in text

@@ -18,6 +18,7 @@ from kubernetes_validate.utils import latest_version
 
 from api.app import create_app
 from api.k8s.state import K8sSettings
+from api.k8s.watch import OBJECT_SOURCES
 from api.settings import Settings
 from models import BUILTIN_CATALOG
 from tests.api.conftest import Server
@@ -106,9 +107,15 @@ def test_the_deployment_wires_configmap_secret_account_and_service() -> None:
     binding = _find("ClusterRoleBinding")
     assert binding["subjects"][0]["name"] == account
     assert binding["roleRef"]["name"] == _find("ClusterRole")["metadata"]["name"]
-    [rule] = _find("ClusterRole")["rules"]
-    assert {"nodes", "pods"} <= set(rule["resources"])
-    assert {"get", "list", "watch"} <= set(rule["verbs"])
+    rules = _find("ClusterRole")["rules"]
+    core = [r for r in rules if r["apiGroups"] == [""]]
+    assert any({"nodes", "pods"} <= set(r["resources"])
+               and {"get", "list", "watch"} <= set(r["verbs"]) for r in core)
+    # every object kind the watch lists is granted, so a deployed service reads them
+    for source in OBJECT_SOURCES:
+        assert any(source.group in r["apiGroups"] and source.plural in r["resources"]
+                   and {"list", "watch"} <= set(r["verbs"]) for r in rules), source.key
+    assert not any(set(r["verbs"]) - {"get", "list", "watch"} for r in rules)  # read only
     assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     ports = {p["name"]: p["containerPort"] for p in main["ports"]}
     assert service["spec"]["ports"][0]["targetPort"] in ports

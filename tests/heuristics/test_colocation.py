@@ -96,3 +96,23 @@ def test_too_many_patterns_fall_back_to_a_valid_plan(solver: str) -> None:
     assert validate_plan(req, p) == []
     assert p.status == "heuristic"
     assert p.explanation
+
+
+def test_pattern_cap_counts_every_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Four GPUs with three classes of half shares: a few patterns per GPU, more over all
+    # of them. The cap on the model's total refuses the model although no GPU alone
+    # exceeds it, and a model at the cap compiles with every pattern.
+    import solver.formulation.variables as variables
+
+    jobs = [{"name": f"j{k}", "gpu_share": 0.5, "colocation_class": f"c{k % 3}"}
+            for k in range(6)]
+    pairs = [("c0", "c1", 0.5), ("c1", "c2", 0.8), ("c2", "c0", 0.9)]
+    req = _request(jobs, pairs, gpus=4, solver="cp_sat")
+    total = len(compile_request(req).patterns)
+    per_gpu = total // 4
+    assert per_gpu > 1
+    monkeypatch.setattr(variables, "MAX_MODEL_PATTERNS", total - 1)
+    with pytest.raises(PatternsTooMany):
+        compile_request(req)
+    monkeypatch.setattr(variables, "MAX_MODEL_PATTERNS", total)
+    assert len(compile_request(req).patterns) == total

@@ -122,3 +122,70 @@ def test_generator_makes_a_fraction_of_whole_gpu_jobs_elastic() -> None:
         # concave: the speedup per GPU never grows with the size
         per_gpu = [speedup(job, n) / n for n in sizes]
         assert all(a >= b - 1e-9 for a, b in itertools.pairwise(per_gpu))
+
+
+def _running_wide_gang() -> PlanRequest:
+    # A running elastic gang on both 8-GPU nodes that gains little from its second node
+    # (7.0 on 8 GPUs, 8.0 on 16), and a new 8-GPU gang worth 8.0 that needs a node.
+    cur = [{"node": f"n{i}", "gpu": g} for i in range(2) for g in range(8)]
+    return _request([8, 8], [
+        {"name": "e", "gpus": 16, "single_node": False, "current": cur,
+         "elastic": {"min_gpus": 8, "max_gpus": 16, "speedup": {"8": 7.0, "16": 8.0}}},
+        {"name": "f", "gpus": 8}])
+
+
+def test_lp_rounding_shrinks_a_running_gang_where_it_runs() -> None:
+    from heuristics.elastic import keep_resized, kept_subset
+    from heuristics.greedy import Greedy
+    from heuristics.lp_round import plan_lp_round
+    from solver.bound import relax
+
+    req = _running_wide_gang()
+    rel = relax(req)
+    assert rel is not None and rel.amounts.get("e") == 8
+    result = plan_lp_round(req, rel.targets, sizes=rel.amounts)
+    e, f = result.placements["e"], result.placements["f"]
+    assert len(e) == 8 and {p.node for p in e} == {"n0"}   # a subset of where it runs
+    assert {p.node for p in f} == {"n1"}
+    built = plan(req.model_copy(update={"policy": req.policy.model_copy(
+        update={"time_limit_s": 5})}))
+    assert validate_plan(req, built) == []
+    # 7 + 8 - 0.5 (e migrates: its GPU set changed) + 1 (e is not preempted)
+    assert built.objective_value == pytest.approx(14.5)
+    # only allowed sizes below the current one, on the job's own GPUs
+    g = Greedy(req)
+    info = g.by_name["e"]
+    assert len(kept_subset(info, 8)) == 8
+    assert not keep_resized(g, info, 12) and not keep_resized(g, info, 16)
+    assert keep_resized(g, info, 8) and not keep_resized(g, info, 8)
+
+
+def test_lp_rounding_moves_a_running_gang_to_the_lps_model_and_size() -> None:
+    # e runs on the 4 V100s and is worth as much on the 2 H100s; f (3 GPUs, worth 6)
+    # runs only on V100s. On its own e would stay (2.6 where it runs against 1.9 - 0.5
+    # moved); the LP moves it to 2 H100s so that f fits, and the rounding follows.
+    from heuristics.lp_round import VARIANTS, plan_lp_round
+    from solver.bound import relax
+
+    speeds = {"V100-32GB": 1.0, "H100-SXM5-80GB": 1.0}
+    req = PlanRequest.model_validate({
+        "cluster": {"nodes": [
+            {"name": "v", "gpus": [{"index": g, "model": "V100-32GB"} for g in range(4)]},
+            {"name": "h", "gpus": [{"index": g, "model": "H100-SXM5-80GB"}
+                                   for g in range(2)]}]},
+        "jobs": [
+            {"name": "e", "gpus": 4, "throughput": speeds,
+             "current": [{"node": "v", "gpu": g} for g in range(4)],
+             "elastic": {"min_gpus": 1, "max_gpus": 4, "speedup": {"1": 1.0, "2": 1.9,
+                                                                   "4": 2.6}}},
+            {"name": "f", "gpus": 3, "weight": 2.0, "throughput": speeds,
+             "allowed_models": ["V100-32GB"]}],
+        "policy": {"solver": "heuristic", "seed": 1}})
+    rel = relax(req)
+    assert rel is not None
+    assert (rel.targets.get("e"), rel.amounts.get("e")) == ("H100-SXM5-80GB", 2)
+    for variant in VARIANTS:   # keep_first places e before f
+        result = plan_lp_round(req, rel.targets, sizes=rel.amounts, variant=variant)
+        assert [p.node for p in result.placements["e"]] == ["h", "h"], variant
+        assert len(result.placements["f"]) == 3
+        assert evaluate(req, result.placements).objective_value == pytest.approx(7.4)

@@ -29,21 +29,27 @@ LIST_KINDS = {"nodes": "NodeList", "pods": "PodList"}
 
 
 def key_of(kind: str, obj: dict[str, Any]) -> str:
-    """`name` of a node, `namespace/name` of a pod."""
+    """`name` of a node or a cluster-scoped object, `namespace/name` of a pod or another
+    namespaced object."""
     meta = obj["metadata"]
-    return f"{meta.get('namespace', 'default')}/{meta['name']}" if kind == "pods" \
-        else str(meta["name"])
+    if kind == "pods" or (kind != "nodes" and meta.get("namespace")):
+        return f"{meta.get('namespace', 'default')}/{meta['name']}"
+    return str(meta["name"])
 
 
 class FakeApiServer:
     """The event log, the objects it leads to, and the HTTP server that serves both."""
 
-    def __init__(self) -> None:
+    def __init__(self, served: dict[str, str] | None = None) -> None:
+        """`served`: extra paths (`/apis/<group>/<version>/<plural>`) -> kind, beside
+        Nodes and Pods; every other path answers 404."""
         self.cond = threading.Condition()
         self.rv = 100
-        self.objects: dict[str, dict[str, dict[str, Any]]] = {"nodes": {}, "pods": {}}
-        self.log: dict[str, list[tuple[int, str, dict[str, Any]]]] = {"nodes": [], "pods": []}
-        self.compacted = {"nodes": 0, "pods": 0}
+        self.paths = {**PATHS, **(served or {})}
+        kinds = set(self.paths.values())
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in kinds}
+        self.log: dict[str, list[tuple[int, str, dict[str, Any]]]] = {k: [] for k in kinds}
+        self.compacted = dict.fromkeys(kinds, 0)
         self.generation = 0
         self.closing = False
         self.requests: list[str] = []
@@ -168,7 +174,7 @@ class FakeApiServer:
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if start + limit < len(items):
             meta["continue"] = f"{rv}:{start + limit}"
-        return 200, {"kind": LIST_KINDS[kind], "apiVersion": "v1", "metadata": meta,
+        return 200, {"kind": LIST_KINDS.get(kind, "List"), "apiVersion": "v1", "metadata": meta,
                      "items": page}
 
     def _woken(self, kind: str, since: int, generation: int) -> bool:
@@ -219,7 +225,7 @@ def _handler(api: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             """List or watch."""
             url = urlparse(self.path)
             api.requests.append(self.path)
-            kind = PATHS.get(url.path)
+            kind = api.paths.get(url.path)
             if kind is None:
                 self._json(404, _status(404, "NotFound", f"{url.path} not served"))
                 return

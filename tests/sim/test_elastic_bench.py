@@ -91,6 +91,14 @@ def test_combine_merges_single_workload_runs(tmp_path: Path) -> None:
                                                    "mean": 9.0}})
     # Fewer than 8 workloads: the published mean is taken over the same workloads.
     assert table.splitlines()[-1] == "| **mean** | **15** | **40** | 6 |"
+    # A rerun of one policy on both workloads replaces that policy's figures only.
+    rerun = doc(1, {"y": 20.0})
+    rerun["workloads"]["2"] = doc(2, {"y": 40.0})["workloads"]["2"]
+    (tmp_path / "c.json").write_text(json.dumps(rerun))
+    docs, policies, _ = combine([tmp_path / "a", tmp_path / "b.json", tmp_path / "c.json"])
+    assert policies == ["x", "y"]
+    assert mean_jcts(docs, policies) == {"x": 15.0, "y": 30.0}
+    assert docs[2]["jct_s"]["y"] == [40.0] and docs[2]["jct_s"]["z"] == [1.0]
 
 
 @needs_data

@@ -1,7 +1,8 @@
 """The local backend: solves in this process (`jobs == 1`) or in a pool of processes.
 
 Workers are spawned (not forked: the parent may run threads) and ignore SIGINT, so Ctrl-C
-reaches only the parent, which then cancels queued solves and terminates the workers.
+reaches only the parent, which then terminates the workers and joins the pool (the queued
+solves are dropped).
 """
 
 from __future__ import annotations
@@ -18,6 +19,22 @@ from api.batch.task import SolveFn, SolveOutcome, SolveTask, solve_one
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(pool: ProcessPoolExecutor, workers: set[multiprocessing.process.BaseProcess]
+          ) -> None:
+    """Stop an interrupted pool now: terminate its workers, then join its manager thread.
+
+    The join matters: a manager thread still closing its wake-up pipe when the interpreter
+    exits races with `concurrent.futures`' exit hook, which writes to that pipe and prints
+    an OSError traceback (the unlocked wake-up of CPython gh-125451, still in 3.11). With the workers gone, the
+    manager finds the pool broken, fails the queued futures and ends at once.
+    """
+    for proc in workers:
+        proc.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
+    for proc in workers:
+        proc.join(timeout=5)
 
 
 def _outcome(fut: Future[SolveOutcome], key: int) -> SolveOutcome:
@@ -68,6 +85,4 @@ class LocalBackend:
             if finished:
                 pool.shutdown(wait=True)
             else:
-                pool.shutdown(wait=False, cancel_futures=True)
-                for proc in set(multiprocessing.active_children()) - before:
-                    proc.terminate()
+                _stop(pool, set(multiprocessing.active_children()) - before)

@@ -20,6 +20,10 @@ Jobs are preemptible: a running job that gets no step goes back to the queue.
 AFS sizes whole-GPU gangs; jobs of the other shapes (a GPU share, a MIG slice) come after
 them in arrival order, each keeping its place when it runs or placed first fit into what
 the gangs leave.
+
+This is AFS's rule as issue 15 states it: the greedy by marginal throughput per remaining
+work. The paper's AFS-L corrects that greedy for its optimism about the resources the
+running jobs will have later; the correction is not modelled here (benchmarks/ELASTIC.md).
 """
 
 from __future__ import annotations

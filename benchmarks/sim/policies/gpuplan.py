@@ -44,6 +44,22 @@ wall seconds), so that a simulation's figures do not depend on the machine's loa
 wall deadline stays as the planner's safety net, and the rounds it cut are counted in
 `wall_cuts` (the runner reports them): those plans may differ between runs.
 
+Growth of elastic gangs (`grow_idle`, on by default; elastic only). The plan prices every
+resize alike (`migration_cost`), whereas in the objective a job's value is its rate
+`w * speedup[n] / W` (W its one-GPU remaining work): a long gang (small value) then never
+grows into GPUs a completion left idle, since its gain stays below that flat price, and a
+gang close to its end (large value) is grown although the restart costs it more time than
+the growth saves. Both are judged here by the job's own time instead: a change from n to
+m GPUs pays when its remaining run time `W / speedup[n] - W / speedup[m]` (at the speed
+of its model) drops by more than the restart it adds (`restart_overhead_s`; none for a
+job that starts or changes GPUs this round anyway). So (1) a growth in the plan of a
+running gang that keeps its GPUs and does not pay is undone, and (2) the GPUs still idle
+after the backfill and the upgrade go, one step at a time, to the placed spanning elastic
+gang whose next size that pays has the largest gain `w * (speedup[m] - speedup[n]) /
+(m - n) / W` per GPU (AFS's marginal rule, the planner's own `jct` value), on the nodes
+it already uses first, within its tenant's quota limit. Shrinks stay the plan's: they
+free GPUs for others, which the job's own time does not measure.
+
 Tenants (a cluster with `Cluster.quotas`): the request carries the quotas and each job's
 `tenant`, and the planner serves the guarantees first (contract 5.3: a tenant below its
 guarantee reclaims GPUs that other tenants borrow). The bounded queue then also holds the
@@ -71,7 +87,14 @@ from benchmarks.sim.occupancy import Occupancy
 from benchmarks.sim.policies.base import fresh_occupancy
 from benchmarks.sim.tenants import guarantee, limit
 from models import Job, Placement, Plan, PlanRequest, Policy, speed
-from models.rules import HORIZON_S, HOST_TOL
+from models.rules import (
+    HORIZON_S,
+    HOST_TOL,
+    allowed_sizes,
+    remaining_on,
+    required_levels,
+    speedup,
+)
 from solver import plan
 from solver.session import PlanningSession, diff_events
 
@@ -93,6 +116,8 @@ class GpuPlan:
     upgrade_min_s: float | None = 3600.0
     sessions: bool = False
     elastic: bool = True
+    grow_idle: bool = True
+    restart_overhead_s: float = 30.0
     name: str = "gpuplan"
     backend_used: dict[str, int] = field(default_factory=dict)
     session: PlanningSession | None = None
@@ -123,14 +148,18 @@ class GpuPlan:
                 j.model_copy(update={"elastic": None}) for j in request.jobs]})
         placements = self._plan(request)
         decision: Decision = {j: list(p) for j, p in placements.items() if p}
-        occ = fresh_occupancy(view)
         by_name = {r.name: r for r in view.active}
+        occ = fresh_occupancy(view)
+        if self.elastic and self.grow_idle:
+            self._hold(by_name, decision, occ)
         for name in sorted(decision, key=lambda n: by_name[n].placements is None):
             occ.add(by_name[name].job, decision[name])
         room = self._room(view, decision, by_name)
         self._backfill(waiting, decision, occ, room)
         if self.upgrade_min_s is not None and self._upgrade(view, by_name, decision, occ):
             self._backfill(waiting, decision, occ, room)
+        if self.elastic and self.grow_idle:
+            self._grow(view, by_name, decision, occ, room)
         return decision
 
     def _queue(self, waiting: list[JobRun], view: RoundView) -> list[JobRun]:
@@ -211,6 +240,52 @@ class GpuPlan:
                 moved = True
         return moved
 
+    def _grow(self, view: RoundView, by_name: dict[str, JobRun], decision: Decision,
+              occ: Occupancy, room: dict[str, float]) -> None:
+        """Give the GPUs still idle to placed elastic gangs, one step at a time, each to the
+        step of the largest weighted speedup gain per GPU over the job's one-GPU remaining
+        work, when the step shortens the job's remaining run time by more than the restart
+        it adds (see the module doc)."""
+        while True:
+            best: tuple[float, str, int] | None = None
+            for name, pl in decision.items():
+                r = by_name[name]
+                n = len(pl)
+                for m in grow_steps(r, pl, occ, room[r.job.tenant],
+                                    self._restart_added(r, pl)):
+                    gain = (speedup(r.job, m) - speedup(r.job, n)) / (m - n)
+                    key = (-self.weight(r, view.now) * gain / one_gpu_work(r), name, m)
+                    if best is None or key < best:
+                        best = key
+            if best is None:
+                return
+            _, name, m = best
+            r = by_name[name]
+            grown = grow_placement(occ, decision[name], m)
+            occ.remove(name)
+            occ.add(r.job, grown)
+            room[r.job.tenant] -= m - len(decision[name])
+            decision[name] = grown
+
+    def _hold(self, by_name: dict[str, JobRun], decision: Decision, occ: Occupancy) -> None:
+        """Undo a growth of a running elastic gang that keeps its GPUs and adds others when
+        the growth does not shorten its remaining run time by more than the restart it
+        costs (the plan prices every resize alike; see the module doc)."""
+        for name, pl in decision.items():
+            r = by_name[name]
+            old = r.placements
+            if (old is None or r.job.elastic is None or len(pl) <= len(old)
+                    or not gpu_keys(old) <= gpu_keys(pl)):
+                continue
+            if not saves(r, len(old), len(pl), occ, occ.model_of(pl), self.restart_overhead_s):
+                decision[name] = list(old)
+
+    def _restart_added(self, r: JobRun, pl: list[Placement]) -> float:
+        """The restart a resize adds to a job placed at `pl`: none when the job starts or
+        changes GPUs this round anyway, else the restart overhead."""
+        kept = r.placements is not None and gpu_keys(r.placements) == gpu_keys(pl)
+        return self.restart_overhead_s if kept else 0.0
+
     @staticmethod
     def _fastest_first(r: JobRun) -> list[str] | None:
         thr = r.job.throughput
@@ -234,6 +309,61 @@ class GpuPlan:
             if events:
                 self.session.apply(events)
         return self.session.plan()
+
+
+def gpu_keys(pl: list[Placement]) -> set[tuple[str, int | None]]:
+    """The (node, gpu) pairs of a whole-GPU placement list."""
+    return {(p.node, p.gpu) for p in pl}
+
+
+def one_gpu_work(r: JobRun) -> float:
+    """The job's remaining work in seconds on one GPU at speed 1 (at least 1 s)."""
+    job = r.job.model_copy(update={"remaining_work": max(r.remaining, 0.0)})
+    return max(1.0, remaining_on(job, 1) or 0.0)
+
+
+def grow_steps(r: JobRun, pl: list[Placement], occ: Occupancy, room: float,
+               restart_s: float) -> list[int]:
+    """The larger sizes an elastic gang placed at `pl` may grow to: allowed, faster than
+    its size, within the idle GPUs of its model and its tenant's `room`, and shortening
+    its remaining run time by more than `restart_s` (a spanning gang without a topology
+    requirement only: the growth takes GPUs on any node)."""
+    job = r.job
+    if job.elastic is None or job.single_node or required_levels(job):
+        return []
+    n = len(pl)
+    model = occ.model_of(pl)
+    idle = sum(1 for g in occ.gpus.values() if g.model == model and not g.mig
+               and g.is_empty())
+    return [m for m in allowed_sizes(job)
+            if n < m <= n + min(idle, room + HOST_TOL)
+            and saves(r, n, m, occ, model, restart_s)]
+
+
+def saves(r: JobRun, n: int, m: int, occ: Occupancy, model: str, restart_s: float) -> bool:
+    """True when the gang on m GPUs of `model` finishes more than `restart_s` sooner than
+    on n: its remaining run time `W / speedup[size] / speed(model)` (W its one-GPU
+    remaining work) drops by more than the restart the change costs."""
+    s_model = speed(r.job, model, occ.catalog)
+    if s_model <= 0:
+        return False
+    work = one_gpu_work(r) / s_model
+    return work / speedup(r.job, n) - work / speedup(r.job, m) > restart_s
+
+
+def grow_placement(occ: Occupancy, pl: list[Placement], m: int) -> list[Placement]:
+    """`pl` plus idle GPUs of its model up to m GPUs: first on the nodes `pl` uses, then on
+    the nodes with the most idle GPUs (node order on ties)."""
+    model = occ.model_of(pl)
+    mine = {p.node for p in pl}
+    rows = [[g for g in row if g.model == model and not g.mig and g.is_empty()]
+            for row in occ.node_gpus.values()]
+    rows = sorted((row for row in rows if row),
+                  key=lambda row: (row[0].node not in mine, -len(row)))
+    out = list(pl)
+    for row in rows:
+        out.extend(Placement(node=g.node, gpu=g.index) for g in row[: m - len(out)])
+    return out
 
 
 def best_fit(occ: Occupancy, job: Job, models: list[str] | None) -> list[Placement] | None:
