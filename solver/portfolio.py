@@ -66,13 +66,15 @@ COMPILE_CPU_PER_JOB = 9e-6
 #: did not reach once cut, but places the queued ones more slowly).
 GREEDY_CPU_PER_JOB = 1e-4
 CUT_EARLY = 0.3
-#: The LP relaxation as it runs (grouping the jobs, building the rows, the LP solve, and
-#: HiGHS's integer re-solve, which overruns a short limit: L with a 1 s limit took 1.6 s,
-#: 0.6 s of Python, 0.15 s of LP, the rest the re-solve given 0.44 s): M 0.21 s, L 1.6 s.
-#: Its Python part is not time-boxed, so the LP is skipped (the quick bound stands in)
-#: when this much does not fit.
+#: The LP relaxation as it runs (grouping the jobs, building the rows, the LP solve):
+#: M 0.15-0.2 s. Over `BOTH_VARIANTS_UP_TO` jobs HiGHS's integer re-solve overruns a short
+#: limit (L with a 1 s limit took 1.6 s: 0.6 s of Python, 0.15 s of LP, the rest the
+#: re-solve given 0.44 s), hence a second per-job term there. Its Python part is not
+#: time-boxed, so the LP is skipped (the quick bound stands in) when this much does not
+#: fit.
 RELAX_CPU_S = 0.1
-RELAX_CPU_PER_JOB = 7.5e-5
+RELAX_CPU_PER_JOB = 3.5e-5
+RELAX_RESOLVE_CPU_PER_JOB = 4e-5
 RELAX_SAFETY = 1.25
 #: One rounding pass, which grows faster than the jobs: M 0.05 s, L 0.75 s (0.9-1.0 s before
 #: its gang placement stopped ordering the GPUs of every node), XL (65,536 GPUs / 80,000
@@ -177,6 +179,12 @@ class Portfolio:
         """A prior of `per_job` CPU seconds per job, for this request."""
         return per_job * len(self.request.jobs)
 
+    def _relax_cpu(self) -> float:
+        """The prior of the LP relaxation on this request."""
+        large = len(self.request.jobs) > BOTH_VARIANTS_UP_TO
+        return RELAX_CPU_S + self._jobs_cpu(
+            RELAX_CPU_PER_JOB + (RELAX_RESOLVE_CPU_PER_JOB if large else 0.0))
+
     def _rounding_cpu(self) -> float:
         """The prior of one rounding pass on this request."""
         n = len(self.request.jobs)
@@ -227,7 +235,7 @@ class Portfolio:
             self._bound_done = True
             b = self.budget
             self.compiled()
-            prior = RELAX_CPU_S + self._jobs_cpu(RELAX_CPU_PER_JOB)
+            prior = self._relax_cpu()
             if b.deterministic or b.fits(RELAX_SAFETY * prior):
                 left = max(0.0, b.remaining() - b.reserve)
                 # at least what the LP should take: its limit counts its Python part too
@@ -306,7 +314,7 @@ class Portfolio:
                 or self.request.policy.objective not in LP_ROUND_OBJECTIVES):
             return False
         self.compiled()
-        return b.fits(RELAX_SAFETY * (RELAX_CPU_S + self._jobs_cpu(RELAX_CPU_PER_JOB))
+        return b.fits(RELAX_SAFETY * self._relax_cpu()
                       + ROUND_MIN_SHARE * self._rounding_cpu())
 
     def _first_start(self) -> tuple[HeuristicResult, bool]:
