@@ -58,7 +58,13 @@ from heuristics.colocation import Colocation
 from heuristics.result import HeuristicResult
 from models import Instance, Placement, PlanRequest
 from models.capacity import DOMAIN, HOST, Topology
-from models.instance import ClusterState, JobInfo, MigGeometry, compile_jobs, mig_placement
+from models.instance import (
+    ClusterState,
+    JobInfo,
+    compile_jobs,
+    mig_geometry,
+    mig_placement,
+)
 from models.objective import (
     evaluate,
     level_key,
@@ -101,8 +107,7 @@ class Greedy:
         self.by_name = {i.name: i for i in self.infos}
         self.state = state if state is not None else ClusterState(request)
         self.coloc = Colocation(request, self.infos)
-        self.geometry = MigGeometry(self.state.catalog,
-                                    request.policy.allow_mig_reconfiguration)
+        self.geometry = mig_geometry(request)
         self._static: StaticReasons | None = None
         self._sig_keys: dict[tuple[frozenset[Instance], frozenset[Instance]],
                              tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]] = {}
@@ -250,6 +255,16 @@ class Greedy:
                 if not self.try_keep(info):
                     failed.append(info)
         return failed
+
+    def keep_cut_running(self) -> None:
+        """After a pass cut at its deadline: keep every running job it did not reach
+        (reason `time_limit`) where it runs, when that is still free. A conflict check
+        each, no search: a cut pass then stops only the running jobs it displaced, not
+        every one it never looked at (L cut early: 27,829 instead of -3,697)."""
+        for info in self.infos:
+            if (info.current and info.name not in self.state.placed
+                    and self.reasons.get(info.name, ("",))[0] == "time_limit"):
+                self.try_keep(info)
 
     # ------------------------------------------------------------ finding places
     def find(self, info: JobInfo, models: Iterable[str] | None = None) -> list[Placement] | None:
@@ -817,6 +832,7 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
         if not policy.allow_preemption:
             pending.sort(key=lambda i: 0 if i.current else 1)
         _run_sequence(g, pending, deadline, interleave=not fifo)
+        g.keep_cut_running()
         g.grow_elastic(deadline)
         return g.result()
     if seed is not None:
@@ -840,5 +856,6 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
     else:
         _run_sequence(g, pending, deadline,
                       interleave=not fifo and policy.objective != "fairness")
+    g.keep_cut_running()
     g.grow_elastic(deadline)
     return g.result()

@@ -46,7 +46,7 @@ from typing import TypeVar, cast
 from models import GpuModel, Instance, Job, MigInstance, Placement, PlanRequest
 from models.capacity import usable
 from models.catalog import MIG_COMPUTE_SLICES, instance_positions, is_valid_layout
-from models.objective import objective_value_of
+from models.objective import objective_value_of, values_on
 from models.request import speed
 from models.rules import (
     HOST_TOL,
@@ -185,6 +185,15 @@ def compile_jobs(request: PlanRequest) -> list[JobInfo]:
     return per_request(request, "jobs", _compile)
 
 
+def mig_geometry(request: PlanRequest) -> MigGeometry:
+    """The `MigGeometry` of `request`'s catalog and policy, one per request object (as
+    `compile_jobs`), so that every pass of a solve shares its cached layout queries. Its
+    entries are pure functions of their keys: threads that fill it at once store the same
+    values."""
+    return per_request(request, "mig_geometry", lambda r: MigGeometry(
+        r.cluster.catalog(), r.policy.allow_mig_reconfiguration))
+
+
 def _fingerprint(request: PlanRequest) -> tuple[object, ...]:
     """What an in-place edit most likely changes: the cluster and job list objects, the
     job count and the policy fields job values depend on."""
@@ -209,6 +218,36 @@ def _purge_collected() -> None:
             del _COMPILED[key]
 
 
+def _eligibility_key(job: Job) -> tuple[object, ...]:
+    """What decides a job's eligible models, their speed being positive and its MIG
+    profiles (`models.rules.model_eligible`, `speed`, `mig_profiles_for`): jobs with equal
+    keys share them, so `_compile` asks the rules once per key."""
+    return (job.shape, job.gpu_memory_gib, job.mig_profile,
+            None if job.mig is None else (job.mig.compute_slices, job.mig.memory_gib),
+            tuple(sorted(job.throughput.items())) if job.throughput else None,
+            None if job.allowed_models is None else tuple(job.allowed_models))
+
+
+def _eligible(job: Job, pool: Sequence[str], catalog: Mapping[str, GpuModel]
+              ) -> tuple[list[str], dict[str, list[str]], float]:
+    """The models of `pool` job may run on at a positive speed, its MIG profiles on each
+    (MIG jobs) and its size when it is a MIG job."""
+    models: list[str] = []
+    profiles: dict[str, list[str]] = {}
+    for m in pool:
+        spec = catalog[m]
+        if not model_eligible(job, m, spec) or speed(job, m, catalog) <= 0:
+            continue
+        if job.shape == "mig":
+            profs = [p.name for p in mig_profiles_for(job, spec)]
+            if not profs:
+                continue
+            profiles[m] = profs
+        models.append(m)
+    size = _mig_size(job, catalog, profiles) if job.shape == "mig" else 0.0
+    return models, profiles, size
+
+
 def _compile(request: PlanRequest) -> list[JobInfo]:
     catalog = request.cluster.catalog()
     objective = request.policy.objective
@@ -219,24 +258,17 @@ def _compile(request: PlanRequest) -> list[JobInfo]:
             (mig_models if gpu.mig_enabled else whole_models).add(gpu.model)
     whole_sorted = sorted(whole_models)
     mig_sorted = sorted(mig_models)
+    eligible: dict[tuple[object, ...], tuple[list[str], dict[str, list[str]], float]] = {}
     out: list[JobInfo] = []
     for i, job in enumerate(request.jobs):
         shape = job.shape
-        pool = mig_sorted if shape == "mig" else whole_sorted
-        values: dict[str, float] = {}
-        obj: dict[str, float] = {}
-        profiles: dict[str, list[str]] = {}
-        for m in pool:
-            spec = catalog[m]
-            if not model_eligible(job, m, spec) or speed(job, m, catalog) <= 0:
-                continue
-            if shape == "mig":
-                profs = [p.name for p in mig_profiles_for(job, spec)]
-                if not profs:
-                    continue
-                profiles[m] = profs
-            values[m] = job_value(job, m, catalog)
-            obj[m] = objective_value_of(job, m, catalog, objective)
+        key = _eligibility_key(job)
+        hit = eligible.get(key)
+        if hit is None:
+            hit = eligible[key] = _eligible(
+                job, mig_sorted if shape == "mig" else whole_sorted, catalog)
+        models, profiles, mig_size = hit
+        values, obj = values_on(job, models, catalog, objective)
         size_values: dict[int, dict[str, float]] = {}
         size_obj: dict[int, dict[str, float]] = {}
         if job.elastic is not None:
@@ -249,13 +281,13 @@ def _compile(request: PlanRequest) -> list[JobInfo]:
         elif shape == "share":
             size = float(job.gpu_share or 0.0)
         else:
-            size = _mig_size(job, catalog, profiles)
+            size = mig_size
         out.append(JobInfo(
             idx=i, job=job, name=job.name, shape=shape, gpus=job.gpus or 1,
             share=job.gpu_share or 0.0, gpu_mem=job.gpu_memory_gib or 0.0,
             cpu=job.cpu_millicores or 0.0, host_mem=job.host_memory_gib or 0.0,
-            values=values, obj_values=obj, profiles=profiles, size=max(size, 1e-6),
-            current=job.current, preemptible=job.preemptible,
+            values=values, obj_values=obj, profiles={m: list(p) for m, p in profiles.items()},
+            size=max(size, 1e-6), current=job.current, preemptible=job.preemptible,
             size_values=size_values, size_obj_values=size_obj,
         ))
     return out
@@ -381,7 +413,12 @@ class ClusterState:
                 self.gpus.append(g)
                 slot.gpus.append(gid)
                 self.gid_of[(node.name, gpu.index)] = gid
-                self._index_add(g)
+                if g.mig:
+                    self._index_add(g)
+                elif g.usable:   # every GPU is free before any placement
+                    self.free_gpus[ni].setdefault(g.model, set()).add(gid)
+            for model, free in self.free_gpus[ni].items():
+                self._set_free_count(ni, model, 0, len(free))
 
     # ----------------------------------------------------------------- indexes
     def _set_free_count(self, ni: int, model: str, old: int, new: int) -> None:

@@ -33,17 +33,22 @@ from models.rules import lexicographic_levels
 from solver.linear import Limits
 
 #: CPU seconds to finish a plan per job and GPU (build and validate it), and per job
-#: again (the planner's last comparison of plans); measured with the collector paused
-#: (M: 0.07 s; L, 16,384 GPUs / 20,000 jobs: build 0.5 s, validation 0.45 s; XL, 65,536
-#: / 80,000: 2.0 s and 2.4 s). The estimate is scaled by the measured pace, and replaced
-#: by the real cost once a plan is built. The per-job term also covers the work between
-#: the last phase's deadline and finishing (closing the search, the last comparison):
-#: after the v1.1 checks XL overran 60 s by 0.2-0.65 s on a quiet machine with 5e-6.
-FINISH_CPU_PER_ITEM = 2.8e-5
+#: again (the work between the last phase's deadline and finishing: the last comparisons
+#: of plans, restoring displaced jobs, a cut pass keeping the running jobs it did not
+#: reach); measured with the collector paused. After the finishing work was made cheaper
+#: (2026-12-01: fragmentation read from the placements, ...), L (16,384 GPUs / 20,000
+#: jobs) builds in 0.2 s and validates in 0.25-0.3 s of CPU (it was 0.5 and 0.45 s: the
+#: old 2.8e-5 kept back twice what finishing took, and L at 2-3 s stopped early). The
+#: estimate is scaled by the measured pace, and replaced by the real cost once a plan is
+#: built (an incumbent report).
+#: XL grows faster (build 2.0 s, validation 2.5 s, and a cut pass keeping 27,000 running
+#: jobs after its deadline): the per-job term stays at 1.5e-5 for it.
+FINISH_CPU_PER_ITEM = 1.5e-5
 FINISH_CPU_PER_JOB = 1.5e-5
 #: Fixed seconds kept back on top of the measured finishing cost (returning, logging).
 FINISH_MARGIN_S = 0.1
-#: Safety factor on the finishing estimate.
+#: Safety factor on the finishing estimate (1.25 overran L at 5 s by 0.4 s when the
+#: contended CPU was taken as the clock).
 FINISH_SAFETY = 1.5
 #: Most of the budget kept back for finishing: at least the rest plans, even when the
 #: machine is so busy that finishing alone would take the whole budget.

@@ -53,26 +53,41 @@ BOUND_MIN_S = 2.0
 BOUND_SHARE = 0.1
 #: Prior costs of the phases in CPU seconds (module doc of solver/budget.py: scaled by the
 #: pace measured in this solve), measured on M and L with the collector paused.
-#: Compiling the jobs: L 0.27 s.
-COMPILE_CPU_PER_JOB = 1.5e-5
+#: Compiling the jobs: L 0.17-0.19 s (0.27 s before the eligibility rules were asked once
+#: per job kind; a prior left at 0.3 s made every later phase look half as costly).
+COMPILE_CPU_PER_JOB = 9e-6
 #: One greedy pass: M 0.13 s, L 1.8 s. With less than `CUT_EARLY` of a pass left, the
 #: greedy keeps the running jobs first: measured on a loaded machine, M at 1 s 3,218
 #: instead of 1,832 and L at 10 s 27,829 instead of -3,697, while M at 2 s (0.6 of a
 #: pass) keeps the default's 4,330 (3,248 otherwise).
+#: Over `BOTH_VARIANTS_UP_TO` jobs it does so whenever a whole pass does not fit: cut
+#: after the same time on L (16,384 GPUs / 20,000 jobs), the pass keeping the running jobs
+#: first reached 42,726 where the default reached 32,964 (it keeps the running jobs it
+#: did not reach once cut, but places the queued ones more slowly).
 GREEDY_CPU_PER_JOB = 1e-4
 CUT_EARLY = 0.3
-#: The LP relaxation without its integer re-solve (grouping the jobs, building the rows,
-#: the LP solve): M 0.15 s, L 0.75 s. Its Python part is not time-boxed, so the LP is
-#: skipped (the quick bound stands in) when this much does not fit.
+#: The LP relaxation as it runs (grouping the jobs, building the rows, the LP solve):
+#: M 0.15-0.2 s. Over `BOTH_VARIANTS_UP_TO` jobs HiGHS's integer re-solve overruns a short
+#: limit (L with a 1 s limit took 1.6 s: 0.6 s of Python, 0.15 s of LP, the rest the
+#: re-solve given 0.44 s), hence a second per-job term there. Its Python part is not
+#: time-boxed, so the LP is skipped (the quick bound stands in) when this much does not
+#: fit.
 RELAX_CPU_S = 0.1
 RELAX_CPU_PER_JOB = 3.5e-5
-RELAX_SAFETY = 1.5
-#: One rounding pass, which grows faster than the jobs: M 0.05 s, L 0.9-1.0 s, XL (65,536
-#: GPUs / 80,000 jobs) 13 s: a per job and a per job squared term.
+RELAX_RESOLVE_CPU_PER_JOB = 4e-5
+RELAX_SAFETY = 1.25
+#: One rounding pass, which grows faster than the jobs: M 0.05 s, L 0.75 s (0.9-1.0 s before
+#: its gang placement stopped ordering the GPUs of every node), XL (65,536 GPUs / 80,000
+#: jobs) 13 s before that change: a per job and a per job squared term.
 ROUNDING_CPU_PER_JOB = 1.25e-5
-ROUNDING_CPU_PER_JOB2 = 1.9e-9
-#: The quick bound (solver/quick_bound.py): M 0.02 s, L 0.25 s.
-QUICK_CPU_PER_JOB = 1.5e-5
+ROUNDING_CPU_PER_JOB2 = 1.3e-9
+#: The share of a rounding pass that must fit for the first one to run: cut, it keeps the
+#: running jobs it did not reach (heuristics/greedy.py: keep_cut_running), and a third of
+#: a pass on L (16,384 GPUs / 20,000 jobs) already gives 40,360, more than the greedy
+#: pass that keeps the running jobs first reaches in the same time.
+ROUND_MIN_SHARE = 0.3
+#: The quick bound (solver/quick_bound.py): M 0.02 s, L 0.25 s, XL 0.85 s.
+QUICK_CPU_PER_JOB = 1.25e-5
 #: Seconds between two heuristic incumbent reports, at least (and at least twice what
 #: building the last one cost): each report builds and validates a whole plan.
 REPORT_EVERY_S = 1.0
@@ -164,6 +179,12 @@ class Portfolio:
         """A prior of `per_job` CPU seconds per job, for this request."""
         return per_job * len(self.request.jobs)
 
+    def _relax_cpu(self) -> float:
+        """The prior of the LP relaxation on this request."""
+        large = len(self.request.jobs) > BOTH_VARIANTS_UP_TO
+        return RELAX_CPU_S + self._jobs_cpu(
+            RELAX_CPU_PER_JOB + (RELAX_RESOLVE_CPU_PER_JOB if large else 0.0))
+
     def _rounding_cpu(self) -> float:
         """The prior of one rounding pass on this request."""
         n = len(self.request.jobs)
@@ -177,7 +198,9 @@ class Portfolio:
         if self._greedy is None:
             b = self.budget
             one_pass = self._jobs_cpu(GREEDY_CPU_PER_JOB)
-            short = not b.deterministic and not b.fits(CUT_EARLY * one_pass)
+            short = not b.deterministic and not b.fits(
+                (1.0 if len(self.request.jobs) > BOTH_VARIANTS_UP_TO else CUT_EARLY)
+                * one_pass)
             keep = True if short else self._one_variant()
             # room for the quick bound after it, in case the LP does not fit then
             room = 0.0 if self._bound_done else b.estimate(self._jobs_cpu(QUICK_CPU_PER_JOB))
@@ -212,12 +235,21 @@ class Portfolio:
             self._bound_done = True
             b = self.budget
             self.compiled()
-            prior = RELAX_CPU_S + self._jobs_cpu(RELAX_CPU_PER_JOB)
+            prior = self._relax_cpu()
             if b.deterministic or b.fits(RELAX_SAFETY * prior):
                 left = max(0.0, b.remaining() - b.reserve)
-                limit = max(BOUND_MIN_S, BOUND_SHARE * b.limit_s)
+                # at least what the LP should take: its limit counts its Python part too
+                # (XL: 2-3 s before HiGHS starts, which a 2 s limit left no time)
+                limit = max(BOUND_MIN_S, BOUND_SHARE * b.limit_s,
+                            RELAX_SAFETY * b.estimate(prior))
                 if not b.deterministic:
                     limit = min(limit, max(left / 2, 2 * b.estimate(prior)), left)
+                    if self.request.policy.objective in LP_ROUND_OBJECTIVES:
+                        # leave the first rounding its time: HiGHS spends what it is
+                        # given on the integer re-solve (L at 3 s: the LP took 1.6 s of
+                        # 1.7 and the rounding was cut at a third)
+                        limit = min(limit, max(RELAX_SAFETY * b.estimate(prior),
+                                               left - b.estimate(self._rounding_cpu())))
                 # not paced: its solve runs as long as its limit allows
                 with b.python_phase():
                     self._relax = relax(self.request, time_limit_s=max(0.1, limit))
@@ -282,8 +314,8 @@ class Portfolio:
                 or self.request.policy.objective not in LP_ROUND_OBJECTIVES):
             return False
         self.compiled()
-        return b.fits(RELAX_SAFETY * (RELAX_CPU_S + self._jobs_cpu(RELAX_CPU_PER_JOB))
-                      + self._rounding_cpu())
+        return b.fits(RELAX_SAFETY * self._relax_cpu()
+                      + ROUND_MIN_SHARE * self._rounding_cpu())
 
     def _first_start(self) -> tuple[HeuristicResult, bool]:
         """The best of the greedy plan and the rounded LP plans, and whether it is a
@@ -325,9 +357,12 @@ class Portfolio:
         it fits in the time left (measured pace)."""
         out: list[HeuristicResult] = []
         prior = self._rounding_cpu()
-        for variant in ROUNDINGS[first:upto]:
+        for k, variant in enumerate(ROUNDINGS[first:upto], start=first):
+            # the first rounding is anytime (cut, it keeps the running jobs it did not
+            # reach): a share of it is worth running; a further variant must fit whole
+            need = prior * (ROUND_MIN_SHARE if k == 0 else 1.0)
             if not targets or (self.budget.stopped() if self.budget.deterministic
-                               else not self.budget.fits(prior)):
+                               else not self.budget.fits(need)):
                 break
             out.append(self._run(partial(
                 plan_lp_round, self.request, targets, variant=variant,

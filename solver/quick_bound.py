@@ -77,12 +77,18 @@ def _options(request: PlanRequest, cap: dict[Pool, int]
     const = 0.0
     table = interference_table(request.interference)
     census = class_census(request.jobs) if table else {}
+    amounts: dict[tuple[object, ...], float | None] = {}
     for info in compile_jobs(request):
         job = info.job
+        factor = colocation_factor_cap(job, census, table) if table else 1.0
+        if not job.current and not info.elastic:
+            key = tuple(sorted(_new_options(info, pools, cap, catalog, amounts, factor)))
+            if key:
+                groups[key] = groups.get(key, 0) + 1
+            continue
         cur = gpu_model.get((job.current[0].node, job.current[0].gpu)) if job.current else None
         if job.current:
             const -= policy.preemption_cost
-        factor = colocation_factor_cap(job, census, table) if table else 1.0
         sizes: list[int | None] = list(info.sizes) if info.elastic else [None]
         opts: list[tuple[int, float, float]] = []
         for m in set(info.obj_values) | ({cur} if cur is not None else set()):
@@ -106,6 +112,33 @@ def _options(request: PlanRequest, cap: dict[Pool, int]
             key = tuple(sorted(opts))
             groups[key] = groups.get(key, 0) + 1
     return groups, const
+
+
+def _new_options(info: JobInfo, pools: dict[Pool, int], cap: dict[Pool, int],
+                 catalog: dict[str, GpuModel],
+                 amounts: dict[tuple[object, ...], float | None], factor: float
+                 ) -> list[tuple[int, float, float]]:
+    """The options of a job that is neither running nor elastic (most jobs): the general
+    loop of `_options` without its running-job and size cases, the amounts cached per
+    (shape, model, gang size or MIG profiles)."""
+    mig = info.shape == "mig"
+    opts: list[tuple[int, float, float]] = []
+    for m, value in info.obj_values.items():
+        pool = pools.get((m, mig))
+        if pool is None:
+            continue
+        if info.shape == "share":
+            amount: float | None = info.share
+        else:
+            key = (m, tuple(info.profiles.get(m, ()))) if mig else (m, info.gpus)
+            if key in amounts:
+                amount = amounts[key]
+            else:
+                amount = amounts[key] = _amount(info, m, None, cap, catalog[m])
+        value *= factor
+        if amount is not None and value > 0:
+            opts.append((pool, amount, value))
+    return opts
 
 
 def _amount(info: JobInfo, m: str, cur: str | None, cap: dict[Pool, int], spec: GpuModel,
@@ -175,9 +208,18 @@ class _Lagrangian:
                  coef: np.ndarray, count: np.ndarray, caps: np.ndarray) -> None:
         self.group, self.pool, self.amount, self.coef = group, pool, amount, coef
         self.count, self.caps = count, caps
+        # the options of a group are consecutive rows (as `quick_bound` lists them), and
+        # every group has one: a group's best is then one `reduceat` segment, far cheaper
+        # than `np.maximum.at`
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        contiguous = (len(starts) == len(count) and bool(np.all(np.diff(group) >= 0))
+                      and (len(group) == 0 or int(group[0]) == 0))
+        self._starts = starts if contiguous else None
 
     def _best(self, reduced: np.ndarray) -> np.ndarray:
         """Per group, max(0, its best reduced value)."""
+        if self._starts is not None and len(reduced):
+            return np.maximum(np.maximum.reduceat(reduced, self._starts), 0.0)
         best = np.zeros(len(self.count))
         np.maximum.at(best, self.group, reduced)
         return best

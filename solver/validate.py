@@ -132,6 +132,7 @@ class _Ctx:
     #: Contract 5.2: placed shared job -> product of its co-location factors (absent: 1).
     factors: dict[str, float] = field(default_factory=dict)
     out: list[Violation] = field(default_factory=list)
+    _on_gpus: list[tuple[str, Placement, Gpu]] | None = None
 
     def add(self, rule: str, message: str, *, job: str | None = None,
             node: str | None = None, gpu: int | None = None) -> None:
@@ -145,12 +146,13 @@ class _Ctx:
         return None if spec is None else (gpu.model, spec)
 
     def placements_on_gpus(self) -> Iterable[tuple[str, Placement, Gpu]]:
-        """(job, placement, GPU) for every placement naming an existing GPU."""
-        for name, pls in self.placed.items():
-            for p in pls:
-                gpu = self.gpus.get((p.node, p.gpu))
-                if gpu is not None:
-                    yield name, p, gpu
+        """(job, placement, GPU) for every placement naming an existing GPU (resolved once:
+        several checks walk them)."""
+        if self._on_gpus is None:
+            gpus = self.gpus
+            self._on_gpus = [(name, p, gpu) for name, pls in self.placed.items() for p in pls
+                             if (gpu := gpus.get((p.node, p.gpu))) is not None]
+        return self._on_gpus
 
 
 def _pkey(p: Placement) -> PlacementKey:
