@@ -416,6 +416,10 @@ def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[st
 
 #: Share of the bound's time limit the integer re-solve (gang counts integral) may use.
 MIP_SHARE = 0.5
+#: The re-solve runs only when its slice is worth this many LP solves: HiGHS's MIP repeats
+#: the LP and presolves before it looks at its clock (on L, a 0.44 s limit took 0.98 s),
+#: so a shorter slice overruns the bound's limit and leaves the rounding no time.
+MIP_MIN_LPS = 2.0
 
 #: Most node patterns per model; beyond, the threshold rows stand in for them.
 MAX_PATTERNS = 3000
@@ -646,8 +650,9 @@ def _run(lp: HighsLp, gang_cols: list[bool], n_job_cols: int, fallback: float, f
     values = list(h.getSolution().col_value)
     gangs = [c for c in range(n_job_cols) if gang_cols[c]
              and abs(values[c] - round(values[c])) > 1e-6]
-    left = time_limit_s - (time.perf_counter() - t0)
-    if gangs and not fair and left > 0.05:
+    lp_s = time.perf_counter() - t0
+    left = time_limit_s - lp_s
+    if gangs and not fair and min(left, MIP_SHARE * time_limit_s) > MIP_MIN_LPS * lp_s:
         # Gang counts are integers in every plan: re-solve with them integral (HiGHS
         # MIP, warm from the LP). Its incumbent gives targets a plan can follow (the
         # LP's fractional gangs round down and lose their value), its dual bound a
