@@ -27,8 +27,9 @@ def _stop(pool: ProcessPoolExecutor, workers: set[multiprocessing.process.BasePr
 
     The join matters: a manager thread still closing its wake-up pipe when the interpreter
     exits races with `concurrent.futures`' exit hook, which writes to that pipe and prints
-    an OSError traceback (the unlocked wake-up of CPython gh-125451, still in 3.11). With the workers gone, the
-    manager finds the pool broken, fails the queued futures and ends at once.
+    an OSError traceback (the unlocked wake-up of CPython gh-125451, still in 3.11). With
+    the workers gone, the manager finds the pool broken, fails the queued futures and ends
+    at once.
     """
     for proc in workers:
         proc.terminate()
