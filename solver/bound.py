@@ -247,37 +247,60 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0) -> Relaxation | No
                       _targets(groups, members, cols, amounts), amounts)
 
 
-def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
-                ) -> tuple[dict[GroupKey, GroupCount], dict[GroupKey, list[str]], float] | None:
-    """The jobs grouped by `GroupKey` (counts, member names) and the objective's constant
-    (`-preemption_cost` per running job); None when a fixed job has no option."""
-    pre_cost = 0.0 if fair else request.policy.preemption_cost
-    const = 0.0
-    groups: dict[GroupKey, GroupCount] = {}
-    members: dict[GroupKey, list[str]] = {}
+class JobEntry(NamedTuple):
+    """One job as the bound LP sees it: its options per model (empty: it can never be
+    placed), whether it is fixed where it runs, and its gang size when it packs into node
+    patterns (a whole-GPU single-node gang of one size), else 0."""
+
+    info: JobInfo
+    options: dict[str, Option]
+    fixed: bool
+    single_k: int
+
+
+def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
+                ) -> list[JobEntry] | None:
+    """Every job's entry (options raised by its co-location factor cap, module doc); None
+    when a fixed job has no option (the relaxation is infeasible). The grouping of this
+    module and of solver/level_bound.py both start here."""
     table = interference_table(request.interference)
     census = class_census(request.jobs) if table else {}
+    out: list[JobEntry] = []
     for info in compile_jobs(request):
         job = info.job
         cap = (colocation_factor_cap(job, census, table)
                if table and job.colocation_class is not None else 1.0)
         options = _job_options(info, request, state, caps, fair, cap)
-        if job.current:
-            const -= pre_cost
-        if not options:
-            if job.current and not job.preemptible:
-                return None
-            continue
         fixed = bool(job.current and not job.preemptible)
+        if not options and fixed:
+            return None
         single_k = info.gpus if info.shape == "whole" and job.single_node \
             and not info.elastic else 0
-        split = fair or bool(request.cluster.quotas)
-        key = GroupKey(tuple(sorted(options.values())), job.tenant if split else "", fixed,
-                       single_k)
+        out.append(JobEntry(info, options, fixed, single_k))
+    return out
+
+
+def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
+                ) -> tuple[dict[GroupKey, GroupCount], dict[GroupKey, list[str]], float] | None:
+    """The jobs grouped by `GroupKey` (counts, member names) and the objective's constant
+    (`-preemption_cost` per running job); None when a fixed job has no option."""
+    entries = job_entries(request, state, caps, fair)
+    if entries is None:
+        return None
+    pre_cost = 0.0 if fair else request.policy.preemption_cost
+    const = -pre_cost * sum(1 for e in entries if e.info.job.current)
+    groups: dict[GroupKey, GroupCount] = {}
+    members: dict[GroupKey, list[str]] = {}
+    split = fair or bool(request.cluster.quotas)
+    for e in entries:
+        if not e.options:
+            continue
+        key = GroupKey(tuple(sorted(e.options.values())),
+                       e.info.job.tenant if split else "", e.fixed, e.single_k)
         slot = groups.setdefault(key, GroupCount())
-        members.setdefault(key, []).append(info.name)
+        members.setdefault(key, []).append(e.info.name)
         slot.count += 1
-        if fixed:
+        if e.fixed:
             slot.fixed += 1
     return groups, members, const
 

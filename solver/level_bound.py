@@ -42,9 +42,9 @@ import highspy
 import numpy as np
 
 from models import Placement, PlanRequest
-from models.instance import ClusterState, compile_jobs
+from models.instance import ClusterState
 from models.objective import level_values
-from models.rules import class_census, colocation_factor_cap, interference_table, quota_keys
+from models.rules import quota_keys
 from solver import bound as agg
 from solver.highs import INF, INFEASIBLE, OPTIMAL, HighsLp, set_integral
 
@@ -88,31 +88,24 @@ def _groups(request: PlanRequest, state: ClusterState, caps: agg._Capacity
             ) -> tuple[dict[_ClassKey, agg.GroupCount], dict[int, float]] | None:
     """The jobs grouped as solver/bound.py does, split by class; the constants per class.
     None when a fixed job has no option (the relaxation is infeasible)."""
+    entries = agg.job_entries(request, state, caps, False)
+    if entries is None:
+        return None
     pre_cost = request.policy.preemption_cost
     const: dict[int, float] = {}
     groups: dict[_ClassKey, agg.GroupCount] = {}
-    table = interference_table(request.interference)
-    census = class_census(request.jobs) if table else {}
-    for info in compile_jobs(request):
-        job = info.job
+    for e in entries:
+        job = e.info.job
         const.setdefault(job.priority, 0.0)
-        cap = (colocation_factor_cap(job, census, table)
-               if table and job.colocation_class is not None else 1.0)
-        options = agg._job_options(info, request, state, caps, False, cap)
         if job.current:
             const[job.priority] -= pre_cost
-        if not options:
-            if job.current and not job.preemptible:
-                return None
+        if not e.options:
             continue
-        fixed = bool(job.current and not job.preemptible)
-        single_k = info.gpus if info.shape == "whole" and job.single_node \
-            and not info.elastic else 0
-        key = _ClassKey(tuple(sorted(options.values())), job.tenant, fixed, single_k,
+        key = _ClassKey(tuple(sorted(e.options.values())), job.tenant, e.fixed, e.single_k,
                         job.priority)
         slot = groups.setdefault(key, agg.GroupCount())
         slot.count += 1
-        slot.fixed += fixed
+        slot.fixed += e.fixed
     return groups, const
 
 
