@@ -13,14 +13,15 @@ from hypothesis import strategies as st
 
 from heuristics.greedy import plan_greedy
 from models import PlanRequest
-from models.objective import evaluate
 from solver import plan
 from solver.build import build_plan
-from solver.formulation import compile_request, decode, encode_hints
+from solver.formulation import decode
 from solver.validate import validate_plan
 from tests.solver.checks import assert_backends_agree, assert_brute_force_optimum
 from tests.solver.strategies import random_request
-from tests.solver.test_formulation import NO_PRUNE_NO_SYMMETRY, _objective, _violations
+from tests.solver.test_formulation import (
+    assert_encoded_plan_feasible,
+)
 
 EXACT = ["cp_sat", "milp"]
 A100 = "A100-SXM4-80GB"
@@ -158,12 +159,7 @@ def test_elastic_plan_encoded_is_feasible_and_decodes_to_its_objective(
            for j in req.jobs):
         return  # the drawn running state breaks a hard rule (host capacity): no plan is
         # feasible, so no hint can be
-    c = compile_request(req, prune=NO_PRUNE_NO_SYMMETRY)
-    hints = encode_hints(c, start.placements)
-    x = [hints[v] for v in range(c.model.num_vars)]
-    assert _violations(c.model, x) == []
-    want = evaluate(req, start.placements).objective_value
-    assert _objective(c.model, x) == pytest.approx(want, abs=1e-6)
+    c, x, want = assert_encoded_plan_feasible(req, start.placements)
     result = build_plan(req, decode(c, x), status="feasible", solver="test")
     assert validate_plan(req, result) == []
     assert result.objective_value == pytest.approx(want, abs=1e-6)

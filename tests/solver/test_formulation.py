@@ -11,16 +11,17 @@ from __future__ import annotations
 import inspect
 import random
 import re
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from heuristics.greedy import plan_greedy
-from models import PlanRequest
+from models import Placement, PlanRequest
 from models.objective import evaluate
 from solver.build import build_plan
-from solver.formulation import compile_request, constraints, decode, encode_hints
+from solver.formulation import Compiled, compile_request, constraints, decode, encode_hints
 from solver.linear import LinearModel
 from solver.validate import validate_plan
 from tests.solver.strategies import random_request
@@ -46,6 +47,19 @@ def _objective(model: LinearModel, x: list[int]) -> float:
     return model.objective_const + sum(c * x[v] for v, c in model.objective.items())
 
 
+def assert_encoded_plan_feasible(req: PlanRequest, placements: Mapping[str, list[Placement]]
+                                 ) -> tuple[Compiled, list[int], float]:
+    """Encode `placements` as a hint of the unpruned model of `req`: it breaks no row or
+    bound and the model prices it at its evaluated objective; (model, values, objective)."""
+    c = compile_request(req, prune=NO_PRUNE_NO_SYMMETRY)
+    hints = encode_hints(c, placements)
+    x = [hints[v] for v in range(c.model.num_vars)]
+    assert _violations(c.model, x) == []
+    want = evaluate(req, placements).objective_value
+    assert _objective(c.model, x) == pytest.approx(want, abs=1e-6)
+    return c, x, want
+
+
 @settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=10**9),
@@ -55,13 +69,8 @@ def test_a_plan_encoded_is_feasible_and_decodes_to_its_objective(seed: int,
     req = random_request(random.Random(seed), max_gpus=8, max_jobs=8, max_nodes=3,
                          objective=objective)
     start = plan_greedy(req)
-    c = compile_request(req, prune=NO_PRUNE_NO_SYMMETRY)
+    c, x, want = assert_encoded_plan_feasible(req, start.placements)
     assert not c.pruned
-    hints = encode_hints(c, start.placements)
-    x = [hints[v] for v in range(c.model.num_vars)]
-    assert _violations(c.model, x) == []
-    want = evaluate(req, start.placements).objective_value
-    assert _objective(c.model, x) == pytest.approx(want, abs=1e-6)
     back = decode(c, x)
     plan = build_plan(req, back, status="feasible", solver="test")
     assert validate_plan(req, plan) == []

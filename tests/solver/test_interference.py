@@ -13,20 +13,17 @@ from hypothesis import strategies as st
 
 from heuristics.greedy import plan_greedy
 from models import PlanRequest
-from models.objective import evaluate
 from models.request import InterferencePair
 from solver import plan
 from solver.bound import upper_bound
-from solver.formulation import compile_request, encode_hints
+from solver.formulation import compile_request
 from solver.validate import validate_plan
 from tests.solver.brute import brute_force
 from tests.solver.checks import assert_backends_agree, assert_brute_force_optimum
 from tests.solver.strategies import random_request
 from tests.solver.test_formulation import (
-    NO_PRUNE_NO_SYMMETRY,
     _families,
-    _objective,
-    _violations,
+    assert_encoded_plan_feasible,
 )
 
 
@@ -168,11 +165,6 @@ def test_a_plan_encoded_is_feasible_and_priced_with_its_factors(seed: int,
     req = random_request(random.Random(seed), max_gpus=4, max_jobs=8, max_nodes=2,
                          objective=objective, interference=True)
     start = plan_greedy(req)
-    c = compile_request(req, prune=NO_PRUNE_NO_SYMMETRY)
-    hints = encode_hints(c, start.placements)
-    x = [hints[v] for v in range(c.model.num_vars)]
-    assert _violations(c.model, x) == []
-    want = evaluate(req, start.placements).objective_value
-    assert _objective(c.model, x) == pytest.approx(want, abs=1e-6)
+    c, _, _ = assert_encoded_plan_feasible(req, start.placements)
     families = _families()
     assert all(row.name.split("[")[0] in families for row in c.model.constraints)

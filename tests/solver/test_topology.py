@@ -20,16 +20,14 @@ from models import PlanRequest
 from models.objective import evaluate
 from solver import plan
 from solver.bound import relax, upper_bound
-from solver.formulation import compile_request, encode_hints
+from solver.formulation import compile_request
 from solver.validate import validate_plan
 from tests.solver.brute import brute_force
 from tests.solver.checks import assert_brute_force_optimum
 from tests.solver.strategies import random_request
 from tests.solver.test_formulation import (
-    NO_PRUNE_NO_SYMMETRY,
     _families,
-    _objective,
-    _violations,
+    assert_encoded_plan_feasible,
 )
 from tests.solver.v1_fingerprint import REFERENCE, fingerprint
 
@@ -290,11 +288,6 @@ def test_a_topology_plan_encoded_is_feasible_at_its_objective(seed: int,
     req = random_request(random.Random(seed), max_gpus=8, max_jobs=8, max_nodes=4,
                          objective=objective, topology=True)
     start = plan_greedy(req)
-    c = compile_request(req, prune=NO_PRUNE_NO_SYMMETRY)
-    hints = encode_hints(c, start.placements)
-    x = [hints[v] for v in range(c.model.num_vars)]
-    assert _violations(c.model, x) == []
-    want = evaluate(req, start.placements).objective_value
-    assert _objective(c.model, x) == pytest.approx(want, abs=1e-6)
+    c, _, _ = assert_encoded_plan_feasible(req, start.placements)
     families = _families()
     assert all(row.name.split("[")[0] in families for row in c.model.constraints)
