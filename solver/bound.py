@@ -5,7 +5,8 @@
 - resource pools: per GPU model, its non-MIG GPUs (capacity = their number) and its MIG
   GPUs (capacity = their number, in GPUs of compute). Usable GPUs (healthy, schedulable)
   count, and so do unusable ones that a running job occupies now (only a kept placement
-  may use them);
+  may use them: a pool holding such GPUs gets a `usable` row, in which every job
+  takes its amount less the unusable GPUs it holds now, up to the pool's usable GPUs);
 - a job option (model m): a whole gang takes `gpus` of m's non-MIG pool, a share its
   fraction, a MIG job the compute share of its smallest profile on m (at least what any
   instance it gets takes). Options that can never be used are left out: ineligible models
@@ -24,9 +25,15 @@
 - objective: each option earns the job's per-job objective value; a running job also
   earns back `preemption_cost` when placed (its constant `-preemption_cost` is added),
   migration costs are dropped (>= 0, so the bound stays valid), and so are topology costs
-  (contract 5.5: >= 0 as well); required topology levels enter only through that size
-  test (a gang fits some domain of each), the LP does not see domains. For `fairness` the LP
+  (contract 5.5: >= 0 as well); required topology levels enter through that size
+  test (a gang fits some domain of each) and the domain rows below. For `fairness` the LP
   maximises t subject to (placed value of tenant k) >= D_k * t.
+
+Domains enter through the size test above and through domain rows: new gangs that must
+keep their GPUs in one domain of a level (same_domain, a required topology level) fit,
+per level, model and gang size t, only the domains with at least t usable free GPUs, in
+number at most sum_d floor(c_d / t) (`_declare_domain_rows`). Without them, the pooled
+LP counted L's six same-domain 64-GPU gangs on H100, where no domain has 64 free.
 
 Node structure enters in three places: single-node gangs pack into node patterns (per
 model and free-GPU count, the maximal multisets of gang sizes that fit; threshold rows
@@ -48,7 +55,8 @@ eligibility and gang sizes are relaxations of the contract's constraints), so th
 optimum is a valid bound for `throughput`, `jct`, `makespan`, `priority_fifo` (whose
 feasible set is a subset of `throughput`'s with the same objective) and `fairness`.
 Host CPU/memory and MIG geometry are relaxed away. Coefficients are rounded up to a
-0.2% geometric grid so that jobs group more (the bound loosens by at most 0.2%). If
+1e-5 geometric grid so that float noise does not split groups (the bound loosens by at
+most 1e-5; a 0.2% grid cost L 0.11% of its bound for 1% fewer groups). If
 HiGHS does not finish in time, the sum of every job's best value (capacity ignored) is
 returned instead: still valid, looser.
 
@@ -68,7 +76,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from models import Gpu, Node, PlanRequest
-from models.capacity import CapacitySummary, usable
+from models.capacity import CapacitySummary, node_domains, usable
 from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import objective_value_of, tenant_demands
 from models.request import Quota
@@ -92,7 +100,7 @@ _REL_MARGIN = 1e-7
 _ABS_MARGIN = 1e-6
 
 #: Relative grid on which objective coefficients are rounded up before grouping.
-_GRID = 0.002
+_GRID = 1e-5
 _LOG_GRID = math.log1p(_GRID)
 
 Pool = tuple[str, str]  # ("whole" | "mig", model)
@@ -116,13 +124,18 @@ class Option(NamedTuple):
 
 class GroupKey(NamedTuple):
     """What makes jobs identical in the relaxation: their options, their tenant (for
-    fairness), whether they are fixed (non-preemptible and running) and, for single-node
-    gangs, their size (0 otherwise)."""
+    fairness), whether they are fixed (non-preemptible and running), for single-node
+    gangs their size (0 otherwise) and, for new gangs that may span nodes, the topology
+    levels they must keep in one domain of (the domain rows, `_declare_domain_rows`)."""
 
     options: tuple[Option, ...]
     tenant: str
     fixed: bool
     single_k: int
+    levels: tuple[str, ...] = ()
+    #: (pool, count) per pool where each of its (running) jobs holds `count` unusable
+    #: GPUs (the usable rows, `_usable_entry`)
+    stranded: tuple[tuple[Pool, int], ...] = ()
 
 
 @dataclass
@@ -152,6 +165,14 @@ class _Capacity:
     whole_cap: dict[str, int]
     #: the counted GPUs per node, domain and topology level (`models.capacity`)
     summary: CapacitySummary
+    #: (topology level, model) -> each domain's usable non-MIG GPUs not held by a
+    #: non-preemptible running job ("domain" is v1's `topology_domain`)
+    domain_free: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    #: the unusable GPUs (node, index) a running job holds -> their pool: counted in
+    #: `cap`, but only that job, kept there, can use them
+    stranded: dict[tuple[str, int], Pool] = field(default_factory=dict)
+    #: pool holding such GPUs -> its usable GPUs
+    usable_cap: dict[Pool, int] = field(default_factory=dict)
 
 
 def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
@@ -188,7 +209,30 @@ def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
                 node_free.setdefault(m, []).append(c)
     shared_models = {state.gpus[state.gid_of[key]].model for key in pinned_shares}
     whole_cap = {m: unpinned.total((m, False)) for m in shared_models}
-    return _Capacity(cap, per_node, dom_count, node_free, whole_cap, every)
+    stranded = {(n.name, g.index): ("mig" if g.mig_enabled else "whole", g.model)
+                for n in request.cluster.nodes for g in n.gpus
+                if (n.name, g.index) in occupied and not usable(n, g)}
+    usable_cap = {p: cap[p] - sum(1 for q in stranded.values() if q == p)
+                  for p in set(stranded.values())}
+    return _Capacity(cap, per_node, dom_count, node_free, whole_cap, every,
+                     _domain_free(request, held), stranded, usable_cap)
+
+
+def _domain_free(request: PlanRequest, held: set[tuple[str, int]]
+                 ) -> dict[tuple[str, str], list[int]]:
+    """`_Capacity.domain_free`: per topology level and model, each domain's usable
+    non-MIG GPUs not `held` by a non-preemptible running job (the GPUs a new gang may
+    take; the domain rows count new gangs only)."""
+    new = CapacitySummary(request.cluster, lambda n, g: usable(n, g)
+                          and (n.name, g.index) not in held)
+    out: dict[tuple[str, str], list[int]] = {}
+    for (_d, (m, mig)), c in new.domains.items():
+        if not mig:
+            out.setdefault(("domain", m), []).append(c)
+    for (level, _d, (m, mig)), c in new.level_domains.items():
+        if not mig:
+            out.setdefault((level, m), []).append(c)
+    return out
 
 
 def _round_up(x: float) -> float:
@@ -237,7 +281,7 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0) -> Relaxation | No
                        mem_cap, fair,
                        tenant_demands(request) if fair else {},
                        max(0.1, time_limit_s - (time.perf_counter() - t0)),
-                       request.cluster.quotas)
+                       request.cluster.quotas, caps)
     if solved is None:
         return None
     bound, cols = solved
@@ -256,6 +300,10 @@ class JobEntry(NamedTuple):
     options: dict[str, Option]
     fixed: bool
     single_k: int
+    #: the levels of its domain rows (`_domain_levels`)
+    levels: tuple[str, ...] = ()
+    #: the unusable GPUs it holds, per pool (`GroupKey.stranded`)
+    stranded: tuple[tuple[Pool, int], ...] = ()
 
 
 def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
@@ -276,8 +324,35 @@ def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
             return None
         single_k = info.gpus if info.shape == "whole" and job.single_node \
             and not info.elastic else 0
-        out.append(JobEntry(info, options, fixed, single_k))
+        held_pools = [caps.stranded[(p.node, p.gpu)] for p in job.current or ()
+                      if (p.node, p.gpu) in caps.stranded]
+        stranded = tuple(sorted((q, held_pools.count(q)) for q in set(held_pools)))
+        out.append(JobEntry(info, options, fixed, single_k,
+                            _domain_levels(info, request, stranded), stranded))
     return out
+
+
+def _domain_levels(info: JobInfo, request: PlanRequest,
+                   stranded: tuple[tuple[Pool, int], ...]) -> tuple[str, ...]:
+    """The topology levels whose domain rows a job's gang columns enter: the required
+    levels of a whole-GPU gang that may span nodes (a single-node gang is in the node
+    rows). A running one enters only when its current placement (which a plan may keep,
+    grandfathered, contract 5.5) is itself in one domain of each, on usable GPUs: a
+    kept placement counts in that domain's GPUs like a new one."""
+    job = info.job
+    if info.shape != "whole" or job.single_node:
+        return ()
+    levels = tuple(lv for lv in required_levels(job) if lv != "host")
+    if not levels or not job.current:
+        return levels
+    if stranded:
+        return ()
+    nodes = {p.node for p in job.current}
+    by_name = {n.name: n for n in request.cluster.nodes if n.name in nodes}
+    listed = request.cluster.topology_levels
+    spans = {lv: {node_domains(by_name[n], listed)[lv] for n in nodes if n in by_name}
+             for lv in levels}
+    return levels if all(len(d) == 1 for d in spans.values()) else ()
 
 
 def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
@@ -296,7 +371,8 @@ def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
         if not e.options:
             continue
         key = GroupKey(tuple(sorted(e.options.values())),
-                       e.info.job.tenant if split else "", e.fixed, e.single_k)
+                       e.info.job.tenant if split else "", e.fixed, e.single_k, e.levels,
+                       e.stranded)
         slot = groups.setdefault(key, GroupCount())
         members.setdefault(key, []).append(e.info.name)
         slot.count += 1
@@ -460,7 +536,7 @@ def _node_patterns(groups: dict[GroupKey, GroupCount], node_free: dict[str, list
     per-size thresholds when gangs of several sizes compete for nodes. Models whose
     enumeration passes `MAX_PATTERNS` keep the threshold rows."""
     sizes: dict[str, set[int]] = {}
-    for opts, _tenant, fixed_group, single_k in groups:
+    for opts, _tenant, fixed_group, single_k, *_ in groups:
         if single_k >= 2 and not fixed_group:
             for opt in opts:
                 if opt.pool[0] == "whole":
@@ -517,22 +593,34 @@ def _maximal_multisets(c: int, sizes: list[int], cap: int) -> list[tuple[int, ..
 #     whole_gpus[m]:   sum_{whole o on m} amount(o) x[G, o] <= GPUs not pinned to shares
 #     nodes[m, c]:     sum_{patterns q of c} z[m, c, q] <= nodes of m with c free GPUs
 #     pattern_gangs[m, k]: sum x[G_k, o] - sum_q count(q, k) z[m, c, q] <= 0
+#     quota[k, m]:     sum quota(o) x[G, o] <= limit            (options of tenant k on m)
+#     domain_gpus[L, m, t]: sum_{k >= t} k x[G_k, o] <= sum_{d: c_d >= t} c_d
+#     domain_count[L, m, t]: sum_{k >= t} x[G_k, o] <= sum_d floor(c_d / t)
+#                      (new gangs of size k that keep to one domain of level L, on m)
+#     usable[P]:       sum (amount(o) - unusable(G, P)) x[G, o] <= usable GPUs of P
+#                      (unusable(G, P): P's unusable GPUs a job of G holds now; pools
+#                      where running jobs hold unusable GPUs)
 
 
 def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
               node_free: dict[str, list[int]], whole_cap: dict[str, int],
               mem_cap: dict[str, float | None], fair: bool,
               demands: dict[str, float], time_limit_s: float,
-              quotas: dict[str, Quota] | None = None
+              quotas: dict[str, Quota] | None = None, caps: _Capacity | None = None
               ) -> tuple[float, list[float] | None] | None:
     """max sum coef x (or t for fairness) over the aggregated model (the LP above) and the
     optimal column values of its job columns (None with the capacity-free fallback);
-    None if infeasible."""
+    None if infeasible. `caps` (when given) adds the domain and usable rows."""
     patterns = _node_patterns(groups, node_free)
     lp = HighsLp()
     _declare_rows(lp, groups, cap, node_free, whole_cap, mem_cap, fair, demands, patterns)
     if quotas:
         _declare_quota_rows(lp, groups, quotas)
+    if caps is not None:
+        _declare_domain_rows(lp, groups, caps.domain_free)
+        for p in sorted(caps.usable_cap):
+            # usable[P]: the jobs not holding P's unusable GPUs use its usable ones only
+            lp.add_row("usable", p, hi=caps.usable_cap[p])
     gang_cols, fallback = _job_columns(lp, groups, fair, patterns, quotas or {})
     if fair:
         t = lp.add_col(-1.0, hi=1.0)
@@ -601,6 +689,59 @@ def _declare_quota_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount],
             lp.add_row("quota", (t, k), hi=max(quotas[t].limit[k], fixed.get((t, k), 0.0)))
 
 
+def _declare_domain_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount],
+                         domain_free: dict[tuple[str, str], list[int]]) -> None:
+    """domain_gpus[L, m, t] and domain_count[L, m, t], after every other family: new
+    gangs that must keep their GPUs in one domain of level L (`GroupKey.levels`) and
+    take t or more GPUs of model m fit only the domains with at least t free GPUs of m,
+    so (c_d: domain d's usable non-MIG GPUs of m not held by non-preemptible running
+    jobs)
+        sum_{such gangs of size k >= t} k x <= sum_{d: c_d >= t} c_d
+        sum_{such gangs of size k >= t} x <= sum_d floor(c_d / t)
+    one pair per gang size t present (the rows of the sizes in between are implied).
+    The pooled rows let many large same-domain gangs share one model's GPUs spread over
+    domains none of which holds them (L: six 64-GPU gangs on H100 where at most a few
+    domains have 64 free)."""
+    sizes: dict[tuple[str, str], set[int]] = {}
+    for key, slot in groups.items():
+        if not key.levels or slot.fixed:
+            continue
+        for opt in key.options:
+            if opt.pool[0] == "whole" and opt.amount >= 2:
+                for level in key.levels:
+                    sizes.setdefault((level, opt.pool[1]), set()).add(round(opt.amount))
+    for (level, m), ks in sorted(sizes.items()):
+        free = domain_free.get((level, m), [])
+        for t in sorted(ks):
+            lp.add_row("domain_gpus", (level, m, t), hi=sum(c for c in free if c >= t))
+            lp.add_row("domain_count", (level, m, t), hi=sum(c // t for c in free))
+
+
+def _domain_entries(lp: HighsLp, levels: tuple[str, ...], model: str, amount: float,
+                    col: int) -> None:
+    """The entries of a gang column of `amount` GPUs of `model` in the domain rows of
+    `levels` (`_declare_domain_rows`)."""
+    k = round(amount)
+    for level in levels:
+        for t in range(2, k + 1):
+            if lp.has_row("domain_count", (level, model, t)):
+                lp.entry("domain_gpus", (level, model, t), col, float(k))
+                lp.entry("domain_count", (level, model, t), col, 1.0)
+
+
+def _usable_entry(lp: HighsLp, key: GroupKey, opt: Option, col: int) -> None:
+    """usable[P] (P: the option's pool, holding unusable GPUs that running jobs occupy):
+    a job takes of P's usable GPUs its amount, less what its current placement holds of
+    P's unusable GPUs (only a kept placement may use them, and it is the job's own):
+        sum (amount(o) - unusable(G, P)) x[G, o] <= usable GPUs of P
+    (a share or MIG job on an unusable GPU: all of its amount)."""
+    held = dict(key.stranded).get(opt.pool, 0)
+    coef = opt.amount if not held else (
+        max(0.0, opt.amount - held) if opt.whole else 0.0)
+    if coef > 0:
+        lp.entry("usable", opt.pool, col, coef)
+
+
 def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
                  patterns: Patterns, quotas: dict[str, Quota] | None = None
                  ) -> tuple[list[bool], float]:
@@ -629,6 +770,10 @@ def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
             for qk in quota_keys(quotas, key.tenant, model) if quotas else ():
                 if lp.has_row("quota", qk):
                     lp.entry("quota", qk, col, opt.quota)
+            if lp.has_row("usable", opt.pool):
+                _usable_entry(lp, key, opt, col)
+            if key.levels and opt.pool[0] == "whole":
+                _domain_entries(lp, key.levels, model, opt.amount, col)
             if on_patterns and usable:
                 lp.entry("pattern_gangs", (model, key.single_k), col, 1.0)
             elif single_gang and opt.pool[0] == "whole" and not on_patterns:
