@@ -159,13 +159,16 @@ def _plan(request: PlanRequest, cancel: Event | None,
     if ctx.budget.wall_cut:
         ctx.notes.append("deterministic mode: the time limit cut a phase, so this plan "
                          "may differ between runs")
+    # the placements' objective as the portfolio judged them (the copy below keeps them)
+    evaluation = ctx.portfolio.evaluation(out.result)
     result = HeuristicResult(dict(out.result.placements), dict(out.result.reasons))
     for name, why in ctx.portfolio.reasons().items():
         if name not in result.placements:
             result.reasons[name] = why
     finishing = time.monotonic()
     plan_ = build_plan(request, result, status=out.status, solver=out.solver,
-                       best_bound=out.bound, extra_stats=out.stats, explanation=ctx.notes)
+                       best_bound=out.bound, extra_stats=out.stats, explanation=ctx.notes,
+                       evaluation=evaluation)
     add_level_bounds(request, plan_, ctx.budget.wall_left())
     violations = validate_plan(request, plan_)
     if violations:

@@ -33,7 +33,7 @@ from heuristics.lp_round import plan_lp_round
 from heuristics.result import HeuristicResult
 from models import Plan, PlanRequest, PlanStatus
 from models.instance import compile_jobs
-from models.objective import evaluate
+from models.objective import Evaluation, evaluate
 from solver.bound import Relaxation, relax
 from solver.budget import PASS_S_PER_JOB, Budget
 from solver.build import build_plan
@@ -153,9 +153,9 @@ class Portfolio:
         self._relax_done = False
         self._quick: float | None = None
         self._compiled = False
-        #: id(result) -> (the result, its rank, its objective value): plans are compared
+        #: id(result) -> (the result, its rank, its evaluation): plans are compared
         #: several times, and evaluating one is a pass over every job
-        self._judged: dict[int, tuple[HeuristicResult, tuple[float, ...], float]] = {}
+        self._judged: dict[int, tuple[HeuristicResult, tuple[float, ...], Evaluation]] = {}
         self._start: HeuristicResult | None = None
         self._reasons: dict[str, tuple[str, str]] | None = None
 
@@ -279,12 +279,24 @@ class Portfolio:
     def judge(self, result: HeuristicResult) -> tuple[tuple[float, ...], float]:
         """(rank, objective value) of `result` (solver/outcome.py: rank), computed once
         per plan object (plans are not changed once made)."""
+        hit = self._judgement(result)
+        return hit[1], hit[2].objective_value
+
+    def evaluation(self, result: HeuristicResult) -> Evaluation:
+        """The objective of `result` and its parts (models/objective.py: evaluate), as
+        `judge` computed it: the final plan is dressed with it rather than evaluating it
+        again (a pass over every job; 0.06 s of CPU on L)."""
+        return self._judgement(result)[2]
+
+    def _judgement(self, result: HeuristicResult
+                   ) -> tuple[HeuristicResult, tuple[float, ...], Evaluation]:
+        """(result, rank, evaluation), cached per plan object."""
         hit = self._judged.get(id(result))
         if hit is None or hit[0] is not result:
             ev = evaluate(self.request, result.placements)
-            hit = (result, rank(self.request, result.placements, ev), ev.objective_value)
+            hit = (result, rank(self.request, result.placements, ev), ev)
             self._judged[id(result)] = hit
-        return hit[1], hit[2]
+        return hit
 
     def better(self, a: HeuristicResult, b: HeuristicResult) -> bool:
         """Whether plan `a` ranks strictly better than plan `b`."""
