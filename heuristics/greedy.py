@@ -61,6 +61,7 @@ from models.capacity import DOMAIN, HOST, Topology
 from models.instance import (
     ClusterState,
     JobInfo,
+    MigOption,
     compile_jobs,
     mig_geometry,
     mig_placement,
@@ -97,6 +98,14 @@ _DEADLINE_EVERY = 64
 AWARE_SCAN = 16
 
 
+#: A MIG layout signature scored for a job's profiles: (its best option's score, its
+#: tie-break key, the signature, its options best first).
+_Scored = tuple[tuple[int, ...], tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]],
+                tuple[frozenset[Instance], frozenset[Instance]], tuple[MigOption, ...]]
+#: Marks a signature not scored yet (None marks one that can host none of the profiles).
+_UNSCORED = object()
+
+
 class Greedy:
     """The best-fit placer; also used by local search and decomposition to repair."""
 
@@ -121,6 +130,10 @@ class Greedy:
             self._domain_nodes.setdefault(n.domain, []).append(n.idx)
         self._topology: Topology | None = None
         self._groups: dict[tuple[str, ...], list[tuple[tuple[str, ...], list[int]]]] = {}
+        self._mig_scores: dict[tuple[str, tuple[str, ...]], dict[
+            tuple[frozenset[Instance], frozenset[Instance]], _Scored | None]] = {}
+        self._mig_orders: dict[tuple[str, tuple[str, ...]], tuple[int, list[tuple[
+            tuple[frozenset[Instance], frozenset[Instance]], tuple[MigOption, ...]]]]] = {}
 
     # ------------------------------------------------------------ topology
     @property
@@ -505,18 +518,44 @@ class Greedy:
         profiles = tuple(info.profiles.get(model, ()))
         if not profiles:
             return None
-        scored = []
-        for sig, gids in st.mig_groups(model):
-            opts = self.geometry.options(model, sig[0], sig[1], profiles)
-            if opts:
-                scored.append((opts[0].score, self._sig_order(sig), opts, gids))
-        scored.sort(key=lambda x: (x[0], x[1]))
-        for _, _, opts, gids in scored:
+        groups = st.mig_index.get(model, {})
+        for sig, opts in self._mig_order(model, profiles):
+            gids = groups.get(sig)
+            if not gids:
+                continue
             for gid in sorted(gids) if len(gids) < 64 else gids:
                 g = st.gpus[gid]
                 if st.nodes[g.node].host_fits(info.cpu, info.host_mem):
                     return [mig_placement(st.nodes[g.node].name, g.index, opts[0].inst)]
         return None
+
+    def _mig_order(self, model: str, profiles: tuple[str, ...]
+                   ) -> list[tuple[tuple[frozenset[Instance], frozenset[Instance]],
+                                   tuple[MigOption, ...]]]:
+        """The MIG layout signatures of `model` that can host one of `profiles`, best
+        first (the best option's score, then `_sig_order`), each with its options. Kept
+        while the state's signature groups of `model` stay the same ones
+        (`ClusterState.mig_version`): most placements move a GPU between existing groups,
+        and scoring every group anew took most of a greedy pass on L."""
+        version = self.state.mig_version.get(model, 0)
+        hit = self._mig_orders.get((model, profiles))
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        # a signature's score is a pure function of it: scored once per pass
+        known = self._mig_scores.setdefault((model, profiles), {})
+        scored = []
+        for sig, _ in self.state.mig_groups(model):
+            entry = known.get(sig, _UNSCORED)
+            if entry is _UNSCORED:
+                opts = self.geometry.options(model, sig[0], sig[1], profiles)
+                entry = known[sig] = (
+                    (opts[0].score, self._sig_order(sig), sig, opts) if opts else None)
+            if entry is not None:
+                scored.append(entry)
+        scored.sort(key=lambda x: (x[0], x[1]))
+        order = [(sig, opts) for _, _, sig, opts in scored]
+        self._mig_orders[(model, profiles)] = (version, order)
+        return order
 
     def _sig_order(self, sig: tuple[frozenset[Instance], frozenset[Instance]]
                    ) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:

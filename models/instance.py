@@ -389,6 +389,10 @@ class ClusterState:
                                        set[int]]] = {}
         self._signatures: dict[tuple[frozenset[Instance], frozenset[Instance]],
                                tuple[frozenset[Instance], frozenset[Instance]]] = {}
+        #: per model, bumped whenever a signature group of `mig_index` appears or empties
+        #: (not when GPUs move between existing groups): a placer may keep an ordering
+        #: of the groups while the version holds
+        self.mig_version: dict[str, int] = {}
         # Quota usage per key, and the part of it non-preemptible kept jobs hold.
         self.quotas = request.cluster.quotas
         self.quota_used: dict[QuotaKey, float] = {}
@@ -443,7 +447,12 @@ class ClusterState:
             # compare by identity, not element by element
             sig = g.mig_signature()
             sig = self._signatures.setdefault(sig, sig)
-            self.mig_index.setdefault(g.model, {}).setdefault(sig, set()).add(g.gid)
+            groups = self.mig_index.setdefault(g.model, {})
+            members = groups.get(sig)
+            if members is None:
+                members = groups[sig] = set()
+                self.mig_version[g.model] = self.mig_version.get(g.model, 0) + 1
+            members.add(g.gid)
         elif g.is_free:
             free = self.free_gpus[g.node].setdefault(g.model, set())
             old = len(free)
@@ -465,6 +474,7 @@ class ClusterState:
                 s.discard(g.gid)
                 if not s:
                     del groups[sig]
+                    self.mig_version[g.model] = self.mig_version.get(g.model, 0) + 1
         elif g.is_free:
             free = self.free_gpus[g.node][g.model]
             old = len(free)

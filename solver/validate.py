@@ -401,8 +401,12 @@ def _check_mig(c: _Ctx) -> None:
 
     final: dict[GpuKey, list[Instance]] = {}
     for key, gpu in c.gpus.items():
-        if gpu.mig_enabled:
+        if not gpu.mig_enabled:
+            continue
+        if key in destroy or key in create:
             final[key] = _final_layout(c, key, gpu, destroy[key], create[key])
+        else:   # unchanged (a layout is checked only where the plan changes it)
+            final[key] = [m.key() for m in gpu.mig_instances]
 
     # Each instance hosts at most one job and exists in the final layout.
     hosts: dict[tuple[str, int, Instance], list[str]] = defaultdict(list)
