@@ -72,11 +72,13 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from models import Gpu, Node, PlanRequest
 from models.capacity import CapacitySummary, node_domains, usable
+from models.catalog import MigProfileSpec
 from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import objective_value_of, tenant_demands
 from models.request import Quota
@@ -173,6 +175,8 @@ class _Capacity:
     stranded: dict[tuple[str, int], Pool] = field(default_factory=dict)
     #: pool holding such GPUs -> its usable GPUs
     usable_cap: dict[Pool, int] = field(default_factory=dict)
+    #: (level, model) -> the most counted non-MIG GPUs in one domain (`_most_in_one`)
+    most_in: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
@@ -209,27 +213,38 @@ def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
                 node_free.setdefault(m, []).append(c)
     shared_models = {state.gpus[state.gid_of[key]].model for key in pinned_shares}
     whole_cap = {m: unpinned.total((m, False)) for m in shared_models}
-    stranded = {(n.name, g.index): ("mig" if g.mig_enabled else "whole", g.model)
-                for n in request.cluster.nodes for g in n.gpus
-                if (n.name, g.index) in occupied and not usable(n, g)}
+    stranded: dict[tuple[str, int], Pool] = {}
+    for key in occupied:
+        gid = state.gid_of.get(key)
+        if gid is not None and not state.gpus[gid].usable:
+            g = state.gpus[gid]
+            stranded[key] = ("mig" if g.mig else "whole", g.model)
     usable_cap = {p: cap[p] - sum(1 for q in stranded.values() if q == p)
                   for p in set(stranded.values())}
     return _Capacity(cap, per_node, dom_count, node_free, whole_cap, every,
-                     _domain_free(request, held), stranded, usable_cap)
+                     _domain_free(request, free, stranded.keys() - held), stranded,
+                     usable_cap)
 
 
-def _domain_free(request: PlanRequest, held: set[tuple[str, int]]
-                 ) -> dict[tuple[str, str], list[int]]:
+def _domain_free(request: PlanRequest, free: CapacitySummary,
+                 unusable: Iterable[tuple[str, int]]) -> dict[tuple[str, str], list[int]]:
     """`_Capacity.domain_free`: per topology level and model, each domain's usable
-    non-MIG GPUs not `held` by a non-preemptible running job (the GPUs a new gang may
-    take; the domain rows count new gangs only)."""
-    new = CapacitySummary(request.cluster, lambda n, g: usable(n, g)
-                          and (n.name, g.index) not in held)
+    non-MIG GPUs not held by a non-preemptible running job (the GPUs a new gang may take;
+    the domain rows count new gangs only): `free`'s counts (GPUs counted and not held)
+    less the `unusable` ones among them (occupied by preemptible running jobs)."""
+    by_level: dict[tuple[str, str, tuple[str, bool]], int] = {
+        ("domain", d, pool): c for (d, pool), c in free.domains.items()}
+    by_level.update(free.level_domains)
+    nodes = {n.name: n for n in request.cluster.nodes}
+    listed = request.cluster.topology_levels
+    for name, index in unusable:
+        node = nodes[name]
+        gpu = next(g for g in node.gpus if g.index == index)
+        doms = node_domains(node, listed)
+        for level in ("domain", *listed):
+            by_level[(level, doms[level], (gpu.model, gpu.mig_enabled))] -= 1
     out: dict[tuple[str, str], list[int]] = {}
-    for (_d, (m, mig)), c in new.domains.items():
-        if not mig:
-            out.setdefault(("domain", m), []).append(c)
-    for (level, _d, (m, mig)), c in new.level_domains.items():
+    for (level, _d, (m, mig)), c in by_level.items():
         if not mig:
             out.setdefault((level, m), []).append(c)
     return out
@@ -328,11 +343,11 @@ def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
                       if (p.node, p.gpu) in caps.stranded]
         stranded = tuple(sorted((q, held_pools.count(q)) for q in set(held_pools)))
         out.append(JobEntry(info, options, fixed, single_k,
-                            _domain_levels(info, request, stranded), stranded))
+                            _domain_levels(info, request, state, stranded), stranded))
     return out
 
 
-def _domain_levels(info: JobInfo, request: PlanRequest,
+def _domain_levels(info: JobInfo, request: PlanRequest, state: ClusterState,
                    stranded: tuple[tuple[Pool, int], ...]) -> tuple[str, ...]:
     """The topology levels whose domain rows a job's gang columns enter: the required
     levels of a whole-GPU gang that may span nodes (a single-node gang is in the node
@@ -348,10 +363,9 @@ def _domain_levels(info: JobInfo, request: PlanRequest,
     if stranded:
         return ()
     nodes = {p.node for p in job.current}
-    by_name = {n.name: n for n in request.cluster.nodes if n.name in nodes}
     listed = request.cluster.topology_levels
-    spans = {lv: {node_domains(by_name[n], listed)[lv] for n in nodes if n in by_name}
-             for lv in levels}
+    spans = {lv: {node_domains(request.cluster.nodes[state.node_of[n]], listed)[lv]
+                  for n in nodes if n in state.node_of} for lv in levels}
     return levels if all(len(d) == 1 for d in spans.values()) else ()
 
 
@@ -402,27 +416,28 @@ def _job_options(info: JobInfo, request: PlanRequest, state: ClusterState,
     for m in sorted(models):
         spec = state.catalog[m]
         grandfathered = m == cur_model
-        if not grandfathered and not model_eligible(job, m, spec):
+        # the compiled job's models passed model_eligible already (models/instance.py)
+        if not grandfathered and m not in info.values and not model_eligible(job, m, spec):
             continue
         for n in sizes:
             key = m if n is None else f"{m}:{n}"
-            opt = _option(info, m, n, grandfathered, state, caps, request, fair, factor_cap)
+            opt = _option(info, m, n, cur_model, state, caps, request, fair, factor_cap)
             if opt is not None:
                 options[key] = opt
     return options
 
 
-def _option(info: JobInfo, m: str, n: int | None, grandfathered: bool, state: ClusterState,
-            caps: _Capacity, request: PlanRequest, fair: bool,
+def _option(info: JobInfo, m: str, n: int | None, cur_model: str | None,
+            state: ClusterState, caps: _Capacity, request: PlanRequest, fair: bool,
             factor_cap: float = 1.0) -> Option | None:
-    """The job's option on model `m` (an elastic gang: on n GPUs of it), None if it never
-    fits; its value raised by `factor_cap`, the job's co-location factor cap (module doc)."""
+    """The job's option on model `m` (an elastic gang: on n GPUs of it; `cur_model`: the
+    model a running job runs on), None if it never fits; its value raised by
+    `factor_cap`, the job's co-location factor cap (module doc)."""
     job = info.job
     policy = request.policy
     pre_cost = 0.0 if fair else policy.preemption_cost
-    cur_model = state.model_of(job.current) if job.current else None
     spec = state.catalog[m]
-    use = _option_use(info, m, grandfathered, state, caps, n)
+    use = _option_use(info, m, m == cur_model, state, caps, n)
     if use is None:
         return None
     pool, amount = use
@@ -461,13 +476,16 @@ def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
     job = info.job
     spec = state.catalog[m]
     if info.shape == "mig":
-        profs = mig_profiles_for(job, spec)
+        # the compiled job's profiles on m (mig_profiles_for, smallest first)
+        names = info.profiles.get(m)
+        profs: list[MigProfileSpec | None] = (
+            [spec.profile(names[0])] if names is not None else [*mig_profiles_for(job, spec)[:1]])
         if grandfathered and job.current and job.current[0].mig is not None:
-            cur = spec.profile(job.current[0].mig.profile)
-            profs = [*profs, cur] if cur is not None else profs
-        if not profs:
+            profs.append(spec.profile(job.current[0].mig.profile))
+        slices = [p.compute_slices for p in profs if p is not None]
+        if not slices:
             return None
-        return ("mig", m), min(p.compute_slices for p in profs) / spec.compute_slices
+        return ("mig", m), min(slices) / spec.compute_slices
     pool: Pool = ("whole", m)
     gpus = info.gpus if n is None else n
     amount = float(gpus) if info.shape == "whole" else info.share
@@ -478,12 +496,22 @@ def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
         if job.single_node:
             limit = caps.per_node.get(m, 0)
         elif levels:
-            limit = min(caps.summary.most_in_one(lv, (m, False)) for lv in levels)
+            limit = min(_most_in_one(caps, lv, m) for lv in levels)
         else:
             limit = caps.cap.get(pool, 0)
         if gpus > limit:
             return None
     return pool, amount
+
+
+def _most_in_one(caps: _Capacity, level: str, model: str) -> int:
+    """The most counted non-MIG GPUs of `model` in one domain of `level`
+    (`CapacitySummary.most_in_one`, which scans every domain: memoised per request)."""
+    key = (level, model)
+    hit = caps.most_in.get(key)
+    if hit is None:
+        hit = caps.most_in[key] = caps.summary.most_in_one(level, (model, False))
+    return hit
 
 
 def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[str]],
@@ -515,10 +543,14 @@ def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[st
 
 #: Share of the bound's time limit the integer re-solve (gang counts integral) may use.
 MIP_SHARE = 0.5
-#: The re-solve runs only when its slice is worth this many LP solves: HiGHS's MIP repeats
-#: the LP and presolves before it looks at its clock (on L, a 0.44 s limit took 0.98 s),
-#: so a shorter slice overruns the bound's limit and leaves the rounding no time.
-MIP_MIN_LPS = 2.0
+#: The re-solve runs only when its slice is worth this many LP solves, and its own limit
+#: is the slice less `MIP_OVERHEAD_LPS` LP solves: HiGHS's MIP repeats the LP and
+#: presolves before it looks at its clock (on L, a 0.44 s limit took 0.98 s, and at load
+#: 7 a 0.78 s limit 2.3 s after an LP solve of 0.3-0.4 s), so a shorter slice overruns the
+#: bound's limit and leaves the rounding no time. On L it is worth little now (one
+#: rounding of its targets 67,714 against 67,661 from the LP's, the bound unchanged).
+MIP_MIN_LPS = 8.0
+MIP_OVERHEAD_LPS = 4.0
 
 #: Most node patterns per model; beyond, the threshold rows stand in for them.
 MAX_PATTERNS = 3000
@@ -820,13 +852,14 @@ def _run(lp: HighsLp, gang_cols: list[bool], n_job_cols: int, fallback: float, f
              and abs(values[c] - round(values[c])) > 1e-6]
     lp_s = time.perf_counter() - t0
     left = time_limit_s - lp_s
-    if gangs and not fair and min(left, MIP_SHARE * time_limit_s) > MIP_MIN_LPS * lp_s:
+    mip_s = min(left, MIP_SHARE * time_limit_s)
+    if gangs and not fair and mip_s > MIP_MIN_LPS * lp_s:
         # Gang counts are integers in every plan: re-solve with them integral (HiGHS
         # MIP, warm from the LP). Its incumbent gives targets a plan can follow (the
         # LP's fractional gangs round down and lose their value), its dual bound a
         # tighter valid bound.
         set_integral(h, [c for c in range(n_job_cols) if gang_cols[c]])
-        h.setOptionValue("time_limit", max(0.05, min(left, MIP_SHARE * time_limit_s)))
+        h.setOptionValue("time_limit", max(0.05, mip_s - MIP_OVERHEAD_LPS * lp_s))
         h.setOptionValue("mip_rel_gap", 1e-3)
         h.run()
         info = h.getInfo()
