@@ -329,11 +329,17 @@ def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
     table = interference_table(request.interference)
     census = class_census(request.jobs) if table else {}
     out: list[JobEntry] = []
+    alike: dict[tuple[object, ...], dict[str, Option]] = {}
     for info in compile_jobs(request):
         job = info.job
         cap = (colocation_factor_cap(job, census, table)
                if table and job.colocation_class is not None else 1.0)
-        options = _job_options(info, request, state, caps, fair, cap)
+        key = _options_key(info, request, fair, cap)
+        options = alike.get(key) if key is not None else None
+        if options is None:
+            options = _job_options(info, request, state, caps, fair, cap)
+            if key is not None:
+                alike[key] = options
         fixed = bool(job.current and not job.preemptible)
         if not options and fixed:
             return None
@@ -345,6 +351,20 @@ def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
         out.append(JobEntry(info, options, fixed, single_k,
                             _domain_levels(info, request, state, stranded), stranded))
     return out
+
+
+def _options_key(info: JobInfo, request: PlanRequest, fair: bool, factor_cap: float
+                 ) -> tuple[object, ...] | None:
+    """What a new (not running), non-elastic job's options depend on, without quotas
+    (whose usage is per job): jobs with equal keys share one options dict (L: about half
+    the jobs are new, of a few hundred kinds); None for the others."""
+    if info.current or info.elastic or request.cluster.quotas:
+        return None
+    job = info.job
+    values = info.values if fair else info.obj_values
+    return (info.shape, info.gpus, info.share, info.gpu_mem, job.single_node,
+            required_levels(job), tuple(sorted(values.items())),
+            tuple(sorted((m, p[0]) for m, p in info.profiles.items() if p)), factor_cap)
 
 
 def _domain_levels(info: JobInfo, request: PlanRequest, state: ClusterState,
@@ -381,12 +401,16 @@ def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
     groups: dict[GroupKey, GroupCount] = {}
     members: dict[GroupKey, list[str]] = {}
     split = fair or bool(request.cluster.quotas)
+    #: id(options dict) -> its sorted options (alike jobs share one dict, `_options_key`)
+    ordered: dict[int, tuple[Option, ...]] = {}
     for e in entries:
         if not e.options:
             continue
-        key = GroupKey(tuple(sorted(e.options.values())),
-                       e.info.job.tenant if split else "", e.fixed, e.single_k, e.levels,
-                       e.stranded)
+        opts = ordered.get(id(e.options))
+        if opts is None:
+            opts = ordered[id(e.options)] = tuple(sorted(e.options.values()))
+        key = GroupKey(opts, e.info.job.tenant if split else "", e.fixed, e.single_k,
+                       e.levels, e.stranded)
         slot = groups.setdefault(key, GroupCount())
         members.setdefault(key, []).append(e.info.name)
         slot.count += 1
