@@ -211,22 +211,26 @@ def _complete(g: Greedy, clock: _Clock) -> None:
 
 def _place_gang(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> bool:
     """Place single-node gang `info` on `model` on the node where it takes the fewest
-    `reserved` GPUs (then the tightest fit on unreserved GPUs, then the fewest free GPUs,
-    then node order); False if none fits. The nodes come fewest free GPUs first, so the
-    scan stops once a node fits exactly on unreserved GPUs (L: 795 gangs scanned every
-    node of their model)."""
+    `reserved` GPUs (then the fewest free GPUs, best fit, then the fewest unreserved ones
+    left over, then node order); False if none fits. The nodes come fewest free GPUs
+    first, so the scan stops past the free count of a node that displaces nothing (XL:
+    3,187 gangs scanned every node of their model, 60% of the rounding)."""
     st = g.state
     k = info.gpus
     best: tuple[int, int, int, int] | None = None
-    for ni in st.nodes_with_free(model, k):
-        free_set = st.free_gpus[ni][model]
-        if best is not None and best[:2] == (0, 0) and len(free_set) > best[2]:
+    buckets = st.buckets.get(model, [])
+    for c in range(max(k, 1), len(buckets)):
+        # the nodes with c free GPUs of the model (unordered: ties go to the node order)
+        if best is not None and best[0] == 0:
             break
-        clean = len(free_set) - len(free_set & reserved) if reserved else len(free_set)
-        key = (max(0, k - clean), max(0, clean - k), len(free_set), ni)
-        # the host check (the costly part) only for a node that would be the new best
-        if (best is None or key < best) and st.nodes[ni].host_fits(info.cpu, info.host_mem):
-            best = key
+        for ni in buckets[c]:
+            free_set = st.free_gpus[ni][model]
+            clean = c - len(free_set & reserved) if reserved else c
+            key = (max(0, k - clean), c, max(0, clean - k), ni)
+            # the host check (the costly part) only for a node that would be the new best
+            if (best is None or key < best) and st.nodes[ni].host_fits(info.cpu,
+                                                                      info.host_mem):
+                best = key
     if best is None:
         return False
     # the GPUs are ordered on the chosen node only (ordering them on every node made
