@@ -571,9 +571,11 @@ MIP_SHARE = 0.5
 #: is the slice less `MIP_OVERHEAD_LPS` LP solves: HiGHS's MIP repeats the LP and
 #: presolves before it looks at its clock (on L, a 0.44 s limit took 0.98 s, and at load
 #: 7 a 0.78 s limit 2.3 s after an LP solve of 0.3-0.4 s), so a shorter slice overruns the
-#: bound's limit and leaves the rounding no time. On L it is worth little now (one
-#: rounding of its targets 67,714 against 67,661 from the LP's, the bound unchanged).
-MIP_MIN_LPS = 8.0
+#: bound's limit and leaves the rounding no time. With 8 LP solves M lost it at 2 s (seed
+#: 1: 0.60% instead of 0.38-0.39%, the LP's fractional gangs round down); on L it is worth
+#: little now (one rounding of its targets 67,714 against 67,661 from the LP's, the bound
+#: unchanged) and its slice is too short below about 20 s.
+MIP_MIN_LPS = 5.0
 MIP_OVERHEAD_LPS = 4.0
 
 #: Most node patterns per model; beyond, the threshold rows stand in for them.

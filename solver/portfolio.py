@@ -70,7 +70,7 @@ CUT_EARLY = 0.3
 #: The LP relaxation as it runs (grouping the jobs, building the rows, the LP solve):
 #: M 0.15-0.2 s, L 0.8-1.1 s. Over `BOTH_VARIANTS_UP_TO` jobs HiGHS's integer re-solve
 #: overran a short limit (L with a 1 s limit took 1.6 s), hence a second per-job term
-#: there; solver/bound.py now runs it only when its slice is worth 8 LP solves, so the
+#: there; solver/bound.py now runs it only when its slice is worth 5 LP solves, so the
 #: term is 0 (L 4 s: the LP and a rounding fit, 0.22% instead of 10%). Its Python part is
 #: not time-boxed, so the LP is skipped (the quick bound stands in) when this much does
 #: not fit.
