@@ -38,6 +38,8 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.errors import NotFound, ServiceError
+from api.pool import PlanJSON
+from api.session_worker import Holders, StaleSession
 from api.store import (
     SessionHead,
     SessionRecord,
@@ -105,6 +107,8 @@ class SessionService:
         self.solves = solves
         self.settings = settings
         self._live: OrderedDict[str, LiveSession] = OrderedDict()
+        #: which worker holds which session between plans (api/session_worker.py)
+        self.holders = Holders()
         self._locks: dict[str, asyncio.Lock] = {}
         self._expiry: asyncio.Task[None] | None = None
 
@@ -150,6 +154,7 @@ class SessionService:
                 self._live.pop(session_id, None)
                 raise NotFound(f"no session with id {session_id!r}")
             live = await asyncio.to_thread(_load, rec)
+            self.holders.forget(session_id)
             self._remember(session_id, live)
         self._live.move_to_end(session_id)
         return live
@@ -172,33 +177,64 @@ class SessionService:
                     raise EventConflict(str(e)) from None
                 changed = LiveSession(draft, live.created_at, time.time())
                 if await self._write(session_id, changed, live.session.version):
+                    self.holders.applied(session_id, draft.version, events)
                     return changed
                 log.info("session %s changed on another replica; applying again", session_id)
         raise SessionChanged(f"session {session_id!r} kept changing on other replicas "
                              f"({EVENT_RETRIES} tries); send the events again")
 
     async def plan(self, session_id: str, time_limit_s: float | None) -> str:
-        """Solve the session's state on the worker pool, commit the plan and return its
-        JSON (as the worker wrote it); 409 when the session changed meanwhile."""
+        """Plan the session's state on the worker pool (a worker that holds the session
+        gets only the events since its copy: api/session_worker.py), commit the plan and
+        return its JSON (as the worker wrote it); 409 when the session changed meanwhile."""
         async with self._lock(session_id):
             live = await self.get(session_id)
             version = live.session.version
-            request = live.session.planning_request(time_limit_s)
-            result = await self.solves.solve(request)
-            plan = result.parse()
+            result, pid = await self._solve(session_id, live.session, time_limit_s)
+            plan = await asyncio.to_thread(result.parse)
             draft = PlanningSession(live.session.request, live.session.last_plan, version)
-            await asyncio.to_thread(draft.commit, plan)
+            # the worker validated the plan against this very state (same version)
+            await asyncio.to_thread(draft.commit, plan, checked=True)
             if not await self._write(session_id, LiveSession(draft, live.created_at,
                                                              time.time()), version):
+                self.holders.forget(session_id)
                 raise SessionChanged(
                     f"session {session_id!r} changed on another replica while it was "
                     f"planned (from version {version}); the plan was not committed: "
                     "plan again")
+            self.holders.planned(session_id, pid, draft.version)
         return result.json
+
+    async def _solve(self, session_id: str, session: PlanningSession,
+                     time_limit_s: float | None) -> tuple[PlanJSON, int]:
+        """The plan of `session` from a worker, and that worker's process id; sent again
+        whole when the worker did not hold the version assumed."""
+        s = self.solves.settings
+        limit = min(time_limit_s if time_limit_s is not None
+                    else session.request.policy.time_limit_s, s.max_time_limit_s)
+        for whole in (False, True):
+            dispatch = self.holders.dispatch(session_id, session, time_limit_s,
+                                             s.max_time_limit_s, s.threads_per_solve)
+            dispatch.whole = whole
+            try:
+                result = await self.solves.solve_late(
+                    dispatch, session.request.policy.solver, limit)
+            except StaleSession:
+                self.holders.forget(session_id)
+                if whole:
+                    raise
+                continue
+            except BaseException:
+                self.holders.forget(session_id)
+                raise
+            assert dispatch.pid is not None
+            return result, dispatch.pid
+        raise AssertionError("unreachable: the whole state is never stale")
 
     async def delete(self, session_id: str) -> None:
         """Forget a session; 404 when there is none."""
         self._live.pop(session_id, None)
+        self.holders.forget(session_id)
         if not await self.store.run(self.store.session_delete, session_id):
             raise NotFound(f"no session with id {session_id!r}")
 

@@ -396,19 +396,26 @@ class PlanningSession:
 
     def warm(self, time_limit_s: float | None = None) -> bool:
         """Whether the next plan starts warm (module doc)."""
+        return self._warm(self.planning_request(time_limit_s))
+
+    def _warm(self, request: PlanRequest) -> bool:
         if self.last_plan is None:
             return False
         from solver.warm import applies
 
-        return applies(self.planning_request(time_limit_s))
+        return applies(request)
 
     def plan(self, time_limit_s: float | None = None, planner: Planner | None = None
              ) -> Plan:
         """Plan the current state and commit the plan: warm when `warm` says so (module
         doc), else with `planner` (`solver.plan` when None). Either way the plan was
         validated against the current state before it is committed."""
-        request = self.planning_request(time_limit_s)
-        if self.warm(time_limit_s):
+        return self.plan_request(self.planning_request(time_limit_s), planner)
+
+    def plan_request(self, request: PlanRequest, planner: Planner | None = None) -> Plan:
+        """`plan` for `request`: the current state under another policy (a time limit,
+        a server's caps), as `planning_request` gives it."""
+        if self._warm(request):
             from solver.warm import WarmMemo, warm_plan
 
             if self.memo is None:
