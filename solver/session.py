@@ -31,8 +31,8 @@ cross-checks run once over the new request). Committing a plan that was validate
 against the current state (`commit(plan, checked=True)`: the session's own plans and the
 service's) copies only the jobs whose placement changed and the GPUs whose MIG layout
 changed, without running the request's cross-checks again: the validator has checked
-every placement and layout the commit writes. The compiled jobs are rebuilt per plan
-(`models.instance.compile_jobs`, cached per request object).
+every placement and layout the commit writes. A warm plan compiles only the jobs whose
+objects changed since the last plan (solver/warm.py); a cold one compiles them all.
 """
 
 from __future__ import annotations

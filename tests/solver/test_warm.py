@@ -11,6 +11,7 @@ import pytest
 from benchmarks.generator import generate, generate_custom
 from benchmarks.latency import random_events
 from models import Plan, PlanRequest
+from models.instance import compile_jobs
 from models.objective import evaluate
 from solver import plan as cold_plan
 from solver.session import PlanningSession
@@ -47,6 +48,8 @@ def test_warm_plans_after_random_events_are_valid_and_keep_the_running_jobs(seed
         _accounted(state, result)
         assert session.memo is not None and session.memo.plans == r + 1
         assert {"compile", "greedy", "build", "validate"} <= set(session.memo.last_steps)
+        # the compiled jobs carried over from the last plan are those of a fresh compile
+        assert session.memo.infos == compile_jobs(state.model_copy())
         # every running job still consistent stays where it runs (no migration needed:
         # nothing forces one), and the new jobs that fit somewhere are placed
         kept = {j.name: j.current for j in state.jobs if j.current}
