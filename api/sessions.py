@@ -214,10 +214,9 @@ class SessionService:
             live = await self.get(session_id)
             version = live.session.version
             result, pid = await self._solve(session_id, live.session, time_limit_s)
-            plan = await asyncio.to_thread(result.parse)
             draft = PlanningSession(live.session.request, live.session.last_plan, version)
             # the worker validated the plan against this very state (same version)
-            await asyncio.to_thread(draft.commit, plan, checked=True)
+            await asyncio.to_thread(_commit, draft, result)
             if not await self._write(session_id, LiveSession(draft, live.created_at,
                                                              time.time()), live,
                                      "P" + result.json):
@@ -247,6 +246,7 @@ class SessionService:
                 self.holders.forget(session_id)
                 if whole:
                     raise
+                log.info("session %s: its worker no longer held it; sent whole", session_id)
                 continue
             except BaseException:
                 self.holders.forget(session_id)
@@ -318,6 +318,11 @@ class SessionService:
 
     async def _expire_loop(self) -> None:
         await expire_periodically(self.settings.ttl_s, self._expire_once, "old sessions")
+
+
+def _commit(session: PlanningSession, result: PlanJSON) -> None:
+    """Parse the worker's plan and commit it to `session` as validated (one thread hop)."""
+    session.commit(result.parse(), checked=True)
 
 
 def _same(live: LiveSession, head: SessionHead) -> bool:

@@ -251,3 +251,27 @@ def test_changes_appended_to_the_row_replay_after_a_restart(tmp_path: Path) -> N
             assert validate_plan(state, Plan.model_validate(again.json())) == []
     finally:
         second.stop()
+
+
+def test_a_session_the_worker_no_longer_holds_is_sent_whole(server: Server) -> None:
+    """The worker keeps the last few sessions it planned: after it planned more than that,
+    the first session's next plan finds it gone (a stale answer), is sent again with the
+    whole state, and answers as usual from the session's current state."""
+    from api.session_worker import HELD
+
+    with server.client() as c:
+        sids = [_open(c) for _ in range(HELD + 1)]
+        for sid in sids:
+            r = c.post(f"/v1/sessions/{sid}/plan", json={"time_limit_s": 1})
+            assert r.status_code == 200, r.text
+        first = sids[0]
+        assert c.post(f"/v1/sessions/{first}/events", json={"events": EVERY_KIND[:2]}
+                      ).status_code == 200
+        state = PlanRequest.model_validate(_state(c, first)["request"])
+        r = c.post(f"/v1/sessions/{first}/plan", json={"time_limit_s": 1})
+        assert r.status_code == 200, r.text
+        plan = Plan.model_validate(r.json())
+        assert validate_plan(state, plan) == []
+        assert {a.job for a in plan.assignments} | {u.job for u in plan.unplaced} == \
+            {j.name for j in state.jobs}
+        assert _state(c, first)["version"] == 3
