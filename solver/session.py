@@ -31,8 +31,9 @@ cross-checks run once over the new request). Committing a plan that was validate
 against the current state (`commit(plan, checked=True)`: the session's own plans and the
 service's) copies only the jobs whose placement changed and the GPUs whose MIG layout
 changed, without running the request's cross-checks again: the validator has checked
-every placement and layout the commit writes. A warm plan compiles only the jobs whose
-objects changed since the last plan (solver/warm.py); a cold one compiles them all.
+every placement and layout the commit writes. The jobs are compiled again for every
+plan (`models.instance.compile_jobs`, cached per request object); a warm plan reuses the
+last plan's MIG geometry (solver/warm.py).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from models.events import (
     NodeCordoned,
     NodeRemoved,
 )
+from solver.gcpause import gc_paused
 
 if TYPE_CHECKING:
     from solver.warm import WarmMemo
@@ -374,7 +376,8 @@ class PlanningSession:
               check: Callable[[PlanRequest], None] | None = None) -> None:
         """Apply a batch of deltas: all of them, or none (`EventError`, or whatever `check`
         raises when it refuses the resulting state)."""
-        new = apply_events(self._request, events)
+        with gc_paused():  # the request's cross-checks allocate per job (solver/gcpause.py)
+            new = apply_events(self._request, events)
         if check is not None:
             check(new)
         self._request = new

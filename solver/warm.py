@@ -19,12 +19,12 @@ from the state instead:
 5. the plan is built (solver/build.py) and checked by the validator (solver/validate.py)
    against the session's current state, like every plan of the driver.
 
-What is carried between plans is the `WarmMemo`: the compiled jobs (only the jobs whose
-objects changed are compiled again: `_compiled`), the MIG geometry with its cached layout
-queries, what each step cost last time (CPU seconds) and the pace of this machine (wall
-seconds per CPU second, measured again as each plan runs), from which the time kept back
-for building and validating and the choice of steps 2 and 3 follow. The greedy pass is
-cut at the time kept back for finishing, but not before `GREEDY_SHARE` of the limit.
+What is carried between plans is the `WarmMemo`: the MIG geometry with its cached layout
+queries (`_compiled`), what each step cost last time (CPU seconds) and the pace of this
+machine (wall seconds per CPU second, measured again as each plan runs), from which the
+time kept back for building and validating and the choice of steps 2 and 3 follow. The
+greedy pass is cut at the time kept back for finishing, but not before `GREEDY_SHARE` of
+the limit.
 
 The cold path (`solver.plan` with the time left) answers when the warm start does not
 apply: in deterministic mode (its path must not depend on timing), when non-preemptible
@@ -36,7 +36,6 @@ bug and raises `PlanningError`, as in the driver.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from heuristics.levels import settle_levels
 from heuristics.local_search import improve
 from heuristics.result import HeuristicResult
 from models import Plan, PlanRequest
-from models.instance import JobInfo, MigGeometry, compile_jobs, mig_geometry, per_request
+from models.instance import MigGeometry, compile_jobs, mig_geometry, per_request
 from models.rules import lexicographic_levels
 from solver.auto import EXACT_VARS, estimate_vars
 from solver.budget import FINISH_CPU_PER_ITEM, FINISH_CPU_PER_JOB, FINISH_MARGIN_S
@@ -100,10 +99,7 @@ class WarmMemo:
     cold: int = 0
     #: CPU seconds of each step of the last warm plan (benchmarks report them)
     last_steps: dict[str, float] = field(default_factory=dict)
-    #: the compiled jobs of the last plan and what they depend on besides each job
-    #: (`_compiled`); the MIG geometry of the last plan and what it depends on
-    infos: list[JobInfo] | None = None
-    infos_key: tuple[object, ...] | None = None
+    #: the MIG geometry of the last plan and what it depends on (`_compiled`)
     geometry: MigGeometry | None = None
     geometry_key: tuple[object, ...] | None = None
 
@@ -235,59 +231,22 @@ def _start(request: PlanRequest, clock: _Clock, memo: WarmMemo,
     return result
 
 
-def _model_sets(request: PlanRequest) -> tuple[frozenset[str], frozenset[str]]:
-    """The GPU models present in whole-GPU mode and in MIG mode."""
-    whole: set[str] = set()
-    mig: set[str] = set()
-    for node in request.cluster.nodes:
-        for gpu in node.gpus:
-            (mig if gpu.mig_enabled else whole).add(gpu.model)
-    return frozenset(whole), frozenset(mig)
+def _compiled(request: PlanRequest, memo: WarmMemo) -> None:
+    """Compile the jobs of `request` (`compile_jobs`, cached per request object), with
+    the last plan's MIG geometry (kept in `memo`) seeded into the per-request cache
+    (`models.instance.per_request`) when the catalog and `allow_mig_reconfiguration` are
+    the same: its layout queries, cached inside it, are then not asked again.
 
-
-def _compiled(request: PlanRequest, memo: WarmMemo) -> list[JobInfo]:
-    """`compile_jobs(request)`, reusing the last plan's compiled jobs (kept in `memo`).
-
-    A JobInfo depends on its Job object, the catalog (`cluster.gpu_models`), the models
-    present in each MIG mode and the objective (models/instance.py `_compile`); the
-    session shares the Job objects of unchanged jobs between versions, so each one whose
-    object is the same (and the rest unchanged) keeps its JobInfo, renumbered; only the
-    others are compiled (`compile_jobs` of a request of those jobs alone). The MIG
-    geometry (catalog and `allow_mig_reconfiguration`), whose layout queries are cached
-    inside it, is carried over the same way. Both are seeded into the per-request cache
-    (`models.instance.per_request`), where every later step finds them."""
-    cluster, policy = request.cluster, request.policy
-    gkey = (cluster.gpu_models, policy.allow_mig_reconfiguration)
-    if memo.geometry is not None and memo.geometry_key == gkey:
+    The compiled jobs themselves are not carried over: a JobInfo carries its job's
+    position in the request, which every finished or cancelled job before it shifts, and
+    renumbering a JobInfo costs about what compiling it does (the eligibility rules are
+    asked once per job kind: models/instance.py)."""
+    key = (request.cluster.gpu_models, request.policy.allow_mig_reconfiguration)
+    if memo.geometry is not None and memo.geometry_key == key:
         kept = memo.geometry
         per_request(request, "mig_geometry", lambda _r: kept)
-    memo.geometry, memo.geometry_key = mig_geometry(request), gkey
-    key = (cluster.gpu_models, policy.objective, _model_sets(request))
-    previous = memo.infos if memo.infos_key == key else None
-    memo.infos, memo.infos_key = per_request(
-        request, "jobs", lambda r: _reuse(r, previous)), key
-    return memo.infos
-
-
-def _reuse(request: PlanRequest, previous: list[JobInfo] | None) -> list[JobInfo]:
-    """The compiled jobs of `request`, those of `previous` reused (`_compiled`)."""
-    if previous is None:
-        return compile_jobs(request)
-    by_job = {id(info.job): info for info in previous}
-    out: list[JobInfo | None] = []
-    fresh: list[int] = []
-    for k, job in enumerate(request.jobs):
-        info = by_job.get(id(job))
-        if info is not None and info.job is job:
-            out.append(info if info.idx == k else dataclasses.replace(info, idx=k))
-        else:
-            out.append(None)
-            fresh.append(k)
-    if fresh:
-        alone = request.model_copy(update={"jobs": [request.jobs[k] for k in fresh]})
-        for k, info in zip(fresh, compile_jobs(alone), strict=True):
-            out[k] = dataclasses.replace(info, idx=k)
-    return [info for info in out if info is not None]
+    memo.geometry, memo.geometry_key = mig_geometry(request), key
+    compile_jobs(request)
 
 
 def _bound(request: PlanRequest, clock: _Clock, memo: WarmMemo,

@@ -11,7 +11,6 @@ import pytest
 from benchmarks.generator import generate, generate_custom
 from benchmarks.latency import random_events
 from models import Plan, PlanRequest
-from models.instance import compile_jobs
 from models.objective import evaluate
 from solver import plan as cold_plan
 from solver.session import PlanningSession
@@ -40,6 +39,7 @@ def test_warm_plans_after_random_events_are_valid_and_keep_the_running_jobs(seed
     session = _session(generate_custom(96, 120, seed=seed))
     session.plan(2.0)  # the first plan is cold
     rng = random.Random(seed)
+    geometry = None
     for r in range(4):
         session.apply(random_events(session.request, rng, 12, f"r{r}"))
         state = session.request
@@ -48,8 +48,10 @@ def test_warm_plans_after_random_events_are_valid_and_keep_the_running_jobs(seed
         _accounted(state, result)
         assert session.memo is not None and session.memo.plans == r + 1
         assert {"compile", "greedy", "build", "validate"} <= set(session.memo.last_steps)
-        # the compiled jobs carried over from the last plan are those of a fresh compile
-        assert session.memo.infos == compile_jobs(state.model_copy())
+        # the MIG geometry (its layout queries cached inside) is carried from plan to plan
+        if r:
+            assert session.memo.geometry is geometry
+        geometry = session.memo.geometry
         # every running job still consistent stays where it runs (no migration needed:
         # nothing forces one), and the new jobs that fit somewhere are placed
         kept = {j.name: j.current for j in state.jobs if j.current}
