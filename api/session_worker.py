@@ -84,7 +84,9 @@ class WorkerSessions:
         self._held.pop(task.session_id, None)
         with gc_paused():
             for batch in task.batches:
-                session.apply(batch)
+                # the API process applied this batch to this version and it passed the
+                # request's cross-checks there
+                session.apply(batch, checked=True)
         if session.version != task.version:
             raise StaleSession(f"session {task.session_id} is at version "
                                f"{session.version}, not {task.version}")

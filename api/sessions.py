@@ -354,7 +354,7 @@ def _load(rec: SessionRecord) -> LiveSession:
         for line in lines:
             if line.startswith("P"):
                 session.commit(Plan.model_validate_json(line[1:]), checked=True)
-            else:
-                session.apply(EventBatch.model_validate_json(line[1:]).events)
+            else:  # applied and checked on this state when it was appended
+                session.apply(EventBatch.model_validate_json(line[1:]).events, checked=True)
     return LiveSession(session, rec.created_at, rec.updated_at, len(rec.request_json),
                        len(rec.pending), len(lines))

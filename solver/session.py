@@ -125,11 +125,16 @@ class _Draft:
             if job.current and not all(keep(p) for p in job.current):
                 self.jobs[name] = job.model_copy(update={"current": None})
 
-    def request(self) -> PlanRequest:
-        """The edited state as a request (the request's cross-checks run here)."""
+    def request(self, checked: bool = False) -> PlanRequest:
+        """The edited state as a request (the request's cross-checks run here, unless
+        `checked`: these very events were applied to this very state before and passed
+        them, as in a worker's copy of a session: api/session_worker.py)."""
         cluster = self.base.cluster.model_copy(update={"nodes": list(self.nodes.values())})
-        return PlanRequest(cluster=cluster, jobs=list(self.jobs.values()),
-                           policy=self.base.policy)
+        jobs = list(self.jobs.values())
+        if checked:
+            return self.base.model_copy(update={"cluster": cluster, "jobs": jobs})
+        return PlanRequest(cluster=cluster, jobs=jobs, policy=self.base.policy,
+                           interference=self.base.interference)
 
 
 # ---------------------------------------------------------------- one handler per kind
@@ -231,9 +236,12 @@ HANDLERS: dict[str, Callable[[_Draft, Any], None]] = {
 }
 
 
-def apply_events(request: PlanRequest, events: Sequence[Event]) -> PlanRequest:
+def apply_events(request: PlanRequest, events: Sequence[Event], *, checked: bool = False
+                 ) -> PlanRequest:
     """The request after `events`, in order; `EventError` names the first event that does
-    not apply (the request is never modified)."""
+    not apply (the request is never modified). `checked`: the batch was applied to this
+    state before and the result passed the request's cross-checks, which are not run
+    again (`_Draft.request`)."""
     draft = _Draft.of(request)
     for i, event in enumerate(events):
         try:
@@ -241,7 +249,7 @@ def apply_events(request: PlanRequest, events: Sequence[Event]) -> PlanRequest:
         except _Reject as e:
             raise EventError(i, event.kind, str(e)) from None
     try:
-        return draft.request()
+        return draft.request(checked)
     except ValidationError:
         pass
     # Some event broke a cross-check (a current placement naming a missing GPU, an
@@ -373,11 +381,14 @@ class PlanningSession:
         return self._request
 
     def apply(self, events: Sequence[Event],
-              check: Callable[[PlanRequest], None] | None = None) -> None:
+              check: Callable[[PlanRequest], None] | None = None, *,
+              checked: bool = False) -> None:
         """Apply a batch of deltas: all of them, or none (`EventError`, or whatever `check`
-        raises when it refuses the resulting state)."""
+        raises when it refuses the resulting state). `checked`: this batch was applied to
+        this very state before and passed (a copy of the session replaying it:
+        `apply_events`)."""
         with gc_paused():  # the request's cross-checks allocate per job (solver/gcpause.py)
-            new = apply_events(self._request, events)
+            new = apply_events(self._request, events, checked=checked)
         if check is not None:
             check(new)
         self._request = new
