@@ -162,7 +162,14 @@ def applies(request: PlanRequest) -> bool:
     policy = request.policy
     if policy.deterministic or policy.solver not in ("auto", "heuristic"):
         return False
-    return policy.solver == "heuristic" or estimate_vars(request) > 2 * EXACT_VARS
+    if policy.solver == "heuristic":
+        return True
+    # estimate_vars is (distinct pending job shapes + running jobs) x nodes: the running
+    # jobs alone often decide, without a pass over the pending jobs' shapes
+    running = sum(1 for j in request.jobs if j.current)
+    if running * len(request.cluster.nodes) > 2 * EXACT_VARS:
+        return True
+    return estimate_vars(request) > 2 * EXACT_VARS
 
 
 def warm_plan(request: PlanRequest, memo: WarmMemo | None = None, *,
