@@ -47,11 +47,13 @@ unplaced gets its static reason (`models.reasons`, the same as the solver's) or
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import random
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from heuristics.colocation import Colocation
@@ -61,6 +63,7 @@ from models.capacity import DOMAIN, HOST, Topology
 from models.instance import (
     ClusterState,
     JobInfo,
+    MigOption,
     compile_jobs,
     mig_geometry,
     mig_placement,
@@ -97,6 +100,22 @@ _DEADLINE_EVERY = 64
 AWARE_SCAN = 16
 
 
+_Signature = tuple[frozenset[Instance], frozenset[Instance]]
+
+
+@dataclass
+class _MigOrder:
+    """`Greedy._mig_order`'s sorted signatures of one model for one job's profiles: the
+    sort keys and the (signature, options) entries side by side, the signatures seen
+    so far, and how far the state's log was read."""
+
+    keys: list[tuple[tuple[int, ...], tuple[tuple[tuple[str, int], ...], ...]]] = field(
+        default_factory=list)
+    entries: list[tuple[_Signature, tuple[MigOption, ...]]] = field(default_factory=list)
+    seen: set[_Signature] = field(default_factory=set)
+    cursor: int = 0
+
+
 class Greedy:
     """The best-fit placer; also used by local search and decomposition to repair."""
 
@@ -121,6 +140,7 @@ class Greedy:
             self._domain_nodes.setdefault(n.domain, []).append(n.idx)
         self._topology: Topology | None = None
         self._groups: dict[tuple[str, ...], list[tuple[tuple[str, ...], list[int]]]] = {}
+        self._mig_orders: dict[tuple[str, tuple[str, ...]], _MigOrder] = {}
 
     # ------------------------------------------------------------ topology
     @property
@@ -505,18 +525,43 @@ class Greedy:
         profiles = tuple(info.profiles.get(model, ()))
         if not profiles:
             return None
-        scored = []
-        for sig, gids in st.mig_groups(model):
-            opts = self.geometry.options(model, sig[0], sig[1], profiles)
-            if opts:
-                scored.append((opts[0].score, self._sig_order(sig), opts, gids))
-        scored.sort(key=lambda x: (x[0], x[1]))
-        for _, _, opts, gids in scored:
+        groups = st.mig_index.get(model, {})
+        for sig, opts in self._mig_order(model, profiles):
+            gids = groups.get(sig)
+            if not gids:
+                continue
             for gid in sorted(gids) if len(gids) < 64 else gids:
                 g = st.gpus[gid]
                 if st.nodes[g.node].host_fits(info.cpu, info.host_mem):
                     return [mig_placement(st.nodes[g.node].name, g.index, opts[0].inst)]
         return None
+
+    def _mig_order(self, model: str, profiles: tuple[str, ...]
+                   ) -> list[tuple[tuple[frozenset[Instance], frozenset[Instance]],
+                                   tuple[MigOption, ...]]]:
+        """The MIG layout signatures of `model` that can host one of `profiles`, best
+        first (the best option's score, then `_sig_order`), each with its options; it
+        may list signatures whose groups are empty now (the caller skips them). Kept
+        sorted as the state's groups appear (`ClusterState.mig_sig_log`): scoring and
+        sorting every group per MIG job took most of a greedy pass on L and XL."""
+        order = self._mig_orders.get((model, profiles))
+        if order is None:
+            order = self._mig_orders[(model, profiles)] = _MigOrder()
+        log = self.state.mig_sig_log.get(model, [])
+        if order.cursor < len(log):
+            for sig in log[order.cursor:]:
+                if sig in order.seen:
+                    continue
+                order.seen.add(sig)
+                # a signature's score is a pure function of it
+                opts = self.geometry.options(model, sig[0], sig[1], profiles)
+                if opts:
+                    key = (opts[0].score, self._sig_order(sig))
+                    k = bisect.bisect(order.keys, key)
+                    order.keys.insert(k, key)
+                    order.entries.insert(k, (sig, opts))
+            order.cursor = len(log)
+        return order.entries
 
     def _sig_order(self, sig: tuple[frozenset[Instance], frozenset[Instance]]
                    ) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:

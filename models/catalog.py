@@ -201,8 +201,61 @@ def layout_violations(model: GpuModel, instances: Iterable[Instance]) -> list[st
 
 
 def is_valid_layout(model: GpuModel, instances: Iterable[Instance]) -> bool:
-    """True when `instances` can coexist on one GPU of `model`."""
-    return not layout_violations(model, instances)
+    """True when `instances` can coexist on one GPU of `model`: exactly when
+    `layout_violations` finds nothing (the same rules, read from a per-model table of
+    memory-slice bit masks; the planners ask this hundreds of thousands of times on a
+    large request, and a test holds the two together)."""
+    table = _layout_table(model)
+    if table is None:
+        return False
+    used = 0
+    compute = 0
+    media = 0
+    counts: dict[str, int] = {}
+    for inst in instances:
+        entry = table.get(inst.profile)
+        if entry is None:
+            return False
+        mask = entry[0].get(inst.start)
+        if mask is None or used & mask:
+            return False
+        n = counts.get(inst.profile, 0) + 1
+        if n > entry[2]:
+            return False
+        counts[inst.profile] = n
+        used |= mask
+        compute += entry[1]
+        media += entry[3]
+    return compute <= model.compute_slices and media <= 1
+
+
+#: Per profile name: (start -> memory-slice bit mask, compute slices, max count, 1 for a
+#: '+me' profile else 0).
+_LayoutTable = dict[str, tuple[dict[int, int], int, int, int]]
+#: id(model) -> (the model, its table): the model is held, so its id is not reused while
+#: cached; cleared when it grows past `_TABLES_MAX` (requests may carry their own models).
+_TABLES: dict[int, tuple[GpuModel, _LayoutTable | None]] = {}
+_TABLES_MAX = 512
+
+
+def _layout_table(model: GpuModel) -> _LayoutTable | None:
+    """The bit-mask table of `model`'s MIG profiles (None when it is not MIG-capable)."""
+    hit = _TABLES.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    table: _LayoutTable | None = None
+    if model.mig_capable:
+        table = {}
+        for p in model.mig_profiles:
+            if p.name in table:
+                continue   # `profile(name)` answers with the first of a name
+            masks = {s: ((1 << p.memory_slices) - 1) << s for s in p.starts}
+            table[p.name] = (masks, p.compute_slices, p.max_count,
+                             1 if p.media_extensions else 0)
+    if len(_TABLES) >= _TABLES_MAX:
+        _TABLES.clear()
+    _TABLES[id(model)] = (model, table)
+    return table
 
 
 def _positions(model: GpuModel) -> list[Instance]:

@@ -389,6 +389,10 @@ class ClusterState:
                                        set[int]]] = {}
         self._signatures: dict[tuple[frozenset[Instance], frozenset[Instance]],
                                tuple[frozenset[Instance], frozenset[Instance]]] = {}
+        #: per model, every signature group of `mig_index` in the order they appeared (a
+        #: group that empties and comes back is listed again): a placer keeps its own
+        #: ordering of the groups and reads only what was appended since
+        self.mig_sig_log: dict[str, list[tuple[frozenset[Instance], frozenset[Instance]]]] = {}
         # Quota usage per key, and the part of it non-preemptible kept jobs hold.
         self.quotas = request.cluster.quotas
         self.quota_used: dict[QuotaKey, float] = {}
@@ -443,7 +447,12 @@ class ClusterState:
             # compare by identity, not element by element
             sig = g.mig_signature()
             sig = self._signatures.setdefault(sig, sig)
-            self.mig_index.setdefault(g.model, {}).setdefault(sig, set()).add(g.gid)
+            groups = self.mig_index.setdefault(g.model, {})
+            members = groups.get(sig)
+            if members is None:
+                members = groups[sig] = set()
+                self.mig_sig_log.setdefault(g.model, []).append(sig)
+            members.add(g.gid)
         elif g.is_free:
             free = self.free_gpus[g.node].setdefault(g.model, set())
             old = len(free)

@@ -11,9 +11,11 @@ from heuristics.fragmentation import fragmentation
 from heuristics.result import HeuristicResult
 from models import (
     Assignment,
+    Gpu,
     Instance,
     MigChange,
     MigInstance,
+    Node,
     Placement,
     Plan,
     PlanRequest,
@@ -22,9 +24,17 @@ from models import (
     Unplaced,
     is_valid_layout,
 )
-from models.objective import evaluate
+from models.instance import per_request
+from models.objective import Evaluation, evaluate
 from models.rules import lexicographic_levels
 from solver.level_report import level_reasons, level_stats
+
+
+def mig_gpus(request: PlanRequest) -> list[tuple[Node, Gpu]]:
+    """The MIG-enabled GPUs of `request`'s cluster with their nodes, in cluster order
+    (computed once per request: a large cluster has many GPUs and few of them MIG)."""
+    return per_request(request, "mig_gpus", lambda r: [
+        (node, gpu) for node in r.cluster.nodes for gpu in node.gpus if gpu.mig_enabled])
 
 
 def final_layouts(
@@ -44,21 +54,18 @@ def final_layouts(
             if p.mig is not None:
                 used.setdefault((p.node, p.gpu), set()).add(p.mig.key())
     out: dict[tuple[str, int], frozenset[Instance]] = {}
-    for node in request.cluster.nodes:
-        for gpu in node.gpus:
-            if not gpu.mig_enabled:
-                continue
-            key = (node.name, gpu.index)
-            model = catalog[gpu.model]
-            layout = set(used.get(key, set()))
-            current = [m.key() for m in gpu.mig_instances]
-            if not request.policy.allow_mig_reconfiguration:
-                layout |= set(current)
-            else:
-                for inst in current:
-                    if inst not in layout and is_valid_layout(model, [*layout, inst]):
-                        layout.add(inst)
-            out[key] = frozenset(layout)
+    for node, gpu in mig_gpus(request):
+        key = (node.name, gpu.index)
+        model = catalog[gpu.model]
+        layout = set(used.get(key, set()))
+        current = [m.key() for m in gpu.mig_instances]
+        if not request.policy.allow_mig_reconfiguration:
+            layout |= set(current)
+        else:
+            for inst in current:
+                if inst not in layout and is_valid_layout(model, [*layout, inst]):
+                    layout.add(inst)
+        out[key] = frozenset(layout)
     return out
 
 
@@ -67,21 +74,20 @@ def mig_changes(
 ) -> list[MigChange]:
     """Per MIG GPU, the instances to destroy and create to reach its final layout."""
     out: list[MigChange] = []
-    for node in request.cluster.nodes:
-        for gpu in node.gpus:
-            key = (node.name, gpu.index)
-            if not gpu.mig_enabled or key not in layouts:
-                continue
-            cur = {m.key() for m in gpu.mig_instances}
-            fin = layouts[key]
-            destroy = sorted(cur - fin, key=lambda i: (i.start, i.profile))
-            create = sorted(fin - cur, key=lambda i: (i.start, i.profile))
-            if destroy or create:
-                out.append(MigChange(
-                    node=node.name, gpu=gpu.index,
-                    destroy=[MigInstance(profile=i.profile, start=i.start) for i in destroy],
-                    create=[MigInstance(profile=i.profile, start=i.start) for i in create],
-                ))
+    for node, gpu in mig_gpus(request):
+        key = (node.name, gpu.index)
+        if key not in layouts:
+            continue
+        cur = {m.key() for m in gpu.mig_instances}
+        fin = layouts[key]
+        destroy = sorted(cur - fin, key=lambda i: (i.start, i.profile))
+        create = sorted(fin - cur, key=lambda i: (i.start, i.profile))
+        if destroy or create:
+            out.append(MigChange(
+                node=node.name, gpu=gpu.index,
+                destroy=[MigInstance(profile=i.profile, start=i.start) for i in destroy],
+                create=[MigInstance(profile=i.profile, start=i.start) for i in create],
+            ))
     return out
 
 
@@ -128,11 +134,13 @@ def build_plan(
                                        "eligible GPUs exist but are taken by other work"),
     extra_stats: Mapping[str, float | int | str] | None = None,
     explanation: Sequence[str] = (),
+    evaluation: Evaluation | None = None,
 ) -> Plan:
-    """A complete Plan for `result`; reasons default to `default_reason` where missing."""
+    """A complete Plan for `result`; reasons default to `default_reason` where missing.
+    `evaluation`: `evaluate(request, result.placements)` when the caller has it."""
     placements = {j: list(p) for j, p in result.placements.items() if p}
     layouts = final_layouts(request, placements)
-    ev = evaluate(request, placements)
+    ev = evaluate(request, placements) if evaluation is None else evaluation
     levels = lexicographic_levels(request) and status != "infeasible"
     reasons = level_reasons(request, placements, result.reasons) if levels else result.reasons
     assignments: list[Assignment] = []

@@ -49,6 +49,11 @@ from solver.validate import validate_plan
 log = logging.getLogger(__name__)
 
 
+#: A plan returned more than this many seconds past its time limit says so in its
+#: explanation (and the log): the limit is a promise, and a broken one is explained.
+OVERRUN_NOTE_S = 0.1
+
+
 class PlanningError(RuntimeError):
     """A planner produced a plan that fails validation: a bug, raised loudly."""
 
@@ -159,13 +164,16 @@ def _plan(request: PlanRequest, cancel: Event | None,
     if ctx.budget.wall_cut:
         ctx.notes.append("deterministic mode: the time limit cut a phase, so this plan "
                          "may differ between runs")
+    # the placements' objective as the portfolio judged them (the copy below keeps them)
+    evaluation = ctx.portfolio.evaluation(out.result)
     result = HeuristicResult(dict(out.result.placements), dict(out.result.reasons))
     for name, why in ctx.portfolio.reasons().items():
         if name not in result.placements:
             result.reasons[name] = why
     finishing = time.monotonic()
     plan_ = build_plan(request, result, status=out.status, solver=out.solver,
-                       best_bound=out.bound, extra_stats=out.stats, explanation=ctx.notes)
+                       best_bound=out.bound, extra_stats=out.stats, explanation=ctx.notes,
+                       evaluation=evaluation)
     add_level_bounds(request, plan_, ctx.budget.wall_left())
     violations = validate_plan(request, plan_)
     if violations:
@@ -173,6 +181,14 @@ def _plan(request: PlanRequest, cancel: Event | None,
             f"{out.solver} produced an invalid plan: "
             + "; ".join(f"[{v.rule}] {v.message}" for v in violations[:5]))
     plan_.solve_time_s = round(ctx.budget.elapsed(), 6)
+    over = plan_.solve_time_s - request.policy.time_limit_s
+    if over > OVERRUN_NOTE_S:
+        why = (f"the time limit of {request.policy.time_limit_s:g} s was overrun by "
+               f"{over:.2f} s (machine load {ctx.budget.load():.1f} as this solve saw it): "
+               f"with {len(request.jobs)} jobs and {ctx.budget.gpus} GPUs, building and "
+               f"validating the plan alone took {time.monotonic() - finishing:.2f} s")
+        plan_.explanation.append(why)
+        log.warning(why)
     log.debug("planned in %.3f s (limit %.3f s; load %.2f; finishing took %.3f s, "
               "reserved %.3f s)", plan_.solve_time_s, request.policy.time_limit_s,
               ctx.budget.load(), time.monotonic() - finishing, ctx.budget.reserve)

@@ -30,6 +30,8 @@ is the capacity-free one: min over tenants of the value of all its jobs over its
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from models import Gpu, GpuModel, Node, PlanRequest
@@ -44,8 +46,12 @@ from models.rules import (
     mig_profiles_for,
 )
 
-#: Coordinate-descent passes over the pools (each pass lowers the bound or stops it).
+#: Coordinate-descent passes over the pools (each pass lowers the bound or stops it), at
+#: most; past the caller's deadline at least `MIN_PASSES` are made (the bound holds at
+#: any prices: fewer passes only loosen it; on L (16,384 GPUs / 20,000 jobs) a pass takes
+#: 2.5 ms and 8 passes give 70,931 where 40 give 69,935).
 PASSES = 40
+MIN_PASSES = 8
 #: Relative and absolute safety margins added to the bound (floating-point sums).
 _REL_MARGIN = 1e-9
 _ABS_MARGIN = 1e-6
@@ -180,8 +186,9 @@ def _fairness_bound(request: PlanRequest) -> float:
     return min((best.get(k, 0.0) / d for k, d in demands.items() if d > 0), default=0.0)
 
 
-def quick_bound(request: PlanRequest) -> float:
-    """A proven upper bound on `request`'s objective (module doc)."""
+def quick_bound(request: PlanRequest, deadline: float | None = None) -> float:
+    """A proven upper bound on `request`'s objective (module doc); the price descent
+    stops at `deadline` (`time.monotonic()`), after `MIN_PASSES` passes at least."""
     if request.policy.objective == "fairness":
         value = _fairness_bound(request)
         return value + _REL_MARGIN * abs(value) + _ABS_MARGIN
@@ -195,7 +202,7 @@ def quick_bound(request: PlanRequest) -> float:
     lp = _Lagrangian(arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), arr[:, 2],
                      arr[:, 3], np.array(list(groups.values()), dtype=float),
                      np.array([float(cap[p]) for p in sorted(cap)]))
-    value = const + lp.value(lp.prices())
+    value = const + lp.value(lp.prices(deadline))
     return float(value + _REL_MARGIN * abs(value) + _ABS_MARGIN)
 
 
@@ -229,11 +236,14 @@ class _Lagrangian:
         best = self._best(self.coef - lam[self.pool] * self.amount)
         return float(lam @ self.caps + best @ self.count)
 
-    def prices(self) -> np.ndarray:
-        """Pool prices minimising B by exact coordinate descent (module doc)."""
+    def prices(self, deadline: float | None = None) -> np.ndarray:
+        """Pool prices minimising B by exact coordinate descent (module doc), cut at
+        `deadline` after `MIN_PASSES` passes."""
         lam = np.zeros(len(self.caps))
         last = self.value(lam)
-        for _ in range(PASSES):
+        for k in range(PASSES):
+            if deadline is not None and k >= MIN_PASSES and time.monotonic() >= deadline:
+                break
             for p in range(len(self.caps)):
                 lam[p] = self._coordinate(lam, p)
             now = self.value(lam)

@@ -401,8 +401,12 @@ def _check_mig(c: _Ctx) -> None:
 
     final: dict[GpuKey, list[Instance]] = {}
     for key, gpu in c.gpus.items():
-        if gpu.mig_enabled:
+        if not gpu.mig_enabled:
+            continue
+        if key in destroy or key in create:
             final[key] = _final_layout(c, key, gpu, destroy[key], create[key])
+        else:   # unchanged (a layout is checked only where the plan changes it)
+            final[key] = [m.key() for m in gpu.mig_instances]
 
     # Each instance hosts at most one job and exists in the final layout.
     hosts: dict[tuple[str, int, Instance], list[str]] = defaultdict(list)
@@ -535,11 +539,12 @@ def _check_running(c: _Ctx) -> None:
         for name, n in Counter(listed).items():
             if n > 1:
                 c.add("running", f"{label} lists the job {n} times", job=name)
-        for name in sorted(set(listed) - set(truth)):
+        listed_set = set(listed)
+        for name in sorted(listed_set - set(truth)):
             c.add("running", f"listed in {label} but the plan does not "
                   f"{'stop' if label == 'preempted' else 'move'} it", job=name)
         for name in truth:
-            if name not in listed:
+            if name not in listed_set:
                 c.add("running", f"{'stopped' if label == 'preempted' else 'moved'} running "
                       f"job missing from {label}", job=name)
 

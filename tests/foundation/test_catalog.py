@@ -11,6 +11,8 @@ from collections import Counter
 from collections.abc import Iterable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from models import (
     BUILTIN_CATALOG,
@@ -263,3 +265,31 @@ def test_enumeration_is_cached() -> None:
     assert valid_layouts(A100) is valid_layouts(A100)
     copy = GpuModel.model_validate(A100.model_dump())
     assert valid_layouts(copy) == valid_layouts(A100)
+
+
+_MIG_MODELS = sorted(n for n, m in BUILTIN_CATALOG.items() if m.mig_capable)
+
+
+@st.composite
+def _any_layout(draw: st.DrawFn) -> tuple[str, list[Instance]]:
+    """A MIG model and any list of instances on it: its profiles or an unknown one, at
+    any start 0-7 (invalid starts too), repeats allowed."""
+    name = draw(st.sampled_from(_MIG_MODELS))
+    profiles = [p.name for p in BUILTIN_CATALOG[name].mig_profiles] + ["9g.999gb"]
+    items = draw(st.lists(st.tuples(st.sampled_from(profiles), st.integers(0, 7)),
+                          max_size=9))
+    return name, [Instance(p, s) for p, s in items]
+
+
+@settings(max_examples=600, deadline=None, derandomize=True)
+@given(_any_layout())
+def test_the_fast_layout_check_agrees_with_the_violations(case: tuple[str, list[Instance]]
+                                                          ) -> None:
+    """`is_valid_layout` (bit masks) says valid exactly when `layout_violations` finds
+    nothing, and both agree with the independent rule of the expected tables."""
+    name, layout = case
+    model = BUILTIN_CATALOG[name]
+    fast = is_valid_layout(model, layout)
+    assert fast == (not layout_violations(model, layout)), (name, layout)
+    if name in EXPECTED:
+        assert fast == _valid(name, layout), (name, layout)

@@ -202,3 +202,21 @@ def test_deterministic_mode_gives_byte_identical_plans(solver: str, gpus: int, j
         assert validate_plan(req, p) == []
         assert not any("may differ" in note for note in p.explanation), p.explanation
     assert _without_time(runs[0]) == _without_time(runs[1]) == _without_time(runs[2])
+
+
+def test_an_overrun_limit_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan returned past its limit (plus the allowance) says by how much and what
+    finishing it cost; one within it says nothing of the kind. The allowance is moved
+    below zero to make any solve an overrun, whatever the machine's speed."""
+    import solver.driver as driver
+
+    req = generate_custom(32, 40, seed=1)
+    req.policy.time_limit_s = 5.0
+    on_time = plan(req)
+    assert not any("was overrun" in line for line in on_time.explanation)
+    monkeypatch.setattr(driver, "OVERRUN_NOTE_S", -10.0)
+    late = plan(req)
+    assert not validate_plan(req, late)
+    notes = [line for line in late.explanation if "was overrun" in line]
+    assert len(notes) == 1
+    assert "time limit of 5 s" in notes[0] and "40 jobs and 32 GPUs" in notes[0]
