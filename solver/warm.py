@@ -51,6 +51,7 @@ from models.rules import lexicographic_levels
 from solver.auto import EXACT_VARS, estimate_vars
 from solver.budget import FINISH_CPU_PER_ITEM, FINISH_CPU_PER_JOB, FINISH_MARGIN_S
 from solver.build import build_plan
+from solver.driver import OVERRUN_NOTE_S
 from solver.gcpause import gc_paused
 from solver.outcome import label
 from solver.portfolio import QUICK_CPU_PER_JOB
@@ -310,6 +311,13 @@ def _finish(request: PlanRequest, result: HeuristicResult, bound: float | None,
         raise PlanningError("the warm start produced an invalid plan: " + "; ".join(
             f"[{v.rule}] {v.message}" for v in violations[:5]))
     plan.solve_time_s = round(time.monotonic() - clock.t0, 6)
+    over = plan.solve_time_s - clock.limit_s
+    if over > OVERRUN_NOTE_S:
+        plan.explanation.append(
+            f"the time limit of {clock.limit_s:g} s was overrun by {over:.2f} s (pace "
+            f"{clock.pace:.1f} wall seconds per CPU second): with {len(request.jobs)} "
+            f"jobs, building and validating the plan took "
+            f"{steps['build'] + steps['validate']:.2f} s of CPU")
     return plan
 
 
