@@ -428,7 +428,12 @@ class PlanningSession:
 
     def plan_request(self, request: PlanRequest, planner: Planner | None = None) -> Plan:
         """`plan` for `request`: the current state under another policy (a time limit,
-        a server's caps), as `planning_request` gives it."""
+        a server's caps), as `planning_request` gives it. The collector is paused for the
+        whole call, the commit included (solver/gcpause.py)."""
+        with gc_paused():
+            return self._plan_request(request, planner)
+
+    def _plan_request(self, request: PlanRequest, planner: Planner | None) -> Plan:
         if self._warm(request):
             from solver.warm import WarmMemo, warm_plan
 
