@@ -85,13 +85,13 @@ GREEDY_SHARE = 0.6
 
 @dataclass
 class WarmMemo:
-    """What the steps of the last warm plans cost, in CPU seconds (None: not measured
-    yet), kept by a session from one plan to the next."""
+    """What a session keeps from one warm plan to the next: what the steps cost (CPU
+    seconds; None: not measured yet), the machine's pace, the MIG geometry."""
 
     finish_cpu: float | None = None
     bound_cpu: float | None = None
-    #: wall seconds the local search ran past the deadline it was given (its start-up
-    #: and its final comparison), in CPU seconds
+    #: how far the local search ran past the deadline it was given (its start-up and
+    #: its final comparison), as CPU seconds at the pace it ran at
     search_extra_cpu: float | None = None
     #: wall seconds per CPU second over the whole last warm plan
     pace: float | None = None
@@ -197,6 +197,9 @@ def warm_plan(request: PlanRequest, memo: WarmMemo | None = None, *,
         memo.plans += 1
         memo.last_steps = steps
         memo.pace = clock.overall_pace()
+        log.debug("warm plan in %.3f s (limit %.3f s, pace %.1f): CPU per step %s",
+                  plan.solve_time_s, clock.limit_s, memo.pace,
+                  {k: round(v, 4) for k, v in steps.items()})
         return plan
 
 
