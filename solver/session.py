@@ -421,9 +421,10 @@ class PlanningSession:
 
     def plan(self, time_limit_s: float | None = None, planner: Planner | None = None
              ) -> Plan:
-        """Plan the current state and commit the plan: warm when `warm` says so (module
-        doc), else with `planner` (`solver.plan` when None). Either way the plan was
-        validated against the current state before it is committed."""
+        """Plan the current state and commit the plan: with `planner` when given, else
+        warm when `warm` says so (module doc), else with `solver.plan`. The session's own
+        plans are validated against the current state before they are committed (a
+        `planner`'s are committed with the request's cross-checks)."""
         return self.plan_request(self.planning_request(time_limit_s), planner)
 
     def plan_request(self, request: PlanRequest, planner: Planner | None = None) -> Plan:
@@ -434,7 +435,7 @@ class PlanningSession:
             return self._plan_request(request, planner)
 
     def _plan_request(self, request: PlanRequest, planner: Planner | None) -> Plan:
-        if self._warm(request):
+        if planner is None and self._warm(request):
             from solver.warm import WarmMemo, warm_plan
 
             if self.memo is None:
