@@ -155,9 +155,32 @@ def test_lp_rounding_shrinks_a_running_gang_where_it_runs() -> None:
     # only allowed sizes below the current one, on the job's own GPUs
     g = Greedy(req)
     info = g.by_name["e"]
-    assert len(kept_subset(info, 8)) == 8
+    assert len(kept_subset(g, info, 8)) == 8
     assert not keep_resized(g, info, 12) and not keep_resized(g, info, 16)
     assert keep_resized(g, info, 8) and not keep_resized(g, info, 8)
+
+
+def test_a_shrunk_gang_keeps_no_gpu_of_a_cordoned_node() -> None:
+    # The gang runs on n0 and n1, and n1 is cordoned: it may stay there whole (kept,
+    # grandfathered), but 8 of its GPUs are a new placement, which n1 cannot hold. So it
+    # keeps n0's 8 and f takes nothing of n1 either.
+    from heuristics.elastic import keep_resized, kept_subset
+    from heuristics.greedy import Greedy
+
+    req = _running_wide_gang()
+    nodes = [n.model_copy(update={"schedulable": n.name != "n1"})
+             for n in req.cluster.nodes]
+    req = req.model_copy(update={"cluster": req.cluster.model_copy(update={"nodes": nodes})})
+    g = Greedy(req)
+    info = g.by_name["e"]
+    assert {p.node for p in kept_subset(g, info, 8)} == {"n0"}
+    assert len(kept_subset(g, info, 12)) == 8 and not keep_resized(g, info, 12)
+    # with n0's GPUs taken, no 8 usable GPUs of its own are left to keep
+    g.state.place(g.by_name["f"], [p for p in info.current or [] if p.node == "n0"])
+    assert not keep_resized(g, info, 8)
+    built = plan(req.model_copy(update={"policy": req.policy.model_copy(
+        update={"time_limit_s": 5})}))
+    assert validate_plan(req, built) == []
 
 
 def test_lp_rounding_moves_a_running_gang_to_the_lps_model_and_size() -> None:
