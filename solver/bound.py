@@ -16,15 +16,18 @@
   per allowed size: n GPUs of the pool, earning its value on n GPUs), so that every size
   a plan may choose is a point of the LP, priced exactly, whatever the curve's shape (a
   max speedup-per-GPU relaxation would be looser on concave curves and wrong for the
-  time-based objectives, whose value is not proportional to n). Its options are not
-  single-node gang columns (`single_k` = 0): node patterns and threshold rows ignore it,
-  which only relaxes them. A fixed (non-preemptible running) one keeps its size;
+  time-based objectives, whose value is not proportional to n). A running one pays the
+  migration cost on every size but its current one, as on every model but its own: its
+  GPU set changes. Its options are not single-node gang columns (`single_k` = 0): node
+  patterns and threshold rows ignore it, which only relaxes them. A fixed
+  (non-preemptible running) one keeps its size;
 - jobs with identical options (and tenant, for fairness) form a group of n jobs:
   sum of the group's option variables <= n, == n for non-preemptible running jobs;
 - objective: each option earns the job's per-job objective value; a running job also
-  earns back `preemption_cost` when placed (its constant `-preemption_cost` is added),
-  migration costs are dropped (>= 0, so the bound stays valid), and so are topology costs
-  (contract 5.5: >= 0 as well); required topology levels enter only through that size
+  earns back `preemption_cost` when placed (its constant `-preemption_cost` is added)
+  and pays `migration_cost` on another model (its GPU set must change); a move within
+  its model is not seen (the cost is >= 0, so the bound stays valid), nor are topology
+  costs (contract 5.5: >= 0 as well); required topology levels enter only through that size
   test (a gang fits some domain of each), the LP does not see domains. For `fairness` the LP
   maximises t subject to (placed value of tenant k) >= D_k * t.
 
@@ -366,8 +369,10 @@ def _option(info: JobInfo, m: str, n: int | None, grandfathered: bool, state: Cl
         coef, thr = coef * factor_cap, thr * factor_cap
     if job.current:
         coef += pre_cost
-        if m != cur_model and not fair:
-            coef -= policy.migration_cost  # placed on another model = migrated
+        # placed on another model, or an elastic gang on another size (contract 5.1: its
+        # GPU set changes) = migrated
+        if (m != cur_model or (n is not None and n != len(job.current))) and not fair:
+            coef -= policy.migration_cost
     mem = 0.0
     if pool[0] == "whole" and spec.memory_gib is not None:
         mem = (amount * spec.memory_gib if info.shape == "whole"
