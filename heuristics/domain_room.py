@@ -29,6 +29,13 @@ domain either.
    size, migration cost when a running one moves, preemption cost when it stays out,
    topology costs). Otherwise everything goes back where it was.
 
+The rounding calls it twice: in its step 2 (a gang the LP places that no domain has room
+for among the gangs placed so far) with `strict` (every evicted job back on its LP model:
+the rest of the rounding still has to place the LP's other jobs, and a job pushed off its
+model takes room the LP gave to others, which this move's own count does not see; M seed
+2 without elastic gangs: a 32-GPU gang placed that way pushed another onto A100, -70), and
+once every job has had its turn, with the final count.
+
 Only whole-GPU jobs move, so no shared job's co-location factor changes (contract 5.2)
 and the change of objective is exact. Not with lexicographic levels (quotas' guaranteed
 usage, priority classes): the objective alone does not rank those plans.
@@ -64,11 +71,12 @@ def movable(info: JobInfo) -> bool:
 
 
 def place_by_eviction(g: Greedy, info: JobInfo, models: Sequence[str], n: int | None = None,
-                      prefer: Mapping[str, str] | None = None) -> bool:
+                      prefer: Mapping[str, str] | None = None, strict: bool = False) -> bool:
     """Place unplaced gang `info` (spanning nodes) on `n` GPUs (default: its size) of one
     of `models` by evicting movable whole-GPU jobs from one of its node groups (module
-    doc); `prefer`: job name -> the model to put an evicted job back on first. True when
-    the gang was placed and the objective rose; the state is unchanged otherwise."""
+    doc); `prefer`: job name -> the model to put an evicted job back on first; with
+    `strict`, every evicted job must go back on that model. True when the gang was placed
+    and the objective rose; the state is unchanged otherwise."""
     k = n if n is not None else info.gpus
     if (info.name in g.state.placed or info.shape != "whole" or info.job.single_node
             or k < 2 or (info.current and not info.preemptible)
@@ -85,7 +93,7 @@ def place_by_eviction(g: Greedy, info: JobInfo, models: Sequence[str], n: int | 
         if key in seen:
             continue
         seen.add(key)
-        if _try(g, info, opt, k, prefer or {}):
+        if _try(g, info, opt, k, prefer or {}, strict):
             return True
         tried += 1
         if tried >= TRIES:
@@ -158,9 +166,11 @@ def _net_now(g: Greedy, info: JobInfo) -> float:
     return -g.request.policy.preemption_cost if info.current else 0.0
 
 
-def _try(g: Greedy, info: JobInfo, opt: _Option, k: int, prefer: Mapping[str, str]) -> bool:
-    """Evict `opt.jobs`, place `info` on k GPUs of `opt.model`, put the evicted jobs back;
-    keep it when the objective rose, else restore the state. True when kept."""
+def _try(g: Greedy, info: JobInfo, opt: _Option, k: int, prefer: Mapping[str, str],
+         strict: bool) -> bool:
+    """Evict `opt.jobs`, place `info` on k GPUs of `opt.model`, put the evicted jobs back
+    (with `strict`, each on its `prefer` model); keep it when the objective rose, else
+    restore the state. True when kept."""
     st = g.state
     before = sum(_net_now(g, j) for j in opt.jobs) + _net_now(g, info)
     old: dict[str, list[Placement]] = {}
@@ -176,7 +186,9 @@ def _try(g: Greedy, info: JobInfo, opt: _Option, k: int, prefer: Mapping[str, st
             if not (target is not None and target in j.values and g.place(j, [target])):
                 g.place(j)
         after = sum(_net_now(g, j) for j in opt.jobs) + _net_now(g, info)
-        if after > before + 1e-9:
+        if after > before + 1e-9 and not (strict and any(
+                st.placed.get(j.name) is None
+                or st.model_of(st.placed[j.name]) != prefer.get(j.name) for j in opt.jobs)):
             g.reasons.pop(info.name, None)
             for j in opt.jobs:
                 if j.name not in st.placed:

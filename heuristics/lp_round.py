@@ -178,9 +178,13 @@ def _gangs_first(g: Greedy, chosen: list[JobInfo], staying: list[JobInfo],
     for info in (i for i in movers if not i.job.single_node):
         if clock.late():
             break
-        if info.name not in st.placed and not _place_spread(
-                g, info, targets[info.name], reserved_all):
-            place_by_eviction(g, info, [targets[info.name]], prefer=targets)
+        if info.name not in st.placed:
+            _place_spread(g, info, targets[info.name], reserved_all)
+    # those left out take room from movable jobs of one domain (domain_room.py)
+    for info in (i for i in movers if not i.job.single_node and i.name not in st.placed):
+        if clock.late():
+            break
+        place_by_eviction(g, info, [targets[info.name]], prefer=targets, strict=True)
     # Step 3: the LP's running gangs on their model stay.
     for info in sorted((i for i in staying if i.shape == "whole" and i.gpus >= 2),
                        key=lambda i: (-i.gpus, -i.density, i.name)):
