@@ -18,9 +18,10 @@
   max speedup-per-GPU relaxation would be looser on concave curves and wrong for the
   time-based objectives, whose value is not proportional to n). A running one pays the
   migration cost on every size but its current one, as on every model but its own: its
-  GPU set changes. Its options are not single-node gang columns (`single_k` = 0): node
-  patterns and threshold rows ignore it, which only relaxes them. A fixed
-  (non-preemptible running) one keeps its size;
+  GPU set changes. A single-node one's option on n >= 2 GPUs is a single-node gang of
+  size n in the node patterns and threshold rows below (`ELASTIC_SINGLE`): it takes n
+  GPUs of one node whatever n the plan picks. A fixed (non-preemptible running) one keeps
+  its size and, as a fixed gang, stays out of them;
 - jobs with identical options (and tenant, for fairness) form a group of n jobs:
   sum of the group's option variables <= n, == n for non-preemptible running jobs;
 - objective: each option earns the job's per-job objective value; a running job also
@@ -120,12 +121,28 @@ class Option(NamedTuple):
 class GroupKey(NamedTuple):
     """What makes jobs identical in the relaxation: their options, their tenant (for
     fairness), whether they are fixed (non-preemptible and running) and, for single-node
-    gangs, their size (0 otherwise)."""
+    gangs, their size (0 otherwise; `ELASTIC_SINGLE` for an elastic single-node gang,
+    whose options' sizes differ: `gang_size`)."""
 
     options: tuple[Option, ...]
     tenant: str
     fixed: bool
     single_k: int
+
+
+#: `GroupKey.single_k` of an elastic single-node gang: each option on n >= 2 whole GPUs is a
+#: single-node gang of size n.
+ELASTIC_SINGLE = -1
+
+
+def gang_size(single_k: int, opt: Option) -> int:
+    """The single-node gang size of option `opt` of a group (`GroupKey.single_k`): the
+    group's size, an elastic gang's option's own size on whole GPUs (1 is not a gang), or
+    0 when the option does not pack into node patterns."""
+    if single_k == ELASTIC_SINGLE:
+        k = round(opt.amount) if opt.pool[0] == "whole" else 0
+        return k if k >= 2 else 0
+    return single_k if single_k >= 2 else 0
 
 
 @dataclass
@@ -277,8 +294,9 @@ def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
         fixed = bool(job.current and not job.preemptible)
         if not options and fixed:
             return None
-        single_k = info.gpus if info.shape == "whole" and job.single_node \
-            and not info.elastic else 0
+        single_k = 0
+        if info.shape == "whole" and job.single_node:
+            single_k = ELASTIC_SINGLE if info.elastic else info.gpus
         out.append(JobEntry(info, options, fixed, single_k))
     return out
 
@@ -466,10 +484,11 @@ def _node_patterns(groups: dict[GroupKey, GroupCount], node_free: dict[str, list
     enumeration passes `MAX_PATTERNS` keep the threshold rows."""
     sizes: dict[str, set[int]] = {}
     for opts, _tenant, fixed_group, single_k in groups:
-        if single_k >= 2 and not fixed_group:
+        if single_k != 0 and not fixed_group:
             for opt in opts:
-                if opt.pool[0] == "whole":
-                    sizes.setdefault(opt.pool[1], set()).add(single_k)
+                k = gang_size(single_k, opt)
+                if opt.pool[0] == "whole" and k:
+                    sizes.setdefault(opt.pool[1], set()).add(k)
     out: Patterns = {}
     for m, ks in sizes.items():
         counts: dict[int, int] = {}
@@ -615,12 +634,13 @@ def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
     fallback = 0.0
     for gi, (key, slot) in enumerate(groups.items()):
         best = 0.0
-        single_gang = key.single_k >= 2 and not key.fixed
         for opt in key.options:
             model = opt.pool[1]
+            k = 0 if key.fixed else gang_size(key.single_k, opt)
+            single_gang = k >= 2
             on_patterns = single_gang and opt.pool[0] == "whole" and model in patterns
             # no node has room for the gang: the option is unusable
-            usable = not on_patterns or lp.has_row("pattern_gangs", (model, key.single_k))
+            usable = not on_patterns or lp.has_row("pattern_gangs", (model, k))
             col = lp.add_col(-opt.coef, hi=float(slot.count) if usable else 0.0)
             gang_cols.append(opt.whole and opt.amount >= 2)
             lp.entry("group", gi, col, 1.0)
@@ -635,11 +655,11 @@ def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
                 if lp.has_row("quota", qk):
                     lp.entry("quota", qk, col, opt.quota)
             if on_patterns and usable:
-                lp.entry("pattern_gangs", (model, key.single_k), col, 1.0)
+                lp.entry("pattern_gangs", (model, k), col, 1.0)
             elif single_gang and opt.pool[0] == "whole" and not on_patterns:
-                for t in range(2, key.single_k + 1):
+                for t in range(2, k + 1):
                     if lp.has_row("gang_gpus", (model, t)):
-                        lp.entry("gang_gpus", (model, t), col, float(key.single_k))
+                        lp.entry("gang_gpus", (model, t), col, float(k))
                         lp.entry("gang_count", (model, t), col, 1.0)
             best = max(best, opt.coef)
         fallback += best * slot.count

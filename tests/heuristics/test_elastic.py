@@ -215,3 +215,22 @@ def test_lp_rounding_moves_a_running_gang_to_the_lps_model_and_size() -> None:
         assert [p.node for p in result.placements["e"]] == ["h", "h"], variant
         assert len(result.placements["f"]) == 3
         assert evaluate(req, result.placements).objective_value == pytest.approx(7.4)
+
+
+def test_bound_packs_single_node_elastic_gangs_into_nodes() -> None:
+    # Two 4-GPU nodes, two elastic single-node gangs on 3 GPUs (their only allowed size)
+    # and a 2-GPU gang. Pooled, all three fill the 8 GPUs; on nodes each elastic gang
+    # leaves its node's 4th GPU idle and the 2-GPU gang fits nowhere beside it. The node
+    # patterns see that once the elastic gangs' sizes are gang sizes in them: the bound
+    # is the optimum.
+    req = _request([4, 4], [
+        *({"name": f"e{i}", "gpus": 3, "elastic": {"min_gpus": 3, "max_gpus": 3,
+                                                   "speedup": {"3": 3.0}}}
+          for i in range(2)),
+        {"name": "f", "gpus": 2}])
+    exact = plan(req.model_copy(update={"policy": req.policy.model_copy(
+        update={"solver": "cp_sat", "time_limit_s": 10})}))
+    assert exact.status == "optimal"
+    bound = upper_bound(req)
+    assert bound is not None
+    assert exact.objective_value - 1e-6 <= bound <= exact.objective_value * 1.002 + 1e-6
