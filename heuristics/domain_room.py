@@ -15,7 +15,8 @@ domain either.
 `place_by_eviction(g, info, models, n)` does it for one unplaced gang:
 
 1. for each model of `models` and each group of nodes the gang may use there (one per
-   domain of its required levels; all the model's nodes when none is required), count the
+   domain of its required levels; a gang without one fails only when its model lacks
+   free GPUs, which is not a domain's fragmentation, and is left alone), count the
    GPUs of the model that are free or held whole by a job that may move (not a
    non-preemptible running one); shared and MIG GPUs stay as they are;
 2. where that is at least n, pick the jobs to evict: two orders (most GPUs held in the
@@ -72,15 +73,22 @@ def movable(info: JobInfo) -> bool:
 
 def place_by_eviction(g: Greedy, info: JobInfo, models: Sequence[str], n: int | None = None,
                       prefer: Mapping[str, str] | None = None, strict: bool = False) -> bool:
-    """Place unplaced gang `info` (spanning nodes) on `n` GPUs (default: its size) of one
-    of `models` by evicting movable whole-GPU jobs from one of its node groups (module
-    doc); `prefer`: job name -> the model to put an evicted job back on first; with
-    `strict`, every evicted job must go back on that model. True when the gang was placed
-    and the objective rose; the state is unchanged otherwise."""
+    """Place unplaced gang `info` (spanning nodes, with a required level) on `n` GPUs
+    (default: its size) of one of `models` by evicting movable whole-GPU jobs from one of
+    its domains (module doc); `prefer`: job name -> the model to put an evicted job back
+    on first; with `strict`, every evicted job must go back on that model. True when the
+    gang was placed and the objective rose; the state is unchanged otherwise."""
+    return not lexicographic_levels(g.request) and _place(g, info, models, n, prefer or {},
+                                                          strict)
+
+
+def _place(g: Greedy, info: JobInfo, models: Sequence[str], n: int | None,
+           prefer: Mapping[str, str], strict: bool) -> bool:
+    """`place_by_eviction` once the request is known to have no lexicographic levels."""
     k = n if n is not None else info.gpus
     if (info.name in g.state.placed or info.shape != "whole" or info.job.single_node
             or k < 2 or (info.current and not info.preemptible)
-            or lexicographic_levels(g.request)):
+            or not required_levels(info.job)):
         return False
     options = [opt for model in models if model in info.values
                for nodes in _groups(g, info, model)
@@ -93,7 +101,7 @@ def place_by_eviction(g: Greedy, info: JobInfo, models: Sequence[str], n: int | 
         if key in seen:
             continue
         seen.add(key)
-        if _try(g, info, opt, k, prefer or {}, strict):
+        if _try(g, info, opt, k, prefer, strict):
             return True
         tried += 1
         if tried >= TRIES:
@@ -103,12 +111,13 @@ def place_by_eviction(g: Greedy, info: JobInfo, models: Sequence[str], n: int | 
 
 def _groups(g: Greedy, info: JobInfo, model: str) -> list[list[int]]:
     """The node groups gang `info` may use on `model`: one per domain of all its
-    required levels at once, or every node with the model when none is required."""
+    required levels at once."""
     st = g.state
     levels = required_levels(info.job)
     groups: dict[tuple[str, ...], list[int]] = {}
     for node in st.nodes:
-        if not node.schedulable or not any(st.gpus[gid].model == model for gid in node.gpus):
+        # a node's free-GPU index has a key per model of its usable whole GPUs
+        if not node.schedulable or model not in st.free_gpus[node.idx]:
             continue
         if "domain" in levels and node.domain is None:
             continue
@@ -203,20 +212,26 @@ def _try(g: Greedy, info: JobInfo, opt: _Option, k: int, prefer: Mapping[str, st
 
 def place_targets_by_eviction(g: Greedy, targets: Mapping[str, str],
                               sizes: Mapping[str, float] | None = None,
-                              late: Callable[[], bool] | None = None) -> int:
+                              late: Callable[[], bool] | None = None, *,
+                              prefer: Mapping[str, str] | None = None,
+                              strict: bool = False) -> int:
     """`place_by_eviction` for every gang spanning nodes that `targets` (job name -> the
     LP's model) places and the state has left out, most valuable first, on its target
-    model at its LP size (`sizes`, elastic gangs) or its own; stops when `late()` says so.
-    Returns how many were placed."""
+    model at its LP size (`sizes`, elastic gangs) or its own, evicted jobs back on their
+    `prefer` model first (default: `targets`); stops when `late()` says so. Returns how
+    many were placed."""
+    if lexicographic_levels(g.request):
+        return 0
     st = g.state
     gangs = [g.by_name[name] for name in targets if name in g.by_name
              and name not in st.placed]
     gangs = [i for i in gangs if i.shape == "whole" and not i.job.single_node
-             and (i.gpus >= 2 or i.elastic)]
+             and required_levels(i.job)]
     done = 0
     for info in sorted(gangs, key=lambda i: (-g.value_on(i, targets[i.name]), i.name)):
         if late is not None and late():
             break
         n = round(sizes[info.name]) if info.elastic and sizes and info.name in sizes else None
-        done += place_by_eviction(g, info, [targets[info.name]], n, prefer=targets)
+        done += _place(g, info, [targets[info.name]], n,
+                       targets if prefer is None else prefer, strict)
     return done

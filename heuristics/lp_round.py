@@ -45,7 +45,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from heuristics.domain_room import place_by_eviction, place_targets_by_eviction
+from heuristics.domain_room import place_targets_by_eviction
 from heuristics.elastic import shrink_to_sizes
 from heuristics.greedy import Greedy
 from heuristics.result import HeuristicResult
@@ -181,10 +181,8 @@ def _gangs_first(g: Greedy, chosen: list[JobInfo], staying: list[JobInfo],
         if info.name not in st.placed:
             _place_spread(g, info, targets[info.name], reserved_all)
     # those left out take room from movable jobs of one domain (domain_room.py)
-    for info in (i for i in movers if not i.job.single_node and i.name not in st.placed):
-        if clock.late():
-            break
-        place_by_eviction(g, info, [targets[info.name]], prefer=targets, strict=True)
+    place_targets_by_eviction(g, {i.name: targets[i.name] for i in movers}, late=clock.late,
+                              prefer=targets, strict=True)
     # Step 3: the LP's running gangs on their model stay.
     for info in sorted((i for i in staying if i.shape == "whole" and i.gpus >= 2),
                        key=lambda i: (-i.gpus, -i.density, i.name)):
