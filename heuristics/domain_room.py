@@ -1,4 +1,4 @@
-"""Evict-and-place for gangs spanning nodes: make room in one topology domain.
+"""Evict-and-place for gangs: make room in one topology domain (or one node).
 
 A gang that may span nodes but must stay in one domain (a required topology level, v1's
 `same_domain` being the level "domain") needs k free GPUs of one model *in one domain*.
@@ -10,13 +10,15 @@ of the three H100 domains of 48 GPUs or more; seed 2: running elastic gangs kept
 LP's smaller size on two GPUs of each 32-GPU H200 domain). No later step moves them, so
 the gang, often the most valuable job of the request (189 and 305 on those instances),
 stays out. The local search's evict-and-place works node by node and cannot free a
-domain either.
+domain either. A single-node gang is the same problem on one node (the LP's node patterns
+let running jobs move between nodes of a model for free): its "domain" is a node here.
 
 `place_by_eviction(g, info, models, n)` does it for one unplaced gang:
 
 1. for each model of `models` and each group of nodes the gang may use there (one per
-   domain of its required levels; a gang without one fails only when its model lacks
-   free GPUs, which is not a domain's fragmentation, and is left alone), count the
+   domain of its required levels, one node for a single-node gang; a gang spanning nodes
+   without a required level fails only when its model lacks free GPUs, which is not a
+   domain's fragmentation, and is left alone), count the
    GPUs of the model that are free or held whole by a job that may move (not a
    non-preemptible running one); shared and MIG GPUs stay as they are;
 2. where that is at least n, pick the jobs to evict: two orders (most GPUs held in the
@@ -30,12 +32,14 @@ domain either.
    size, migration cost when a running one moves, preemption cost when it stays out,
    topology costs). Otherwise everything goes back where it was.
 
-The rounding calls it twice: in its step 2 (a gang the LP places that no domain has room
-for among the gangs placed so far) with `strict` (every evicted job back on its LP model:
-the rest of the rounding still has to place the LP's other jobs, and a job pushed off its
-model takes room the LP gave to others, which this move's own count does not see; M seed
-2 without elastic gangs: a 32-GPU gang placed that way pushed another onto A100, -70), and
-once every job has had its turn, with the final count.
+The rounding calls it twice: in its step 2 (a gang spanning nodes that the LP places and
+no domain has room for among the gangs placed so far) with `strict` (every evicted job
+back on its LP model: the rest of the rounding still has to place the LP's other jobs,
+and a job pushed off its model takes room the LP gave to others, which this move's own
+count does not see; M seed 2 without elastic gangs: a 32-GPU gang placed that way pushed
+another onto A100, -70), and once every job has had its turn, with the final count,
+single-node gangs included (M seed 0 with elastic gangs: an 8-GPU A100 gang, +2 to +10 on
+the two roundings).
 
 Only whole-GPU jobs move, so no shared job's co-location factor changes (contract 5.2)
 and the change of objective is exact. Not with lexicographic levels (quotas' guaranteed
@@ -73,11 +77,12 @@ def movable(info: JobInfo) -> bool:
 
 def place_by_eviction(g: Greedy, info: JobInfo, models: Sequence[str], n: int | None = None,
                       prefer: Mapping[str, str] | None = None, strict: bool = False) -> bool:
-    """Place unplaced gang `info` (spanning nodes, with a required level) on `n` GPUs
-    (default: its size) of one of `models` by evicting movable whole-GPU jobs from one of
-    its domains (module doc); `prefer`: job name -> the model to put an evicted job back
-    on first; with `strict`, every evicted job must go back on that model. True when the
-    gang was placed and the objective rose; the state is unchanged otherwise."""
+    """Place unplaced gang `info` (single-node, or spanning nodes with a required level) on
+    `n` GPUs (default: its size) of one of `models` by evicting movable whole-GPU jobs
+    from one of its domains or nodes (module doc); `prefer`: job name -> the model to put
+    an evicted job back on first; with `strict`, every evicted job must go back on that
+    model. True when the gang was placed and the objective rose; the state is unchanged
+    otherwise."""
     return not lexicographic_levels(g.request) and _place(g, info, models, n, prefer or {},
                                                           strict)
 
@@ -86,9 +91,9 @@ def _place(g: Greedy, info: JobInfo, models: Sequence[str], n: int | None,
            prefer: Mapping[str, str], strict: bool) -> bool:
     """`place_by_eviction` once the request is known to have no lexicographic levels."""
     k = n if n is not None else info.gpus
-    if (info.name in g.state.placed or info.shape != "whole" or info.job.single_node
+    if (info.name in g.state.placed or info.shape != "whole"
             or k < 2 or (info.current and not info.preemptible)
-            or not required_levels(info.job)):
+            or not (info.job.single_node or required_levels(info.job))):
         return False
     options = [opt for model in models if model in info.values
                for nodes in _groups(g, info, model)
@@ -111,9 +116,9 @@ def _place(g: Greedy, info: JobInfo, models: Sequence[str], n: int | None,
 
 def _groups(g: Greedy, info: JobInfo, model: str) -> list[list[int]]:
     """The node groups gang `info` may use on `model`: one per domain of all its
-    required levels at once."""
+    required levels at once, one per node for a single-node gang."""
     st = g.state
-    levels = required_levels(info.job)
+    levels = ("host",) if info.job.single_node else required_levels(info.job)
     groups: dict[tuple[str, ...], list[int]] = {}
     for node in st.nodes:
         # a node's free-GPU index has a key per model of its usable whole GPUs
@@ -215,8 +220,8 @@ def place_targets_by_eviction(g: Greedy, targets: Mapping[str, str],
                               late: Callable[[], bool] | None = None, *,
                               prefer: Mapping[str, str] | None = None,
                               strict: bool = False) -> int:
-    """`place_by_eviction` for every gang spanning nodes that `targets` (job name -> the
-    LP's model) places and the state has left out, most valuable first, on its target
+    """`place_by_eviction` for every gang that `targets` (job name -> the LP's model)
+    places and the state has left out, most valuable first, on its target
     model at its LP size (`sizes`, elastic gangs) or its own, evicted jobs back on their
     `prefer` model first (default: `targets`); stops when `late()` says so. Returns how
     many were placed."""
@@ -225,8 +230,8 @@ def place_targets_by_eviction(g: Greedy, targets: Mapping[str, str],
     st = g.state
     gangs = [g.by_name[name] for name in targets if name in g.by_name
              and name not in st.placed]
-    gangs = [i for i in gangs if i.shape == "whole" and not i.job.single_node
-             and required_levels(i.job)]
+    gangs = [i for i in gangs if i.shape == "whole"
+             and (i.job.single_node or required_levels(i.job))]
     done = 0
     for info in sorted(gangs, key=lambda i: (-g.value_on(i, targets[i.name]), i.name)):
         if late is not None and late():

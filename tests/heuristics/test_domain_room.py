@@ -1,7 +1,7 @@
-"""Evict-and-place for gangs spanning nodes (heuristics/domain_room.py): a same-domain gang
-that no domain has room for once running jobs stay where they run, placed by moving one
-of them to the other domain; never when the jobs that would move may not, or when moving
-them costs more than the gang brings."""
+"""Evict-and-place for gangs (heuristics/domain_room.py): a same-domain gang that no domain
+has room for once running jobs stay where they run, placed by moving one of them to the
+other domain (a single-node gang: to the other node); never when the jobs that would move
+may not, or when moving them costs more than the gang brings."""
 
 from __future__ import annotations
 
@@ -64,6 +64,28 @@ def test_a_running_job_moves_to_the_other_domain_for_the_gang() -> None:
     result = g.result()
     # 4 x 8 for the gang + 2 + 2, one migration (0.5)
     assert evaluate(req, result.placements).objective_value == pytest.approx(35.5)
+
+
+def test_a_single_node_gang_gets_a_node() -> None:
+    # Two 4-GPU nodes, a running 2-GPU job on each: no node holds the new 4-GPU gang until
+    # one of the running jobs joins the other.
+    req = PlanRequest.model_validate({
+        "cluster": {"nodes": [{"name": f"n{i}", "gpus": [{"index": g, "model": A100}
+                                                         for g in range(4)]}
+                              for i in range(2)]},
+        "jobs": [*({"name": f"r{i}", "gpus": 2,
+                    "current": [{"node": f"n{i}", "gpu": 0}, {"node": f"n{i}", "gpu": 1}]}
+                   for i in range(2)),
+                 {"name": "gang", "gpus": 4, "weight": 4.0}],
+        "policy": {"solver": "heuristic", "seed": 1}})
+    g = Greedy(req)
+    assert not g.keep_running()
+    assert not g.place(g.by_name["gang"])
+    assert place_by_eviction(g, g.by_name["gang"], [A100])
+    result = g.result()
+    assert {p.node for p in result.placements["gang"]} in ({"n0"}, {"n1"})
+    # 4 x 4 + 2 + 2, one migration
+    assert evaluate(req, result.placements).objective_value == pytest.approx(19.5)
 
 
 def test_the_lp_rounding_places_the_gang_the_lp_places() -> None:
