@@ -31,6 +31,16 @@ step is kept only when the guaranteed usage served rises: the plan is then
 lexicographically better (the guarantees are the first level, above every class),
 whatever the lower levels lose; `restore_displaced`, run after it (`settle_levels`),
 puts back a higher-class job that the step stopped where that serves no less guarantee.
+
+`improve_levels(request, result, deadline)` raises the classes below the guarantees by
+exchanges (additive objectives), each kept only when no less guaranteed usage is served
+and the highest class that changes gains (`_rises`, on the values `_worth` gives the jobs
+it moved): `restore_running` keeps a stopped running job where it runs by taking out the
+jobs on its GPUs and, when its quota limit binds, jobs using that quota; `raise_classes`
+clears lower-class work off a node for an unplaced higher-class job; `refill_classes`
+trades a placed job for unplaced jobs of its class or higher worth more. The planner
+(`solver.levels.level_search`) runs it within its time; it is not part of
+`settle_levels`, which every answer passes untimed.
 """
 
 from __future__ import annotations
@@ -426,7 +436,8 @@ def _raise_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]],
     return False
 
 
-def raise_classes(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
+def raise_classes(request: PlanRequest, result: HeuristicResult,
+                  deadline: float | None = None) -> HeuristicResult:
     """`result` with unplaced jobs of the higher classes placed on GPUs taken from lower
     classes (contract 5.4's levels). A greedy pass fills the GPUs in one order; when the
     running lower-class jobs keep their GPUs first, or a job of a higher class came after
@@ -438,7 +449,8 @@ def raise_classes(request: PlanRequest, result: HeuristicResult) -> HeuristicRes
     back where they fit. A step is kept when the job adds to its class's value and the
     guaranteed usage served does not drop: the levels above the job's class are untouched
     (only lower classes lose), the guarantees no lower and its class higher, so the plan
-    rises lexicographically. `result` itself when nothing changes."""
+    rises lexicographically. Until `deadline` (`time.monotonic()`; L: 0.7 s of CPU for
+    no gain, hence not part of `settle_levels`). `result` itself when nothing changes."""
     classes = priority_classes(request.jobs)
     if len(classes) < 2 or all(result.placements.get(j.name) for j in request.jobs):
         return result
@@ -456,7 +468,7 @@ def raise_classes(request: PlanRequest, result: HeuristicResult) -> HeuristicRes
     done = False
     for info in cands:
         shape = (info.job.tenant, info.gpus, info.job.priority, tuple(g.ranked_models(info)))
-        if tries[0] <= 0:
+        if tries[0] <= 0 or (deadline is not None and time.monotonic() > deadline):
             break
         if shape in failed or info.name in st.placed:
             continue
@@ -719,7 +731,7 @@ def improve_levels(request: PlanRequest, result: HeuristicResult,
     `models.objective.level_key` (each step's own test works on the jobs it moves: this
     one checks the whole plan)."""
     out = refill_classes(request, raise_classes(
-        request, restore_running(request, result, deadline)), deadline)
+        request, restore_running(request, result, deadline), deadline), deadline)
     out = restore_displaced(request, out)
     if out is result or level_key(request, out.placements) <= level_key(
             request, result.placements):
@@ -728,6 +740,5 @@ def improve_levels(request: PlanRequest, result: HeuristicResult,
 
 
 def settle_levels(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
-    """`result` after `reclaim_nodes` and `raise_classes`, then `restore_displaced`
-    (module doc)."""
-    return restore_displaced(request, raise_classes(request, reclaim_nodes(request, result)))
+    """`result` after `reclaim_nodes`, then `restore_displaced` (module doc)."""
+    return restore_displaced(request, reclaim_nodes(request, result))
