@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from benchmarks.sim.engine import SimConfig, SimResult, Simulator
 from benchmarks.sim.policies import FifoFirstFit, FifoWithinLimits, SrptWithinLimits
-from benchmarks.sim.tenants import with_quotas
+from benchmarks.sim.tenants import limit_time, with_quotas
 from benchmarks.sim.workloads.trace import TraceJob
 from models import Cluster, Gpu, Job, Node, Quota
 
@@ -25,10 +25,13 @@ def _job(name: str, tenant: str, submit: float, work: float) -> TraceJob:
 TRACE = [_job("b1", "b", 0, 1000), _job("b2", "b", 0, 1000), _job("b3", "b", 0, 100)]
 
 
+def _run(policy: object) -> SimResult:
+    return Simulator(THREE, TRACE, policy,  # type: ignore[arg-type]
+                     SimConfig(round_s=300.0)).run()
+
+
 def _jcts(policy: object) -> dict[str, float]:
-    res: SimResult = Simulator(THREE, TRACE, policy,  # type: ignore[arg-type]
-                               SimConfig(round_s=300.0)).run()
-    return {r.name: round((r.finish or 0.0) - r.submit, 6) for r in res.jobs}
+    return {r.name: round((r.finish or 0.0) - r.submit, 6) for r in _run(policy).jobs}
 
 
 def test_fifo_firstfit_passes_the_limit() -> None:
@@ -46,3 +49,15 @@ def test_srpt_within_limits_runs_the_shortest_first() -> None:
     # b3 (100 s) and b1 first (shortest remaining, then arrival); b2 starts when b3 ends
     # at 100 (a completion finds a job waiting and a GPU idle): done at 1100
     assert _jcts(SrptWithinLimits()) == {"b1": 1000.0, "b2": 1100.0, "b3": 100.0}
+
+
+def test_limit_time_counts_the_wait_at_the_limit() -> None:
+    # fifo_limits: b3 waits 0..1000 (rounds at 0, 300, 600, 900; it starts at 1000) with b
+    # at its limit of 2 all along, a GPU idle; quota-blind FIFO never makes b wait.
+    assert limit_time(_run(FifoWithinLimits()), THREE.quotas) == {
+        "b": {"waiting_s": 1000.0, "at_limit_s": 1000.0, "below_idle_s": 0.0}}
+    assert limit_time(_run(FifoFirstFit()), THREE.quotas) == {}
+    # a's guarantee, b's limit lifted: b3 would have fitted on the idle GPU
+    unlimited = {"a": Quota(guaranteed={"*": 1}), "b": Quota(guaranteed={"*": 1})}
+    assert limit_time(_run(FifoWithinLimits()), unlimited) == {
+        "b": {"waiting_s": 1000.0, "at_limit_s": 0.0, "below_idle_s": 1000.0}}
