@@ -640,7 +640,8 @@ def _evict_for(g: Greedy, o: JobInfo, h: JobInfo, old: dict[str, list[Placement]
 
 
 def _restore_one(g: Greedy, h: JobInfo) -> bool:
-    """Keep stopped running job `h` where it runs by taking out the jobs on its GPUs (and
+    """Keep running job `h`, stopped or moved, where it runs by taking out the jobs on its
+    GPUs (and
     on its host-limited nodes; of any class: one of a higher class must find a place as
     good elsewhere, or the step is undone) and, when its quota limit binds, those of its
     class or lower using that quota (`_quota_room`), then putting them back where they
@@ -649,6 +650,8 @@ def _restore_one(g: Greedy, h: JobInfo) -> bool:
     st = g.state
     cur = list(h.current or [])
     stay = not g.request.policy.allow_preemption
+    before = guaranteed_served(st.quotas, st.quota_used)
+    prev = st.remove(h)   # a migrated job leaves its new place first
     gids = [st.gid_of[(q.node, q.gpu)] for q in cur]
     names = _occupants(g, gids)
     for node in {q.node for q in cur}:
@@ -656,8 +659,9 @@ def _restore_one(g: Greedy, h: JobInfo) -> bool:
         if slot.cpu_cap is not None or slot.mem_cap is not None:
             names |= _occupants(g, slot.gpus)
     if any(g.by_name[n].current and (stay or not g.by_name[n].preemptible) for n in names):
+        if prev:
+            st.place(h, prev)
         return False
-    before = guaranteed_served(st.quotas, st.quota_used)
     old = {n: st.remove(g.by_name[n]) or [] for n in sorted(names)}
     _quota_room(g, h, st.model_of(cur), old)
     if st.conflicts(h, cur) is None:
@@ -668,7 +672,7 @@ def _restore_one(g: Greedy, h: JobInfo) -> bool:
             o = g.by_name[n]
             if not g.place(o) and o.job.priority > lowest:
                 _evict_for(g, o, h, old)
-        deltas = {h.job.priority: _worth(g, h, cur) - _worth(g, h, None)}
+        deltas = {h.job.priority: _worth(g, h, cur) - _worth(g, h, prev)}
         for n, pl in old.items():
             o = g.by_name[n]
             deltas[o.job.priority] = deltas.get(o.job.priority, 0.0) + _worth(
@@ -688,38 +692,46 @@ def _restore_one(g: Greedy, h: JobInfo) -> bool:
     for n, pl in old.items():
         if pl:
             st.place(g.by_name[n], pl)
+    if prev:
+        st.place(h, prev)
     return False
 
 
 def restore_running(request: PlanRequest, result: HeuristicResult,
                     deadline: float | None = None) -> HeuristicResult:
-    """`result` with stopped running jobs kept where they run when that raises the levels
-    (additive objectives). A greedy pass that lets running jobs take their turn may place
-    many small jobs of a tenant first and leave no quota or GPUs for its running gang,
-    worth more to its class than all of them (M: a 64-GPU gang worth 256 of class 100,
-    its tenant at its limit). For each stopped preemptible running whole-GPU job, highest
-    class first, then the most valuable: the jobs of its class or lower on its GPUs, and
-    while its quota limit binds those using that quota (its own tenant's first, the least
-    value per GPU first, at most RESTORE_OUT jobs in all), are taken out, it is kept,
-    and they are put back where they fit; kept when the guaranteed usage served does not
-    drop and the highest class that changes gains (`_rises`), else undone. At most
-    RESTORE_TRIES jobs, until `deadline`. `result` itself when nothing changes."""
+    """`result` with running jobs that it stops or moves kept where they run when that
+    raises the levels (additive objectives). A greedy pass that lets running jobs take
+    their turn may place many small jobs of a tenant first and leave no quota or GPUs for
+    its running gang, worth more to its class than all of them (M: a 64-GPU gang worth 256
+    of class 100, its tenant at its limit), or move a running job off GPUs a job of its
+    own class could have had elsewhere (M: 24 class-1000 migrations, 0.5 each). For each
+    such preemptible running whole-GPU job, highest class first, the stopped ones first,
+    then the largest loss against staying: the jobs on its GPUs (of any class: one of a
+    higher class must find a place as good elsewhere), and while its quota limit binds
+    jobs of its class or lower using that quota (its own tenant's first, the least value
+    per GPU first, at most RESTORE_OUT jobs in all), are taken out, it is kept, and they
+    are put back where they fit; kept when the guaranteed usage served does not drop and
+    the highest class that changes gains (`_rises`), else undone. At most RESTORE_TRIES
+    jobs, until `deadline`. `result` itself when nothing changes."""
     pol = request.policy
     if (not lexicographic_levels(request) or not pol.allow_preemption
             or pol.objective in ("fairness", "priority_fifo")):
         return result
     g = _greedy_of(request, result)
     st = g.state
-    stopped = [i for i in g.infos if i.current and i.preemptible and i.shape == "whole"
-               and i.name not in st.placed and g.current_ok(i)]
-    if not stopped:
+    moved = [i for i in g.infos if i.current and i.preemptible and i.shape == "whole"
+             and g.current_ok(i) and not same_placement(st.placed.get(i.name) or [],
+                                                         i.current)]
+    if not moved:
         return result
-    stopped.sort(key=lambda i: (-i.job.priority, -_worth(g, i, i.current), i.name))
+    moved.sort(key=lambda i: (-i.job.priority, i.name in st.placed,
+                              _worth(g, i, st.placed.get(i.name)) - _worth(g, i, i.current),
+                              i.name))
     done = False
-    for h in stopped[:RESTORE_TRIES]:
+    for h in moved[:RESTORE_TRIES]:
         if deadline is not None and time.monotonic() > deadline:
             break
-        if h.name not in st.placed and _restore_one(g, h):
+        if _restore_one(g, h):
             done = True
     return g.result() if done else result
 
