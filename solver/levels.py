@@ -388,7 +388,7 @@ def level_search(ctx: Context) -> HeuristicResult:
     (`Portfolio.offer`), which is returned. The restarts come first as they decide the top
     level (the guaranteed usage served, M: 1,629.72-1,629.86 between seeds, from MIG and
     shares), which the exchanges never change; the exchanges then raise the classes (M,
-    class 100: 947 to 1,006, 1,118 to 1,170). For the requests too large for the exact
+    class 100: 961 to 1,007, 1,124 to 1,169). For the requests too large for the exact
     model, where the lexicographic walk of CP-SAT on a pruned model finds nothing in the
     time (M with quotas, classes and topology levels: no solution in 1.4 s of a 15 s
     budget; with 60 s a guaranteed usage of 1,442 against the greedy's 1,630).
