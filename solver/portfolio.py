@@ -82,6 +82,11 @@ RELAX_SAFETY = 1.25
 #: jobs) 13 s before that change: a per job and a per job squared term.
 ROUNDING_CPU_PER_JOB = 1.25e-5
 ROUNDING_CPU_PER_JOB2 = 1.3e-9
+#: ... and a fixed part: without it the two terms give M 0.022 s against the 0.04-0.07 s
+#: measured (2026-12-01), and the pace measured on M's first rounding read 2-3 times the
+#: load; with quotas and classes the finishing reserve (FINISH_LEVELS_FACTOR times a
+#: prior, scaled by that pace) then kept 3.7 s of a 5 s budget back for 0.6 s of work.
+ROUNDING_CPU_S = 0.03
 #: The share of a rounding pass that must fit for the first one to run: cut, it keeps the
 #: running jobs it did not reach (heuristics/greedy.py: keep_cut_running), and a third of
 #: a pass on L (16,384 GPUs / 20,000 jobs) already gives 40,360, more than the greedy
@@ -189,7 +194,7 @@ class Portfolio:
     def _rounding_cpu(self) -> float:
         """The prior of one rounding pass on this request."""
         n = len(self.request.jobs)
-        return ROUNDING_CPU_PER_JOB * n + ROUNDING_CPU_PER_JOB2 * n * n
+        return ROUNDING_CPU_S + ROUNDING_CPU_PER_JOB * n + ROUNDING_CPU_PER_JOB2 * n * n
 
     def greedy(self) -> HeuristicResult:
         """The greedy plan (cut at the deadline: the jobs it did not reach stay out).
