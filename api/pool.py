@@ -33,7 +33,7 @@ from enum import StrEnum
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from api.errors import (
     InvalidBody,
@@ -46,11 +46,22 @@ from api.errors import (
     SolveTimeout,
 )
 from api.intake import RawRequest, load_payload, validate_body
+from api.session_worker import SessionPlan, StaleSession, WorkerSessions
 from models import Plan, PlanRequest
+from solver.gcpause import gc_paused
 
 log = logging.getLogger("gpuplan.pool")
 
 Planner = Callable[..., Plan]
+
+
+@runtime_checkable
+class LateBound(Protocol):
+    """A payload decided when the worker that runs it is known (a session plan sends
+    only what that worker lacks: api/session_worker.py)."""
+
+    def resolve(self, pid: int) -> Any:
+        """The payload to send to the worker whose process id is `pid`."""
 
 
 class TaskState(StrEnum):
@@ -90,14 +101,19 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
     (PlanningError) or "internal". Plans travel as JSON text so that the server only
     parses them when someone asks. A `RawRequest` is validated first: ("invalid", task_id,
     errors) ends it, else ("accepted", task_id, time_limit_s, solver) precedes the rest.
+    A `SessionPlan` plans a session this worker holds or is sent whole
+    (api/session_worker.py); ("error", task_id, "stale", message) when it holds another
+    version.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server owns shutdown
     threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
     with contextlib.suppress(OSError):
         os.nice(nice)
     from solver import PlanningError
+    from solver import plan as solver_plan
 
     planner = load_planner(planner_path)
+    sessions = WorkerSessions()
     send_lock = threading.Lock()
 
     def send(msg: tuple[Any, ...]) -> None:
@@ -106,7 +122,8 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
 
     while True:
         try:
-            msg = conn.recv()
+            with gc_paused():  # a session sent whole is unpickled here (api/intake.py)
+                msg = conn.recv()
         except (EOFError, OSError):
             return
         if msg is None:
@@ -117,6 +134,11 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
             send(("incumbent", task_id, p.model_dump_json(), p.solver, p.status))
 
         try:
+            if isinstance(payload, SessionPlan):
+                result = sessions.plan(payload, None if planner is solver_plan else planner)
+                send(("done", task_id, result.model_dump_json(), result.solver,
+                      result.status))
+                continue
             if isinstance(payload, RawRequest):  # an idle worker validates the body itself
                 checked = validate_body(payload.body, payload.settings)
                 if isinstance(checked, list):
@@ -129,6 +151,8 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
                 request = load_payload(payload)  # validated by the intake
             result = planner(request, on_incumbent=incumbent)
             send(("done", task_id, result.model_dump_json(), result.solver, result.status))
+        except StaleSession as e:
+            send(("error", task_id, "stale", str(e)))
         except PlanningError as e:
             send(("error", task_id, "planning", str(e)))
         except Exception as e:
@@ -158,10 +182,11 @@ class SolveTask:
 
     `payload` is the pickled PlanRequest (api/intake.py: `PreparedRequest`), `solver` its
     `policy.solver` and `time_limit_s` its time limit, capped by the server; or a
-    `RawRequest`, whose worker validates it and then reports its limit and solver."""
+    `RawRequest`, whose worker validates it and then reports its limit and solver; or a
+    `LateBound` payload (a session plan), resolved for the worker that takes it."""
 
     id: str
-    payload: bytes | RawRequest
+    payload: bytes | RawRequest | LateBound
     solver: str
     time_limit_s: float
     on_start: Callable[[SolveTask], None] | None = None
@@ -415,8 +440,11 @@ class SolverPool:
         task.started_at = time.time()
         if task.on_start is not None:
             task.on_start(task)
+        payload = task.payload
+        if isinstance(payload, LateBound):
+            payload = payload.resolve(worker.proc.pid or 0)
         # Writing a large payload to the pipe may wait for the worker: in a thread.
-        await asyncio.to_thread(worker.conn.send, (task.id, task.payload))
+        await asyncio.to_thread(_send, worker.conn, (task.id, payload))
         deadline = time.monotonic() + task.time_limit_s + self.grace_s
         cancel_wait = asyncio.ensure_future(task._cancel.wait())
         try:
@@ -458,7 +486,16 @@ class SolverPool:
             cancel_wait.cancel()
 
 
+def _send(conn: Connection, msg: tuple[Any, ...]) -> None:
+    """Send `msg` to a worker, pickled with the cyclic collector paused (a session sent
+    whole is a large object graph: api/intake.py `load_payload`)."""
+    with gc_paused():
+        conn.send(msg)
+
+
 def _worker_error(kind: str, message: str) -> ServiceError:
+    if kind == "stale":
+        return StaleSession(message)
     if kind == "planning":
         return PlannerBug(f"planner error: {message}")
     return SolveFailed(f"planner raised {message}")

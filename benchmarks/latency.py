@@ -32,7 +32,11 @@ service instead (`POST /v1/sessions`, then per round `POST .../events` and `POST
 .../plan` to a server on a loopback port, timed from the client), with an in-process
 session kept in step for the cold solves; `plan less its solve_time_s` is then what the
 service adds to a session plan (the hand-over to the worker, committing the plan, writing
-the session to the store). Percentiles are nearest-rank over the `--rounds` rounds
+the session to the store). CPU per plan: in process this process's CPU time and, for the
+warm plans (solver/warm.py), the median CPU of each of their steps; through the service the
+solver worker's and the API process's CPU read from /proc around each post (`--worker-nice`
+sets the workers' niceness, 5 by default as in the service). Percentiles are nearest-rank
+over the `--rounds` rounds
 (p99 of fewer than 100 rounds is their maximum). The machine may be shared: figures are
 what this run saw.
 """
@@ -54,7 +58,7 @@ import typer
 from pydantic import TypeAdapter
 
 from benchmarks.contend import contended
-from benchmarks.load import local_server, percentile
+from benchmarks.load import LocalServer, local_server, percentile
 from models import Plan, PlanRequest
 from models.events import (
     Event,
@@ -121,6 +125,16 @@ class SessionLatency:
     via: str = "in-process"
     #: the `solve_time_s` of each session plan
     solve_s: list[float] = field(default_factory=list)
+    #: CPU seconds of each session plan: in process, this process's; through the service,
+    #: the solver worker's and (apart) the API process's, read from /proc around each post
+    plan_cpu_s: list[float] = field(default_factory=list)
+    api_cpu_s: list[float] = field(default_factory=list)
+    apply_cpu_s: list[float] = field(default_factory=list)
+    #: in process: CPU seconds of each step of each warm plan (solver/warm.py), by step
+    steps_cpu_s: dict[str, list[float]] = field(default_factory=dict)
+    #: in process: plans that started warm, and those of them the cold path answered
+    warm: int = 0
+    cold_fallbacks: int = 0
 
 
 @contextlib.contextmanager
@@ -259,9 +273,9 @@ def random_events(request: PlanRequest, rng: random.Random, n: int, tag: str) ->
 
 def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
                      cold_limit: float, seed: int, solver: str | None = None,
-                     url: str | None = None) -> SessionLatency:
+                     server: LocalServer | None = None) -> SessionLatency:
     """Session replanning after `events` deltas, `rounds` times (see the module doc); with
-    `url`, through the service's `/v1/sessions` routes of the server there, with an
+    `server`, through the service's `/v1/sessions` routes of that server, with an
     in-process session kept in step (the same events, the service's plans committed) for
     the cold solves."""
     from benchmarks.generator import generate
@@ -274,7 +288,7 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
     if solver is not None:
         policy = policy.model_copy(update={"solver": solver})
     session = PlanningSession(request.model_copy(update={"policy": policy}))
-    remote = _RemoteSession(url, session, cold_limit) if url is not None else None
+    remote = _RemoteSession(server, session, cold_limit) if server is not None else None
     if remote is None:
         session.plan(cold_limit)  # the starting plan, committed (not measured)
     rng = random.Random(seed)
@@ -287,15 +301,27 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
             session.apply(batch)
             state = session.planning_request(session_limit)
             warm, plan_s = remote.plan(session_limit)
-            session.commit(warm)
+            out.plan_cpu_s.append(remote.worker_cpu)
+            out.api_cpu_s.append(remote.api_cpu)
+            out.apply_cpu_s.append(remote.apply_cpu)
+            session.commit(warm, checked=True)
         else:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             session.apply(batch)
             out.apply_s.append(time.perf_counter() - t0)
+            out.apply_cpu_s.append(time.process_time() - c0)
             state = session.planning_request(session_limit)
-            t0 = time.perf_counter()
+            is_warm = session.warm(session_limit)
+            fallbacks = session.memo.cold if session.memo is not None else 0
+            t0, c0 = time.perf_counter(), time.process_time()
             warm = session.plan(session_limit)
             plan_s = time.perf_counter() - t0
+            out.plan_cpu_s.append(time.process_time() - c0)
+            if is_warm and session.memo is not None:
+                out.warm += 1
+                out.cold_fallbacks += session.memo.cold - fallbacks
+                for step, cpu in session.memo.last_steps.items():
+                    out.steps_cpu_s.setdefault(step, []).append(cpu)
         out.plan_s.append(plan_s)
         out.solve_s.append(warm.solve_time_s)
         if validate_plan(state, warm):
@@ -311,13 +337,16 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
 
 
 class _RemoteSession:
-    """A session of the service at `url`, opened on `session`'s state and planned once
-    with `first_limit` (not measured); `apply` and `plan` time their own posts."""
+    """A session of `server`, opened on `session`'s state and planned once with
+    `first_limit` (not measured); `apply` and `plan` time their own posts, and read the
+    CPU the server's processes spent on them (`api_cpu`, `worker_cpu`, `apply_cpu`)."""
 
-    def __init__(self, url: str, session: Any, first_limit: float) -> None:
+    def __init__(self, server: LocalServer, session: Any, first_limit: float) -> None:
         import httpx
 
-        self.client = httpx.Client(base_url=url, timeout=first_limit + 600)
+        self.server = server
+        self.api_cpu = self.worker_cpu = self.apply_cpu = 0.0
+        self.client = httpx.Client(base_url=server.url, timeout=first_limit + 600)
         r = self.client.post("/v1/sessions", content=session.request.model_dump_json(),
                              headers={"Content-Type": "application/json"})
         r.raise_for_status()
@@ -327,18 +356,23 @@ class _RemoteSession:
     def apply(self, batch: list[Event]) -> float:
         """Post one event batch; its wall seconds."""
         body = json.dumps({"events": [e.model_dump(mode="json") for e in batch]})
+        api0, _ = self.server.cpu_s()
         t0 = time.perf_counter()
         r = self.client.post(f"{self.path}/events", content=body,
                              headers={"Content-Type": "application/json"})
         wall = time.perf_counter() - t0
+        self.apply_cpu = self.server.cpu_s()[0] - api0
         r.raise_for_status()
         return wall
 
     def plan(self, limit: float) -> tuple[Plan, float]:
         """Plan the session with `limit`: the committed plan and the post's wall seconds."""
+        api0, worker0 = self.server.cpu_s()
         t0 = time.perf_counter()
         r = self.client.post(f"{self.path}/plan", json={"time_limit_s": limit})
         wall = time.perf_counter() - t0
+        api1, worker1 = self.server.cpu_s()
+        self.api_cpu, self.worker_cpu = api1 - api0, worker1 - worker0
         r.raise_for_status()
         return Plan.model_validate_json(r.content), wall
 
@@ -395,8 +429,29 @@ def format_sessions(s: SessionLatency) -> str:
         f"{ms(percentile(beyond, 99))} | {ms(max(beyond))} |",
         f"| value / cold value | {percentile(s.ratios, 50):.4f} | "
         f"min {min(s.ratios):.4f} | |",
-        f"statuses: {', '.join(sorted(set(s.statuses)))}",
+        *_cpu_rows(s),
+        f"statuses: {', '.join(sorted(set(s.statuses)))}"
+        + (f"; {s.warm} of {len(s.plan_s)} plans warm, {s.cold_fallbacks} of them answered "
+           "by the cold path" if s.via == "in-process" else ""),
+        *(["CPU per step of the warm plans, median: " + ", ".join(
+            f"{k} {ms(percentile(v, 50))}" for k, v in s.steps_cpu_s.items())]
+          if s.steps_cpu_s else []),
     ])
+
+
+def _cpu_rows(s: SessionLatency) -> list[str]:
+    """The CPU rows of the session table (module doc)."""
+    def ms(v: float) -> str:
+        return f"{1000 * v:,.1f} ms"
+
+    rows = [("apply events, CPU" + (" (API process)" if s.via == "http" else ""),
+             s.apply_cpu_s),
+            ("session plan, CPU" + (" (solver worker)" if s.via == "http" else ""),
+             s.plan_cpu_s)]
+    if s.via == "http":
+        rows.append(("session plan, CPU (API process)", s.api_cpu_s))
+    return [f"| {name} | {ms(percentile(v, 50))} | {ms(percentile(v, 99))} | "
+            f"{ms(max(v))} |" for name, v in rows if v]
 
 
 def latency_command(
@@ -425,6 +480,9 @@ def latency_command(
     session_http: Annotated[bool, typer.Option(
         help="Run the session rounds through the service's /v1/sessions routes (a server "
              "on a loopback port) instead of in process.")] = False,
+    worker_nice: Annotated[int, typer.Option(
+        min=0, max=19, help="Niceness of the server's solver workers (the service's "
+                            "default is 5; 0 competes with other processes as equals).")] = 5,
     baseline: Annotated[Path | None, typer.Option(
         help="Also post each body, alternately, to a server run from the gpuplan checkout "
              "at this path (e.g. a worktree of main): both services' overheads.")] = None,
@@ -459,9 +517,11 @@ def latency_command(
             "workers": 1, "queue_size": 2,
             "max_time_limit_s": max([*limits, cold_limit, session_limit]) + 1,
             "max_nodes": 100000, "max_gpus": 100000, "max_jobs": 100000,
-            "max_body_bytes": 512 * 2**20, "kill_grace_s": 120}
+            "max_body_bytes": 512 * 2**20, "kill_grace_s": 120, "worker_nice": worker_nice}
+        server: LocalServer | None = None
         if (http and size_list) or (session_http and sessions_size):
-            url = stack.enter_context(local_server(**server_settings)).url
+            server = stack.enter_context(local_server(**server_settings))
+            url = server.url
             if baseline is not None:
                 base_url = stack.enter_context(local_server(
                     root=baseline.resolve(), **server_settings)).url
@@ -472,7 +532,7 @@ def latency_command(
         if sessions_size:
             sess = measure_sessions(sessions_size.upper(), events, rounds, session_limit,
                                     cold_limit, seed, session_solver,
-                                    url if session_http else None)
+                                    server if session_http else None)
     command = (f"gpuplan bench latency --sizes {','.join(size_list)} --time-limits "
                f"{','.join(f'{x:g}' for x in limits)} --repeats {repeats}"
                + ("" if http else " --no-http")
@@ -481,7 +541,8 @@ def latency_command(
                f"--seed {seed}" + (f" --contend {contend}" if contend else "")
                + (f" --session-solver {session_solver}" if session_solver else "")
                + (f" --baseline {baseline}" if baseline is not None and http else "")
-               + (" --session-http" if session_http else ""))
+               + (" --session-http" if session_http else "")
+               + (f" --worker-nice {worker_nice}" if worker_nice != 5 else ""))
     parts = [f"Command: `{command}`", "", format_plans(rows)] if rows else \
         [f"Command: `{command}`"]
     if sess is not None:

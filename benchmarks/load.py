@@ -190,6 +190,11 @@ class LocalServer:
         """PIDs of the request intake processes (forked there too, named apart)."""
         return [g for g in self._forked() if _comm(g) == INTAKE_NAME]
 
+    def cpu_s(self) -> tuple[float, float]:
+        """CPU seconds used so far by the API process and by the solver workers now alive
+        (from /proc; resolution one clock tick)."""
+        return cpu_seconds(self.proc.pid), sum(cpu_seconds(p) for p in self.worker_pids())
+
     def _forked(self) -> list[int]:
         return [g for k in _children(self.proc.pid) for g in _children(k)
                 if "forkserver" in _cmdline(g)]
@@ -292,6 +297,15 @@ def _children(pid: int) -> list[int]:
 
 #: What the service's intake processes call themselves (api/intake.py: PROCESS_NAME).
 INTAKE_NAME = "gpuplan-intake"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process `pid` so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _comm(pid: int) -> str:

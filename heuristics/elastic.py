@@ -8,7 +8,9 @@ elastic gang, and often keeps a running gang on its model at a smaller size. Her
 gang keeps `n` of the GPUs it runs on (`keep_resized`), so the rest are free for the jobs
 the LP put there:
 
-- the GPUs kept are those of its nodes with the most of its GPUs, so that it spans as
+- the GPUs kept are usable ones (a subset is a new placement: an unschedulable node or an
+  unhealthy GPU that the gang may keep whole cannot be part of it) of an eligible model,
+  those of its nodes with the most of its GPUs first, so that it spans as
   few nodes (and topology domains) as it can: a subset of a placement that honoured
   `single_node`, `same_domain` and the required topology levels still does, and spans no
   more domains of a preferred level;
@@ -28,12 +30,16 @@ from models import Placement
 from models.instance import JobInfo
 
 
-def kept_subset(info: JobInfo, n: int) -> list[Placement]:
-    """`n` of running gang `info`'s current GPUs, from the nodes holding most of them
-    first (ties: node name), each node's GPUs by index."""
+def kept_subset(g: Greedy, info: JobInfo, n: int) -> list[Placement]:
+    """`n` of running gang `info`'s current GPUs that are usable (healthy, on a
+    schedulable node: a subset is a new placement, not grandfathered), from the nodes
+    holding most of them first (ties: node name), each node's GPUs by index; fewer when
+    not enough are usable."""
+    st = g.state
     by_node: dict[str, list[Placement]] = defaultdict(list)
     for p in info.current or []:
-        by_node[p.node].append(p)
+        if st.gpus[st.gid_of[(p.node, p.gpu)]].usable:
+            by_node[p.node].append(p)
     out: list[Placement] = []
     for node in sorted(by_node, key=lambda nd: (-len(by_node[nd]), nd)):
         for p in sorted(by_node[node], key=lambda p: p.gpu):
@@ -46,13 +52,15 @@ def kept_subset(info: JobInfo, n: int) -> list[Placement]:
 def keep_resized(g: Greedy, info: JobInfo, n: int) -> bool:
     """Keep running elastic gang `info` on `n` of its current GPUs (`kept_subset`) when
     `n` is an allowed size below its current one, its current placement is consistent
-    and the subset is free now; True when placed."""
+    and the subset is free now, usable and on a model the job is eligible for (it is a
+    new placement, contract 5.1); True when placed."""
     cur = info.current
     if (not cur or not info.elastic or not info.preemptible or n not in info.sizes
-            or n >= len(cur) or info.name in g.state.placed or not g.current_ok(info)):
+            or n >= len(cur) or info.name in g.state.placed or not g.current_ok(info)
+            or g.state.model_of(cur) not in info.values):
         return False
-    keep = kept_subset(info, n)
-    if g.state.conflicts(info, keep) is not None:
+    keep = kept_subset(g, info, n)
+    if len(keep) < n or g.state.conflicts(info, keep) is not None:
         return False
     g.state.place(info, keep)
     g.reasons.pop(info.name, None)

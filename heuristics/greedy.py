@@ -47,11 +47,13 @@ unplaced gets its static reason (`models.reasons`, the same as the solver's) or
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import random
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from heuristics.colocation import Colocation
@@ -98,12 +100,20 @@ _DEADLINE_EVERY = 64
 AWARE_SCAN = 16
 
 
-#: A MIG layout signature scored for a job's profiles: (its best option's score, its
-#: tie-break key, the signature, its options best first).
-_Scored = tuple[tuple[int, ...], tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]],
-                tuple[frozenset[Instance], frozenset[Instance]], tuple[MigOption, ...]]
-#: Marks a signature not scored yet (None marks one that can host none of the profiles).
-_UNSCORED = object()
+_Signature = tuple[frozenset[Instance], frozenset[Instance]]
+
+
+@dataclass
+class _MigOrder:
+    """`Greedy._mig_order`'s sorted signatures of one model for one job's profiles: the
+    sort keys and the (signature, options) entries side by side, the signatures seen
+    so far, and how far the state's log was read."""
+
+    keys: list[tuple[tuple[int, ...], tuple[tuple[tuple[str, int], ...], ...]]] = field(
+        default_factory=list)
+    entries: list[tuple[_Signature, tuple[MigOption, ...]]] = field(default_factory=list)
+    seen: set[_Signature] = field(default_factory=set)
+    cursor: int = 0
 
 
 class Greedy:
@@ -130,10 +140,7 @@ class Greedy:
             self._domain_nodes.setdefault(n.domain, []).append(n.idx)
         self._topology: Topology | None = None
         self._groups: dict[tuple[str, ...], list[tuple[tuple[str, ...], list[int]]]] = {}
-        self._mig_scores: dict[tuple[str, tuple[str, ...]], dict[
-            tuple[frozenset[Instance], frozenset[Instance]], _Scored | None]] = {}
-        self._mig_orders: dict[tuple[str, tuple[str, ...]], tuple[int, list[tuple[
-            tuple[frozenset[Instance], frozenset[Instance]], tuple[MigOption, ...]]]]] = {}
+        self._mig_orders: dict[tuple[str, tuple[str, ...]], _MigOrder] = {}
 
     # ------------------------------------------------------------ topology
     @property
@@ -533,29 +540,28 @@ class Greedy:
                    ) -> list[tuple[tuple[frozenset[Instance], frozenset[Instance]],
                                    tuple[MigOption, ...]]]:
         """The MIG layout signatures of `model` that can host one of `profiles`, best
-        first (the best option's score, then `_sig_order`), each with its options. Kept
-        while the state's signature groups of `model` stay the same ones
-        (`ClusterState.mig_version`): most placements move a GPU between existing groups,
-        and scoring every group anew took most of a greedy pass on L."""
-        version = self.state.mig_version.get(model, 0)
-        hit = self._mig_orders.get((model, profiles))
-        if hit is not None and hit[0] == version:
-            return hit[1]
-        # a signature's score is a pure function of it: scored once per pass
-        known = self._mig_scores.setdefault((model, profiles), {})
-        scored = []
-        for sig, _ in self.state.mig_groups(model):
-            entry = known.get(sig, _UNSCORED)
-            if entry is _UNSCORED:
+        first (the best option's score, then `_sig_order`), each with its options; it
+        may list signatures whose groups are empty now (the caller skips them). Kept
+        sorted as the state's groups appear (`ClusterState.mig_sig_log`): scoring and
+        sorting every group per MIG job took most of a greedy pass on L and XL."""
+        order = self._mig_orders.get((model, profiles))
+        if order is None:
+            order = self._mig_orders[(model, profiles)] = _MigOrder()
+        log = self.state.mig_sig_log.get(model, [])
+        if order.cursor < len(log):
+            for sig in log[order.cursor:]:
+                if sig in order.seen:
+                    continue
+                order.seen.add(sig)
+                # a signature's score is a pure function of it
                 opts = self.geometry.options(model, sig[0], sig[1], profiles)
-                entry = known[sig] = (
-                    (opts[0].score, self._sig_order(sig), sig, opts) if opts else None)
-            if entry is not None:
-                scored.append(entry)
-        scored.sort(key=lambda x: (x[0], x[1]))
-        order = [(sig, opts) for _, _, sig, opts in scored]
-        self._mig_orders[(model, profiles)] = (version, order)
-        return order
+                if opts:
+                    key = (opts[0].score, self._sig_order(sig))
+                    k = bisect.bisect(order.keys, key)
+                    order.keys.insert(k, key)
+                    order.entries.insert(k, (sig, opts))
+            order.cursor = len(log)
+        return order.entries
 
     def _sig_order(self, sig: tuple[frozenset[Instance], frozenset[Instance]]
                    ) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:

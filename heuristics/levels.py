@@ -31,21 +31,50 @@ step is kept only when the guaranteed usage served rises: the plan is then
 lexicographically better (the guarantees are the first level, above every class),
 whatever the lower levels lose; `restore_displaced`, run after it (`settle_levels`),
 puts back a higher-class job that the step stopped where that serves no less guarantee.
+
+`improve_levels(request, result, deadline)` raises the classes below the guarantees by
+exchanges (additive objectives), each kept only when no less guaranteed usage is served
+and the highest class that changes gains (`_rises`, on the values `_worth` gives the jobs
+it moved): `restore_running` keeps a stopped running job where it runs by taking out the
+jobs on its GPUs and, when its quota limit binds, jobs using that quota; `raise_classes`
+clears lower-class work off a node for an unplaced higher-class job; `refill_classes`
+trades a placed job for unplaced jobs of its class or higher worth more. The planner
+(`solver.levels.level_search`) runs it within its time; it is not part of
+`settle_levels`, which every answer passes untimed.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Sequence
 
 from heuristics.greedy import Greedy, guarantee_models
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import JobInfo
-from models.objective import objective_value_of, same_placement
-from models.rules import HOST_TOL, guaranteed_served, priority_classes, quota_usage
+from models.objective import level_key, objective_value_of, same_placement
+from models.rules import (
+    HOST_TOL,
+    guaranteed_served,
+    lexicographic_levels,
+    priority_classes,
+    quota_usage,
+)
 
 #: nodes tried per model for one job, and node clearings tried per plan
 #: (`reclaim_nodes`; after a failure, the other jobs of that tenant and size are skipped)
 RECLAIM_NODES = 4
 RECLAIM_TRIES = 24
+#: node clearings tried per plan by `raise_classes` (after a failure, the other jobs of
+#: that tenant, size, class and models are skipped)
+RAISE_TRIES = 64
+#: placed jobs tried by `refill_classes` per plan, and unplaced jobs offered to each
+REFILL_TRIES = 200
+REFILL_OFFER = 40
+#: stopped running jobs tried by `restore_running` per plan, and jobs it may take out
+#: for one of them
+RESTORE_TRIES = 100
+RESTORE_OUT = 96
 
 
 def _occupants(g: Greedy, gids: list[int]) -> set[str]:
@@ -156,15 +185,17 @@ def _holds_guarantee(g: Greedy, info: JobInfo, model: str) -> bool:
                for t, k in st.quota_keys(info.job.tenant, model))
 
 
-def _clear_cost(g: Greedy, info: JobInfo, ni: int, model: str
+def _clear_cost(g: Greedy, info: JobInfo, ni: int, model: str, below: int | None = None
                 ) -> tuple[tuple[int, int, float], list[JobInfo]] | None:
     """(cost, occupants) of freeing `info.gpus` GPUs of `model` on node `ni` for gang
     `info` (module doc): the GPUs whose occupants cost least (free ones first, then by
     the occupants holding a guarantee, their highest class, their value); all of the
     node's GPUs when its host CPU or memory is limited. None when it has too few such GPUs
     or an occupant may not be moved (a non-preemptible running job, or a running job
-    without `allow_preemption`: it might not find room again)."""
+    without `allow_preemption`: it might not find room again; with `below`, a job of
+    class `below` or higher)."""
     st = g.state
+    top_ok = float("inf") if below is None else below
     slot = st.nodes[ni]
     stay = not g.request.policy.allow_preemption
     per_gpu: list[tuple[tuple[int, int, float], set[str]]] = []
@@ -177,7 +208,7 @@ def _clear_cost(g: Greedy, info: JobInfo, ni: int, model: str
         value = 0.0
         for name in names:
             o = g.by_name[name]
-            if o.current and (stay or not o.preemptible):
+            if (o.current and (stay or not o.preemptible)) or o.job.priority >= top_ok:
                 break
             pl = st.placed[name]
             holding += _holds_guarantee(g, o, st.model_of(pl))
@@ -191,8 +222,8 @@ def _clear_cost(g: Greedy, info: JobInfo, ni: int, model: str
     host = slot.cpu_cap is not None or slot.mem_cap is not None
     chosen = per_gpu if host else per_gpu[:info.gpus]
     names = set().union(*(n for _, n in chosen))
-    if host and any(g.by_name[n].current and (stay or not g.by_name[n].preemptible)
-                    for n in _occupants(g, slot.gpus)):
+    if host and any((g.by_name[n].current and (stay or not g.by_name[n].preemptible))
+                    or g.by_name[n].job.priority >= top_ok for n in _occupants(g, slot.gpus)):
         return None
     cost = (sum(c[0] for c, _ in chosen), max((c[1] for c, _ in chosen), default=0),
             sum(c[2] for c, _ in chosen))
@@ -306,6 +337,16 @@ def _reclaim_candidates(g: Greedy) -> list[JobInfo]:
     return sorted(out, key=lambda i: (-i.job.priority, -i.gpus, i.name))
 
 
+def _model_nodes(g: Greedy) -> dict[str, list[int]]:
+    """Model -> the nodes with GPUs of it, in node order."""
+    nodes: dict[str, list[int]] = {}
+    for gpu in g.state.gpus:
+        at = nodes.setdefault(gpu.model, [])
+        if not at or at[-1] != gpu.node:
+            at.append(gpu.node)
+    return nodes
+
+
 def reclaim_nodes(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
     """`result` with GPUs taken back for the jobs of tenants below their guarantees
     (module doc); `result` itself when nothing changes."""
@@ -315,11 +356,7 @@ def reclaim_nodes(request: PlanRequest, result: HeuristicResult) -> HeuristicRes
     if all(result.placements.get(j.name) for j in request.jobs):
         return result
     g = _greedy_of(request, result)
-    nodes: dict[str, list[int]] = {}
-    for gpu in g.state.gpus:
-        at = nodes.setdefault(gpu.model, [])
-        if not at or at[-1] != gpu.node:
-            at.append(gpu.node)
+    nodes = _model_nodes(g)
     done = False
     tries = [RECLAIM_TRIES]
     failed: set[tuple[str, int]] = set()
@@ -334,6 +371,384 @@ def reclaim_nodes(request: PlanRequest, result: HeuristicResult) -> HeuristicRes
         else:
             failed.add(shape)
     return g.result() if done else result
+
+
+def _gain(g: Greedy, info: JobInfo, found: list[Placement]) -> float:
+    """What placing `info` at `found` adds to its class: its value less its topology cost
+    (a new job) or less the migration it makes and plus the preemption it saves (a
+    running job)."""
+    pol = g.request.policy
+    value = g.value_at(info, found)
+    if not info.current:
+        return value - g.topology_cost(info, found)
+    moved = not same_placement(found, info.current)
+    return value + pol.preemption_cost - (pol.migration_cost if moved else 0.0)
+
+
+def _try_class_node(g: Greedy, info: JobInfo, model: str, occupants: list[JobInfo]) -> bool:
+    """Clear the lower-class `occupants`, place `info` on `model`, put them back where they
+    fit; kept when `info` adds to its class and no less guaranteed usage is served
+    (module doc of `raise_classes`), else undone."""
+    st = g.state
+    before = guaranteed_served(st.quotas, st.quota_used)
+    old = {o.name: st.remove(o) for o in occupants}
+    found = g.find(info, [model])
+    if found is not None and _gain(g, info, found) > HOST_TOL:
+        st.place(info, found)
+        for o in sorted(occupants, key=lambda o: (
+                -_holds_guarantee_at(g, o, old[o.name]), -o.job.priority, -o.density,
+                o.name)):
+            g.place(o)
+        if guaranteed_served(st.quotas, st.quota_used) >= before - 1e-9 * max(1.0, before):
+            g.reasons.pop(info.name, None)
+            for o in occupants:
+                if o.name not in st.placed and not o.current:
+                    g.reasons[o.name] = ("lower_priority", f"its GPUs went to {info.name}, "
+                                         f"of the higher class {info.job.priority}")
+            return True
+        st.remove(info)
+        for o in occupants:
+            st.remove(o)
+    for name, pl in old.items():
+        if pl:
+            st.place(g.by_name[name], pl)
+    return False
+
+
+def _raise_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]],
+               tries: list[int]) -> bool:
+    """Try the cheapest nodes to clear of lower-class work for `info` on each of its
+    models, best first (`nodes`: model -> its nodes; `tries`: the clearings left,
+    decremented); True when it was placed."""
+    for model in g.ranked_models(info):
+        costs = []
+        for ni in nodes.get(model, []):
+            got = _clear_cost(g, info, ni, model, below=info.job.priority)
+            if got is not None and got[1]:
+                costs.append((got[0], ni, got[1]))
+        costs.sort(key=lambda c: (c[0], c[1]))
+        for _, _, occupants in costs[:RECLAIM_NODES]:
+            if tries[0] <= 0:
+                return False
+            tries[0] -= 1
+            if _try_class_node(g, info, model, occupants):
+                return True
+    return False
+
+
+def raise_classes(request: PlanRequest, result: HeuristicResult,
+                  deadline: float | None = None) -> HeuristicResult:
+    """`result` with unplaced jobs of the higher classes placed on GPUs taken from lower
+    classes (contract 5.4's levels). A greedy pass fills the GPUs in one order; when the
+    running lower-class jobs keep their GPUs first, or a job of a higher class came after
+    the cluster filled, a higher-class job stays out although only lower-class work
+    stands in its way. For each unplaced whole-GPU job (at most one node's worth) of a
+    class above the lowest, highest class first, then by value per GPU: placed where it
+    fits if it fits; else on the few nodes of each model cheapest to clear of jobs of
+    lower classes only (`_clear_cost` with the job's class as the cap), those jobs put
+    back where they fit. A step is kept when the job adds to its class's value and the
+    guaranteed usage served does not drop: the levels above the job's class are untouched
+    (only lower classes lose), the guarantees no lower and its class higher, so the plan
+    rises lexicographically. Until `deadline` (`time.monotonic()`; L: 0.7 s of CPU for
+    no gain, hence not part of `settle_levels`). `result` itself when nothing changes."""
+    classes = priority_classes(request.jobs)
+    if len(classes) < 2 or all(result.placements.get(j.name) for j in request.jobs):
+        return result
+    g = _greedy_of(request, result)
+    st = g.state
+    most = max((len(n.gpus) for n in st.nodes), default=0)
+    cands = sorted((i for i in g.infos if i.name not in st.placed and i.shape == "whole"
+                    and not i.elastic and 1 <= i.gpus <= most and i.values
+                    and i.job.priority > classes[-1]
+                    and not (i.current and not i.preemptible)),
+                   key=lambda i: (-i.job.priority, -i.density, i.name))
+    nodes = _model_nodes(g)
+    tries = [RAISE_TRIES]
+    failed: set[tuple[str, int, int, tuple[str, ...]]] = set()
+    done = False
+    for info in cands:
+        shape = (info.job.tenant, info.gpus, info.job.priority, tuple(g.ranked_models(info)))
+        if tries[0] <= 0 or (deadline is not None and time.monotonic() > deadline):
+            break
+        if shape in failed or info.name in st.placed:
+            continue
+        if g.place(info) or _raise_one(g, info, nodes, tries):
+            done = True
+        else:
+            failed.add(shape)
+    return g.result() if done else result
+
+
+def _worth(g: Greedy, o: JobInfo, pl: Sequence[Placement] | None) -> float:
+    """Job `o`'s share of its class's value placed at `pl` (None: left out): its value
+    less its topology cost and the migration it makes; a running job left out costs its
+    preemption."""
+    pol = g.request.policy
+    if not pl:
+        return -pol.preemption_cost if o.current else 0.0
+    value = g.value_at(o, pl) - g.topology_cost(o, pl)
+    if o.current and not same_placement(pl, o.current):
+        value -= pol.migration_cost
+    return value
+
+
+def _rises(deltas: dict[int, float]) -> bool:
+    """Whether class changes `deltas` (class -> value change) raise the classes
+    lexicographically: the highest class that changes gains."""
+    for p in sorted(deltas, reverse=True):
+        if deltas[p] > HOST_TOL:
+            return True
+        if deltas[p] < -HOST_TOL:
+            return False
+    return False
+
+
+def _offers(g: Greedy, x: JobInfo, model: str, unplaced: list[JobInfo]) -> list[JobInfo]:
+    """The unplaced jobs that may take the place of placed job `x` on `model` (module
+    doc of `refill_classes`; `unplaced`: the candidates, highest class first, then by
+    value per GPU): of `x`'s class or higher, eligible there, at most `x`'s GPUs; `x`'s
+    own tenant's first within a class (keeping its guarantee); at most REFILL_OFFER."""
+    st = g.state
+    out: list[JobInfo] = []
+    rest: list[JobInfo] = []
+    for i in unplaced:
+        if i.job.priority < x.job.priority:
+            break
+        if (i.name in st.placed or model not in i.values
+                or (i.shape == "whole" and i.gpus > x.gpus)):
+            continue
+        (out if i.job.tenant == x.job.tenant else rest).append(i)
+        if len(out) >= REFILL_OFFER:
+            break
+    out.extend(rest)
+    out.sort(key=lambda i: -i.job.priority)   # stable: own tenant first within a class
+    return out[:REFILL_OFFER]
+
+
+def _refill(g: Greedy, x: JobInfo, unplaced: list[JobInfo]) -> bool:
+    """Take placed job `x` out, place the offered jobs (`_offers`) where they fit, then
+    `x` again if it still fits; kept when no less guaranteed usage is served and the
+    classes rise (`_rises`), else undone. True when kept."""
+    st = g.state
+    before = guaranteed_served(st.quotas, st.quota_used)
+    old = st.remove(x) or []
+    model = st.model_of(old)
+    added = [o for o in _offers(g, x, model, unplaced) if g.place(o)]
+    if not added:
+        st.place(x, old)
+        return False
+    g.place(x)
+    deltas: dict[int, float] = {}
+    for o in added:
+        deltas[o.job.priority] = deltas.get(o.job.priority, 0.0) + _worth(
+            g, o, st.placed.get(o.name)) - _worth(g, o, None)
+    deltas[x.job.priority] = deltas.get(x.job.priority, 0.0) + _worth(
+        g, x, st.placed.get(x.name)) - _worth(g, x, old)
+    after = guaranteed_served(st.quotas, st.quota_used)
+    if after > before + HOST_TOL or (after >= before - 1e-9 * max(1.0, before)
+                                     and _rises(deltas)):
+        for o in added:
+            g.reasons.pop(o.name, None)
+        if x.name not in st.placed and not x.current:
+            g.reasons[x.name] = ("lower_priority", "its GPUs went to jobs worth more to "
+                                 f"class {x.job.priority} or a higher one")
+        return True
+    for o in added:
+        st.remove(o)
+    st.remove(x)
+    st.place(x, old)
+    return False
+
+
+def refill_classes(request: PlanRequest, result: HeuristicResult,
+                   deadline: float | None = None) -> HeuristicResult:
+    """`result` improved class by class by exchanges (contract 5.4's levels, additive
+    objectives): a placed whole-GPU job `x` is taken out and the unplaced jobs of its
+    class or higher that are worth the most per GPU (its own tenant's first, so that its
+    guarantee stays served) are placed where they fit, then `x` again where it still
+    fits. The exchange is kept when the guaranteed usage served does not drop and the
+    highest class that changes gains: the classes above `x`'s only gain jobs, and `x`'s
+    class gains more than `x` was worth. This is how a tenant whose quota limit binds
+    trades a large job of little value per GPU for several small ones worth more, which a
+    greedy pass that placed the large job first never undoes. Jobs are tried as `x`
+    lowest class first, then least value per GPU, at most REFILL_TRIES, until
+    `deadline` (`time.monotonic()`). `result` itself when nothing changes."""
+    if (not lexicographic_levels(request)
+            or request.policy.objective in ("fairness", "priority_fifo")):
+        return result
+    g = _greedy_of(request, result)
+    st = g.state
+    stay = not request.policy.allow_preemption
+    victims = sorted((i for i in g.infos if i.name in st.placed and i.shape == "whole"
+                      and not (i.current and (stay or not i.preemptible))),
+                     key=lambda i: (i.job.priority, i.density, i.name))
+    if not victims or len(victims) == len(g.infos):
+        return result
+    unplaced = sorted((i for i in g.infos if i.name not in st.placed
+                       and not (i.current and not i.preemptible)),
+                      key=lambda i: (-i.job.priority, -i.density, i.name))
+    done = False
+    for x in victims[:REFILL_TRIES]:
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        if x.name in st.placed and _refill(g, x, unplaced):
+            done = True
+    return g.result() if done else result
+
+
+def _quota_room(g: Greedy, h: JobInfo, model: str, old: dict[str, list[Placement]]) -> None:
+    """Take placed jobs out (into `old`) until running job `h` fits its quota limits on
+    `model`: jobs of class `h`'s or lower whose usage counts toward a key that blocks it,
+    its own tenant's first, then the lowest class, the least value per GPU; at most
+    RESTORE_OUT jobs out in all."""
+    st = g.state
+    keys = set(st.quota_keys(h.job.tenant, model))
+    stay = not g.request.policy.allow_preemption
+    pool = [g.by_name[n] for n, pl in st.placed.items()
+            if g.by_name[n].job.priority <= h.job.priority
+            and not (g.by_name[n].current and (stay or not g.by_name[n].preemptible))
+            and keys.intersection(st.quota_keys(g.by_name[n].job.tenant, st.model_of(pl)))]
+    pool.sort(key=lambda o: (o.job.tenant != h.job.tenant, o.job.priority, o.density, o.name))
+    for o in pool:
+        if st.quota_fits(h, model) or len(old) >= RESTORE_OUT:
+            return
+        old[o.name] = st.remove(o) or []
+
+
+def _evict_for(g: Greedy, o: JobInfo, h: JobInfo, old: dict[str, list[Placement]]) -> bool:
+    """Place `o`, displaced for running job `h`, by taking out one placed job of a lower
+    class on a model `o` may use (its own tenant's first, for its quota, then the lowest
+    class, one at least `o`'s size, the least value per GPU; at most RECLAIM_NODES
+    tried); the job taken out goes into `old` with its first placements. True when
+    placed."""
+    st = g.state
+    models = set(g.ranked_models(o))
+    stay = not g.request.policy.allow_preemption
+    cands = [g.by_name[n] for n, pl in st.placed.items()
+             if n != h.name and g.by_name[n].job.priority < o.job.priority
+             and not (g.by_name[n].current and (stay or not g.by_name[n].preemptible))
+             and st.model_of(pl) in models]
+    cands.sort(key=lambda x: (x.job.tenant != o.job.tenant, x.job.priority, x.size < o.size,
+                              x.density, x.name))
+    for x in cands[:RECLAIM_NODES]:
+        pl = st.remove(x) or []
+        if g.place(o):
+            old.setdefault(x.name, pl)
+            return True
+        st.place(x, pl)
+    return False
+
+
+def _restore_one(g: Greedy, h: JobInfo) -> bool:
+    """Keep running job `h`, stopped or moved, where it runs by taking out the jobs on its
+    GPUs (and
+    on its host-limited nodes; of any class: one of a higher class must find a place as
+    good elsewhere, or the step is undone) and, when its quota limit binds, those of its
+    class or lower using that quota (`_quota_room`), then putting them back where they
+    fit, highest class first; kept when no less guaranteed usage is served and the
+    classes rise (`_rises`)."""
+    st = g.state
+    cur = list(h.current or [])
+    stay = not g.request.policy.allow_preemption
+    before = guaranteed_served(st.quotas, st.quota_used)
+    prev = st.remove(h)   # a migrated job leaves its new place first
+    gids = [st.gid_of[(q.node, q.gpu)] for q in cur]
+    names = _occupants(g, gids)
+    for node in {q.node for q in cur}:
+        slot = st.nodes[st.node_of[node]]
+        if slot.cpu_cap is not None or slot.mem_cap is not None:
+            names |= _occupants(g, slot.gpus)
+    if any(g.by_name[n].current and (stay or not g.by_name[n].preemptible) for n in names):
+        if prev:
+            st.place(h, prev)
+        return False
+    old = {n: st.remove(g.by_name[n]) or [] for n in sorted(names)}
+    _quota_room(g, h, st.model_of(cur), old)
+    if st.conflicts(h, cur) is None:
+        st.place(h, cur)
+        lowest = min(i.job.priority for i in g.infos)
+        for n in sorted(old, key=lambda n: (-g.by_name[n].job.priority,
+                                            -g.by_name[n].density, n)):
+            o = g.by_name[n]
+            if not g.place(o) and o.job.priority > lowest:
+                _evict_for(g, o, h, old)
+        deltas = {h.job.priority: _worth(g, h, cur) - _worth(g, h, prev)}
+        for n, pl in old.items():
+            o = g.by_name[n]
+            deltas[o.job.priority] = deltas.get(o.job.priority, 0.0) + _worth(
+                g, o, st.placed.get(n)) - _worth(g, o, pl)
+        after = guaranteed_served(st.quotas, st.quota_used)
+        if after > before + HOST_TOL or (after >= before - 1e-9 * max(1.0, before)
+                                         and _rises(deltas)):
+            g.reasons.pop(h.name, None)
+            for n in old:
+                if n not in st.placed and not g.by_name[n].current:
+                    g.reasons[n] = ("lower_priority", f"its place went to the running job "
+                                    f"{h.name}, of class {h.job.priority}")
+            return True
+        st.remove(h)
+        for n in old:
+            st.remove(g.by_name[n])
+    for n, pl in old.items():
+        if pl:
+            st.place(g.by_name[n], pl)
+    if prev:
+        st.place(h, prev)
+    return False
+
+
+def restore_running(request: PlanRequest, result: HeuristicResult,
+                    deadline: float | None = None) -> HeuristicResult:
+    """`result` with running jobs that it stops or moves kept where they run when that
+    raises the levels (additive objectives). A greedy pass that lets running jobs take
+    their turn may place many small jobs of a tenant first and leave no quota or GPUs for
+    its running gang, worth more to its class than all of them (M: a 64-GPU gang worth 256
+    of class 100, its tenant at its limit), or move a running job off GPUs a job of its
+    own class could have had elsewhere (M: 24 class-1000 migrations, 0.5 each). For each
+    such preemptible running whole-GPU job, highest class first, the stopped ones first,
+    then the largest loss against staying: the jobs on its GPUs (of any class: one of a
+    higher class must find a place as good elsewhere), and while its quota limit binds
+    jobs of its class or lower using that quota (its own tenant's first, the least value
+    per GPU first, at most RESTORE_OUT jobs in all), are taken out, it is kept, and they
+    are put back where they fit; kept when the guaranteed usage served does not drop and
+    the highest class that changes gains (`_rises`), else undone. At most RESTORE_TRIES
+    jobs, until `deadline`. `result` itself when nothing changes."""
+    pol = request.policy
+    if (not lexicographic_levels(request) or not pol.allow_preemption
+            or pol.objective in ("fairness", "priority_fifo")):
+        return result
+    g = _greedy_of(request, result)
+    st = g.state
+    moved = [i for i in g.infos if i.current and i.preemptible and i.shape == "whole"
+             and g.current_ok(i) and not same_placement(st.placed.get(i.name) or [],
+                                                         i.current)]
+    if not moved:
+        return result
+    moved.sort(key=lambda i: (-i.job.priority, i.name in st.placed,
+                              _worth(g, i, st.placed.get(i.name)) - _worth(g, i, i.current),
+                              i.name))
+    done = False
+    for h in moved[:RESTORE_TRIES]:
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        if _restore_one(g, h):
+            done = True
+    return g.result() if done else result
+
+
+def improve_levels(request: PlanRequest, result: HeuristicResult,
+                   deadline: float | None = None) -> HeuristicResult:
+    """`result` after `restore_running`, `raise_classes` and `refill_classes` (each until
+    `deadline`), then `restore_displaced`; `result` itself unless that ranks higher by
+    `models.objective.level_key` (each step's own test works on the jobs it moves: this
+    one checks the whole plan)."""
+    out = refill_classes(request, raise_classes(
+        request, restore_running(request, result, deadline), deadline), deadline)
+    out = restore_displaced(request, out)
+    if out is result or level_key(request, out.placements) <= level_key(
+            request, result.placements):
+        return result
+    return out
 
 
 def settle_levels(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:

@@ -30,6 +30,10 @@ to another model included, by the greedy's size rule otherwise; a running one th
 keeps on its model at a smaller size keeps that many of its GPUs before step 2
 (heuristics/elastic.py). Step 7 grows placed gangs between the jobs whose density their
 growth beats, and the greedy's growth pass then hands them what is still free.
+A gang spanning nodes that the LP places and that no domain has room for (in step 2, and
+after step 7 in both variants; single-node gangs and nodes then too) takes it from movable
+jobs of one domain, which go elsewhere (heuristics/domain_room.py; kept only when the
+objective rises).
 The "keep_first" variant skips steps 2-4: every running job the LP keeps on its model
 stays first, then step 6 places the rest, largest first. The first variant is better on
 most generated instances (benchmarks/RESULTS.md), not on all, so the driver tries both.
@@ -42,6 +46,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from heuristics.domain_room import place_targets_by_eviction
 from heuristics.elastic import shrink_to_sizes
 from heuristics.greedy import Greedy
 from heuristics.result import HeuristicResult
@@ -113,6 +118,8 @@ def plan_lp_round(request: PlanRequest, targets: Mapping[str, str], *,
             g.place(info, [model])
     _complete(g, clock)
     g.keep_cut_running()
+    # LP-placed gangs that no domain (or node) has room for now (domain_room.py).
+    place_targets_by_eviction(g, targets, sizes, clock.expired)
     # Elastic gangs were placed at their nominal size (on the LP's model) or by the
     # greedy's size rule; free GPUs then go to them by marginal gain (greedy.py).
     g.grow_elastic(deadline)
@@ -174,6 +181,10 @@ def _gangs_first(g: Greedy, chosen: list[JobInfo], staying: list[JobInfo],
             break
         if info.name not in st.placed:
             _place_spread(g, info, targets[info.name], reserved_all)
+    # those left out take room from movable jobs of one domain (domain_room.py)
+    place_targets_by_eviction(g, {i.name: targets[i.name] for i in movers
+                                  if not i.job.single_node},
+                              late=clock.late, prefer=targets, strict=True)
     # Step 3: the LP's running gangs on their model stay.
     for info in sorted((i for i in staying if i.shape == "whole" and i.gpus >= 2),
                        key=lambda i: (-i.gpus, -i.density, i.name)):

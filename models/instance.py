@@ -389,10 +389,10 @@ class ClusterState:
                                        set[int]]] = {}
         self._signatures: dict[tuple[frozenset[Instance], frozenset[Instance]],
                                tuple[frozenset[Instance], frozenset[Instance]]] = {}
-        #: per model, bumped whenever a signature group of `mig_index` appears or empties
-        #: (not when GPUs move between existing groups): a placer may keep an ordering
-        #: of the groups while the version holds
-        self.mig_version: dict[str, int] = {}
+        #: per model, every signature group of `mig_index` in the order they appeared (a
+        #: group that empties and comes back is listed again): a placer keeps its own
+        #: ordering of the groups and reads only what was appended since
+        self.mig_sig_log: dict[str, list[tuple[frozenset[Instance], frozenset[Instance]]]] = {}
         # Quota usage per key, and the part of it non-preemptible kept jobs hold.
         self.quotas = request.cluster.quotas
         self.quota_used: dict[QuotaKey, float] = {}
@@ -451,7 +451,7 @@ class ClusterState:
             members = groups.get(sig)
             if members is None:
                 members = groups[sig] = set()
-                self.mig_version[g.model] = self.mig_version.get(g.model, 0) + 1
+                self.mig_sig_log.setdefault(g.model, []).append(sig)
             members.add(g.gid)
         elif g.is_free:
             free = self.free_gpus[g.node].setdefault(g.model, set())
@@ -474,7 +474,6 @@ class ClusterState:
                 s.discard(g.gid)
                 if not s:
                     del groups[sig]
-                    self.mig_version[g.model] = self.mig_version.get(g.model, 0) + 1
         elif g.is_free:
             free = self.free_gpus[g.node][g.model]
             old = len(free)

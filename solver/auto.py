@@ -143,9 +143,17 @@ def auto(ctx: Context) -> Outcome:
 
 def _pruned(ctx: Context) -> Outcome:
     """Medium requests: local search (a third of the budget), then CP-SAT on pruned
-    models warm-started from the best plan so far, widened while they settle early."""
+    models warm-started from the best plan so far, widened while they settle early.
+    With quotas or priority classes, `solver.levels.level_search` comes first in place of
+    the local search, until the deadline or its restarts run out (its docstring says
+    why); CP-SAT gets what it leaves."""
     ctx.portfolio.bound()
-    ctx.portfolio.offer(local_search(ctx, 1 / 3))
+    if lexicographic_levels(ctx.request):
+        from solver.levels import level_search  # levels build on solver.exact
+
+        ctx.portfolio.offer(level_search(ctx))
+    else:
+        ctx.portfolio.offer(local_search(ctx, 1 / 3))
     done = meets_bound(ctx, ctx.portfolio.start(), "the local search's plan",
                        ctx.label("heuristic"))
     if done is not None:

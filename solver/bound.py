@@ -17,15 +17,19 @@
   per allowed size: n GPUs of the pool, earning its value on n GPUs), so that every size
   a plan may choose is a point of the LP, priced exactly, whatever the curve's shape (a
   max speedup-per-GPU relaxation would be looser on concave curves and wrong for the
-  time-based objectives, whose value is not proportional to n). Its options are not
-  single-node gang columns (`single_k` = 0): node patterns and threshold rows ignore it,
-  which only relaxes them. A fixed (non-preemptible running) one keeps its size;
+  time-based objectives, whose value is not proportional to n). A running one pays the
+  migration cost on every size but its current one, as on every model but its own: its
+  GPU set changes. A single-node one's option on n >= 2 GPUs is a single-node gang of
+  size n in the node patterns and threshold rows below (`ELASTIC_SINGLE`): it takes n
+  GPUs of one node whatever n the plan picks. A fixed (non-preemptible running) one keeps
+  its size and, as a fixed gang, stays out of them;
 - jobs with identical options (and tenant, for fairness) form a group of n jobs:
   sum of the group's option variables <= n, == n for non-preemptible running jobs;
 - objective: each option earns the job's per-job objective value; a running job also
-  earns back `preemption_cost` when placed (its constant `-preemption_cost` is added),
-  migration costs are dropped (>= 0, so the bound stays valid), and so are topology costs
-  (contract 5.5: >= 0 as well); required topology levels enter through that size
+  earns back `preemption_cost` when placed (its constant `-preemption_cost` is added)
+  and pays `migration_cost` on another model (its GPU set must change); a move within
+  its model is not seen (the cost is >= 0, so the bound stays valid), nor are topology
+  costs (contract 5.5: >= 0 as well); required topology levels enter through that size
   test (a gang fits some domain of each) and the domain rows below. For `fairness` the LP
   maximises t subject to (placed value of tenant k) >= D_k * t.
 
@@ -41,7 +45,11 @@ per gang size beyond 3,000 patterns), GPUs holding non-preemptible shares stay s
 the GPU memory of each pool is a row. When gang columns come out fractional, the model is
 re-solved with them integral (HiGHS MIP, part of the time slice): its dual bound can only
 tighten the LP's, and its incumbent gives `Relaxation.targets`, which
-heuristics/lp_round.py rounds into a plan.
+heuristics/lp_round.py rounds into a plan. Elastic gangs' columns stay continuous there
+when they are more than `MIP_ELASTIC_COLS` (the rounding places those gangs by the
+greedy's size rule anyway): on L (20,000 jobs) with 30% of the gangs elastic they made
+28,000 of the 50,000 columns integral, against 6,600 of 16,000 without, and the re-solve
+took 10 s of CPU for a single fractional column; M has 1,700 of them.
 
 Quota limits (contract 5.3, Q1) are a row family: `quota[k, m]`, the usage of the options
 of tenant k and its descendants on key m (each option's `quota`: the job's size on its
@@ -127,8 +135,10 @@ class Option(NamedTuple):
 class GroupKey(NamedTuple):
     """What makes jobs identical in the relaxation: their options, their tenant (for
     fairness), whether they are fixed (non-preemptible and running), for single-node
-    gangs their size (0 otherwise) and, for new gangs that may span nodes, the topology
-    levels they must keep in one domain of (the domain rows, `_declare_domain_rows`)."""
+    gangs their size (0 otherwise; negative for an elastic gang: `ELASTIC_SINGLE` for
+    a single-node one, whose options' sizes differ (`gang_size`), `ELASTIC_SPREAD`
+    otherwise) and, for new gangs that may span nodes, the topology levels they must
+    keep in one domain of (the domain rows, `_declare_domain_rows`)."""
 
     options: tuple[Option, ...]
     tenant: str
@@ -138,6 +148,23 @@ class GroupKey(NamedTuple):
     #: (pool, count) per pool where each of its (running) jobs holds `count` unusable
     #: GPUs (the usable rows, `_usable_entry`)
     stranded: tuple[tuple[Pool, int], ...] = ()
+
+
+#: `GroupKey.single_k` of an elastic single-node gang: each option on n >= 2 whole GPUs is a
+#: single-node gang of size n.
+ELASTIC_SINGLE = -1
+#: `GroupKey.single_k` of an elastic gang that may span nodes.
+ELASTIC_SPREAD = -2
+
+
+def gang_size(single_k: int, opt: Option) -> int:
+    """The single-node gang size of option `opt` of a group (`GroupKey.single_k`): the
+    group's size, an elastic gang's option's own size on whole GPUs (1 is not a gang), or
+    0 when the option does not pack into node patterns."""
+    if single_k == ELASTIC_SINGLE:
+        k = round(opt.amount) if opt.pool[0] == "whole" else 0
+        return k if k >= 2 else 0
+    return single_k if single_k >= 2 else 0
 
 
 @dataclass
@@ -343,8 +370,11 @@ def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
         fixed = bool(job.current and not job.preemptible)
         if not options and fixed:
             return None
-        single_k = info.gpus if info.shape == "whole" and job.single_node \
-            and not info.elastic else 0
+        single_k = 0
+        if info.elastic:
+            single_k = ELASTIC_SINGLE if job.single_node else ELASTIC_SPREAD
+        elif info.shape == "whole" and job.single_node:
+            single_k = info.gpus
         held_pools = [caps.stranded[(p.node, p.gpu)] for p in job.current or ()
                       if (p.node, p.gpu) in caps.stranded]
         stranded = tuple(sorted((q, held_pools.count(q)) for q in set(held_pools)))
@@ -371,8 +401,9 @@ def _domain_levels(info: JobInfo, request: PlanRequest, state: ClusterState,
                    stranded: tuple[tuple[Pool, int], ...]) -> tuple[str, ...]:
     """The topology levels whose domain rows a job's gang columns enter: the required
     levels of a whole-GPU gang that may span nodes (a single-node gang is in the node
-    rows). A running one enters only when its current placement (which a plan may keep,
-    grandfathered, contract 5.5) is itself in one domain of each, on usable GPUs: a
+    rows). A running one enters only when it is preemptible (a non-preemptible one holds
+    its GPUs, which the rows do not count) and its current placement (which a plan may
+    keep, grandfathered, contract 5.5) is itself in one domain of each, on usable GPUs: a
     kept placement counts in that domain's GPUs like a new one."""
     job = info.job
     if info.shape != "whole" or job.single_node:
@@ -380,7 +411,8 @@ def _domain_levels(info: JobInfo, request: PlanRequest, state: ClusterState,
     levels = tuple(lv for lv in required_levels(job) if lv != "host")
     if not levels or not job.current:
         return levels
-    if stranded:
+    if stranded or not job.preemptible:
+        # a non-preemptible one holds its GPUs, which the domain rows do not count
         return ()
     nodes = {p.node for p in job.current}
     listed = request.cluster.topology_levels
@@ -481,8 +513,10 @@ def _option(info: JobInfo, m: str, n: int | None, cur_model: str | None,
         coef, thr = coef * factor_cap, thr * factor_cap
     if job.current:
         coef += pre_cost
-        if m != cur_model and not fair:
-            coef -= policy.migration_cost  # placed on another model = migrated
+        # placed on another model, or an elastic gang on another size (contract 5.1: its
+        # GPU set changes) = migrated
+        if (m != cur_model or (n is not None and n != len(job.current))) and not fair:
+            coef -= policy.migration_cost
     mem = 0.0
     if pool[0] == "whole" and spec.memory_gib is not None:
         mem = (amount * spec.memory_gib if info.shape == "whole"
@@ -578,6 +612,9 @@ MIP_SHARE = 0.5
 MIP_MIN_LPS = 5.0
 MIP_OVERHEAD_LPS = 4.0
 
+#: Most elastic gang columns made integral in the re-solve; beyond, they stay continuous.
+MIP_ELASTIC_COLS = 10_000
+
 #: Most node patterns per model; beyond, the threshold rows stand in for them.
 MAX_PATTERNS = 3000
 
@@ -595,10 +632,11 @@ def _node_patterns(groups: dict[GroupKey, GroupCount], node_free: dict[str, list
     enumeration passes `MAX_PATTERNS` keep the threshold rows."""
     sizes: dict[str, set[int]] = {}
     for opts, _tenant, fixed_group, single_k, *_ in groups:
-        if single_k >= 2 and not fixed_group:
+        if single_k != 0 and not fixed_group:
             for opt in opts:
-                if opt.pool[0] == "whole":
-                    sizes.setdefault(opt.pool[1], set()).add(single_k)
+                k = gang_size(single_k, opt)
+                if opt.pool[0] == "whole" and k:
+                    sizes.setdefault(opt.pool[1], set()).add(k)
     out: Patterns = {}
     for m, ks in sizes.items():
         counts: dict[int, int] = {}
@@ -804,19 +842,24 @@ def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
                  patterns: Patterns, quotas: dict[str, Quota] | None = None
                  ) -> tuple[list[bool], float]:
     """x[G, o] per group and option, in order: whether each is a gang column (whole,
-    >= 2 GPUs), and the capacity-free fallback bound (each job's best value)."""
+    >= 2 GPUs; an elastic gang's only while there are at most `MIP_ELASTIC_COLS` of them,
+    module doc), and the capacity-free fallback bound (each job's best value)."""
     gang_cols: list[bool] = []
+    elastic: list[int] = []
     fallback = 0.0
     for gi, (key, slot) in enumerate(groups.items()):
         best = 0.0
-        single_gang = key.single_k >= 2 and not key.fixed
         for opt in key.options:
             model = opt.pool[1]
+            k = 0 if key.fixed else gang_size(key.single_k, opt)
+            single_gang = k >= 2
             on_patterns = single_gang and opt.pool[0] == "whole" and model in patterns
             # no node has room for the gang: the option is unusable
-            usable = not on_patterns or lp.has_row("pattern_gangs", (model, key.single_k))
+            usable = not on_patterns or lp.has_row("pattern_gangs", (model, k))
             col = lp.add_col(-opt.coef, hi=float(slot.count) if usable else 0.0)
             gang_cols.append(opt.whole and opt.amount >= 2)
+            if gang_cols[-1] and key.single_k < 0:
+                elastic.append(len(gang_cols) - 1)
             lp.entry("group", gi, col, 1.0)
             lp.entry("pool", opt.pool, col, opt.amount)
             if opt.mem > 0 and lp.has_row("gpu_memory", opt.pool):
@@ -830,17 +873,20 @@ def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
                     lp.entry("quota", qk, col, opt.quota)
             if lp.has_row("usable", opt.pool):
                 _usable_entry(lp, key, opt, col)
-            if key.levels and opt.pool[0] == "whole":
+            if key.levels and not key.fixed and opt.pool[0] == "whole":
                 _domain_entries(lp, key.levels, model, opt.amount, col)
             if on_patterns and usable:
-                lp.entry("pattern_gangs", (model, key.single_k), col, 1.0)
+                lp.entry("pattern_gangs", (model, k), col, 1.0)
             elif single_gang and opt.pool[0] == "whole" and not on_patterns:
-                for t in range(2, key.single_k + 1):
+                for t in range(2, k + 1):
                     if lp.has_row("gang_gpus", (model, t)):
-                        lp.entry("gang_gpus", (model, t), col, float(key.single_k))
+                        lp.entry("gang_gpus", (model, t), col, float(k))
                         lp.entry("gang_count", (model, t), col, 1.0)
             best = max(best, opt.coef)
         fallback += best * slot.count
+    if len(elastic) > MIP_ELASTIC_COLS:
+        for c in elastic:
+            gang_cols[c] = False
     return gang_cols, fallback
 
 

@@ -183,12 +183,12 @@ def _plan(request: PlanRequest, cancel: Event | None,
     plan_.solve_time_s = round(ctx.budget.elapsed(), 6)
     over = plan_.solve_time_s - request.policy.time_limit_s
     if over > OVERRUN_NOTE_S:
-        why = (f"the time limit of {request.policy.time_limit_s:g} s was overrun by "
-               f"{over:.2f} s (machine load {ctx.budget.load():.1f} as this solve saw it): "
-               f"with {len(request.jobs)} jobs and {ctx.budget.gpus} GPUs, building and "
-               f"validating the plan alone took {time.monotonic() - finishing:.2f} s")
-        plan_.explanation.append(why)
-        log.warning(why)
+        note = (f"the time limit of {request.policy.time_limit_s:g} s was overrun by "
+                f"{over:.2f} s (machine load {ctx.budget.load():.1f} as this solve saw it): "
+                f"with {len(request.jobs)} jobs and {ctx.budget.gpus} GPUs, building and "
+                f"validating the plan alone took {time.monotonic() - finishing:.2f} s")
+        plan_.explanation.append(note)
+        log.warning(note)
     log.debug("planned in %.3f s (limit %.3f s; load %.2f; finishing took %.3f s, "
               "reserved %.3f s)", plan_.solve_time_s, request.policy.time_limit_s,
               ctx.budget.load(), time.monotonic() - finishing, ctx.budget.reserve)

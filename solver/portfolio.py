@@ -56,6 +56,10 @@ BOUND_SHARE = 0.1
 #: Compiling the jobs: L 0.17-0.19 s (0.27 s before the eligibility rules were asked once
 #: per job kind; a prior left at 0.3 s made every later phase look half as costly).
 COMPILE_CPU_PER_JOB = 9e-6
+#: ... and per elastic gang on top (its value on every allowed size and model): L with 30%
+#: elastic gangs (4,271 of them) compiles in 0.27 s against 0.16 s; a prior without it
+#: read the machine as 1.5-1.7 times slower than it was and scaled every estimate by it.
+COMPILE_CPU_PER_ELASTIC = 2.5e-5
 #: One greedy pass: M 0.1 s, L 1.25 s (1.8 s before the MIG signature ordering was kept
 #: between placements). With less than `CUT_EARLY` of a pass left, the
 #: greedy keeps the running jobs first: measured on a loaded machine, M at 1 s 3,218
@@ -83,6 +87,11 @@ RELAX_SAFETY = 1.25
 #: jobs) 13 s before that change: a per job and a per job squared term.
 ROUNDING_CPU_PER_JOB = 1.25e-5
 ROUNDING_CPU_PER_JOB2 = 1.3e-9
+#: ... and a fixed part: without it the two terms give M 0.022 s against the 0.04-0.07 s
+#: measured (2026-12-01), and the pace measured on M's first rounding read 2-3 times the
+#: load; with quotas and classes the finishing reserve (FINISH_LEVELS_FACTOR times a
+#: prior, scaled by that pace) then kept 3.7 s of a 5 s budget back for 0.6 s of work.
+ROUNDING_CPU_S = 0.03
 #: The share of a rounding pass that must fit for the first one to run: cut, it keeps the
 #: running jobs it did not reach (heuristics/greedy.py: keep_cut_running), and a third of
 #: a pass on L (16,384 GPUs / 20,000 jobs) already gives 40,360, more than the greedy
@@ -174,7 +183,9 @@ class Portfolio:
         takes is the first measure of this solve's pace."""
         if not self._compiled:
             self._compiled = True
-            with self.budget.paced(COMPILE_CPU_PER_JOB * len(self.request.jobs)):
+            elastic = sum(1 for j in self.request.jobs if j.elastic is not None)
+            with self.budget.paced(COMPILE_CPU_PER_JOB * len(self.request.jobs)
+                                   + COMPILE_CPU_PER_ELASTIC * elastic):
                 compile_jobs(self.request)
 
     def _jobs_cpu(self, per_job: float) -> float:
@@ -190,7 +201,7 @@ class Portfolio:
     def _rounding_cpu(self) -> float:
         """The prior of one rounding pass on this request."""
         n = len(self.request.jobs)
-        return ROUNDING_CPU_PER_JOB * n + ROUNDING_CPU_PER_JOB2 * n * n
+        return ROUNDING_CPU_S + ROUNDING_CPU_PER_JOB * n + ROUNDING_CPU_PER_JOB2 * n * n
 
     def greedy(self) -> HeuristicResult:
         """The greedy plan (cut at the deadline: the jobs it did not reach stay out).

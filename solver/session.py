@@ -8,28 +8,39 @@ changed (`models.events`), and asks for a plan:
   every event applied cleanly and the resulting request passes the request's own checks;
   otherwise `EventError` names the first event that does not apply (its index, kind and
   why) and the session is unchanged.
-- `plan(time_limit_s)` solves the current state with `solver.plan` and commits the plan:
-  the session assumes the cluster manager enacts it, so every placed job is then running
-  at its planned placement (`current`), a job the plan stops is pending again, and the
-  plan's MIG changes become the GPUs' layouts. The next plan therefore starts from the
-  last one: CP-SAT and CBC receive those placements as their hint (solver.formulation's
-  `encode_hints` of the running jobs), local search starts from them, and moving them
-  costs `policy.migration_cost`.
+- `plan(time_limit_s)` plans the current state and commits the plan: the session assumes
+  the cluster manager enacts it, so every placed job is then running at its planned
+  placement (`current`), a job the plan stops is pending again, and the plan's MIG
+  changes become the GPUs' layouts. The next plan therefore starts from the last one.
+
+How a plan starts from the last one: once the session has a plan, and the request is one
+that `auto` would not solve exactly (solver/warm.py: `applies`), the plan is a *warm*
+plan (solver/warm.py: `warm_plan`): the running jobs keep their placements, finished and
+cancelled jobs have freed their GPUs, the pending and new jobs are placed into the free
+capacity by the greedy rules and the local search improves the result for the time left;
+the session keeps the measured cost of each step (`WarmMemo`) from plan to plan, which
+decides the time kept back for building and validating and whether the bound and the
+search fit. The first plan, small requests and the exact policies (`cp_sat`, `milp`) go
+through `solver.plan`, where CP-SAT and CBC receive the running jobs' placements as their
+hint and local search starts from them; moving them costs `policy.migration_cost`. Every
+plan, warm or cold, is validated against the session's current state.
 
 What is reused and what is rebuilt: the request objects of unchanged jobs and nodes are
 shared between versions (an event rebuilds only what it touches, then the request's
-cross-checks run once over the new request). Nothing compiled is carried from one plan to
-the next: every plan is a new request object, so `models.instance.compile_jobs` (cached per
-request object), the formulation, the LP bound and its solution are rebuilt by
-`solver.plan`, which has no option to take them from a previous solve. The warm start is
-the committed plan itself.
+cross-checks run once over the new request). Committing a plan that was validated
+against the current state (`commit(plan, checked=True)`: the session's own plans and the
+service's) copies only the jobs whose placement changed and the GPUs whose MIG layout
+changed, without running the request's cross-checks again: the validator has checked
+every placement and layout the commit writes. The jobs are compiled again for every
+plan (`models.instance.compile_jobs`, cached per request object); a warm plan reuses the
+last plan's MIG geometry (solver/warm.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -49,6 +60,10 @@ from models.events import (
     NodeCordoned,
     NodeRemoved,
 )
+from solver.gcpause import gc_paused
+
+if TYPE_CHECKING:
+    from solver.warm import WarmMemo
 
 Planner = Callable[[PlanRequest], Plan]
 
@@ -110,11 +125,16 @@ class _Draft:
             if job.current and not all(keep(p) for p in job.current):
                 self.jobs[name] = job.model_copy(update={"current": None})
 
-    def request(self) -> PlanRequest:
-        """The edited state as a request (the request's cross-checks run here)."""
+    def request(self, checked: bool = False) -> PlanRequest:
+        """The edited state as a request (the request's cross-checks run here, unless
+        `checked`: these very events were applied to this very state before and passed
+        them, as in a worker's copy of a session: api/session_worker.py)."""
         cluster = self.base.cluster.model_copy(update={"nodes": list(self.nodes.values())})
-        return PlanRequest(cluster=cluster, jobs=list(self.jobs.values()),
-                           policy=self.base.policy)
+        jobs = list(self.jobs.values())
+        if checked:
+            return self.base.model_copy(update={"cluster": cluster, "jobs": jobs})
+        return PlanRequest(cluster=cluster, jobs=jobs, policy=self.base.policy,
+                           interference=self.base.interference)
 
 
 # ---------------------------------------------------------------- one handler per kind
@@ -216,9 +236,12 @@ HANDLERS: dict[str, Callable[[_Draft, Any], None]] = {
 }
 
 
-def apply_events(request: PlanRequest, events: Sequence[Event]) -> PlanRequest:
+def apply_events(request: PlanRequest, events: Sequence[Event], *, checked: bool = False
+                 ) -> PlanRequest:
     """The request after `events`, in order; `EventError` names the first event that does
-    not apply (the request is never modified)."""
+    not apply (the request is never modified). `checked`: the batch was applied to this
+    state before and the result passed the request's cross-checks, which are not run
+    again (`_Draft.request`)."""
     draft = _Draft.of(request)
     for i, event in enumerate(events):
         try:
@@ -226,7 +249,7 @@ def apply_events(request: PlanRequest, events: Sequence[Event]) -> PlanRequest:
         except _Reject as e:
             raise EventError(i, event.kind, str(e)) from None
     try:
-        return draft.request()
+        return draft.request(checked)
     except ValidationError:
         pass
     # Some event broke a cross-check (a current placement naming a missing GPU, an
@@ -298,19 +321,28 @@ def _node_delta(old: Node, new: Node) -> list[Event]:
     return out
 
 
-def commit_plan(request: PlanRequest, plan: Plan) -> PlanRequest:
+def commit_plan(request: PlanRequest, plan: Plan, *, checked: bool = False) -> PlanRequest:
     """The state once `plan` is enacted: placed jobs run at their planned placements, the
-    other jobs are pending, and the plan's MIG changes are the GPUs' layouts."""
+    other jobs are pending, and the plan's MIG changes are the GPUs' layouts. Jobs whose
+    placement does not change are kept as they are. `checked`: `plan` passed the
+    validator against `request`, so the new state is built without running the
+    request's cross-checks again (module doc); otherwise they run."""
     placed = {a.job: a.placements for a in plan.assignments}
     changes = {(c.node, c.gpu): c for c in plan.mig_changes}
     nodes = request.cluster.nodes
     if changes:
         nodes = [_with_mig_changes(n, changes) for n in nodes]
-    jobs = [j if j.current is None and j.name not in placed
+    jobs = [j if j.current == placed.get(j.name)
             else j.model_copy(update={"current": placed.get(j.name)})
             for j in request.jobs]
-    cluster = request.cluster.model_copy(update={"nodes": nodes})
-    return PlanRequest(cluster=cluster, jobs=jobs, policy=request.policy)
+    cluster = request.cluster.model_copy(update={"nodes": nodes}) if changes \
+        else request.cluster
+    if checked:
+        # model_copy validates nothing and keeps the request's record that its
+        # cross-checks passed
+        return request.model_copy(update={"cluster": cluster, "jobs": jobs})
+    return PlanRequest(cluster=cluster, jobs=jobs, policy=request.policy,
+                       interference=request.interference)
 
 
 def _with_mig_changes(node: Node, changes: dict[tuple[str, int], MigChange]) -> Node:
@@ -334,11 +366,14 @@ class PlanningSession:
     """One cluster's state across planning cycles: the current request and its last plan."""
 
     def __init__(self, request: PlanRequest, last_plan: Plan | None = None,
-                 version: int = 0) -> None:
+                 version: int = 0, memo: WarmMemo | None = None) -> None:
         self._request = request
         self.last_plan = last_plan
         #: batches of events applied and plans committed so far
         self.version = version
+        #: what the steps of the warm plans cost (solver/warm.py), from plan to plan;
+        #: made by the first warm plan (solver/warm.py loads the heuristics)
+        self.memo = memo
 
     @property
     def request(self) -> PlanRequest:
@@ -346,10 +381,14 @@ class PlanningSession:
         return self._request
 
     def apply(self, events: Sequence[Event],
-              check: Callable[[PlanRequest], None] | None = None) -> None:
+              check: Callable[[PlanRequest], None] | None = None, *,
+              checked: bool = False) -> None:
         """Apply a batch of deltas: all of them, or none (`EventError`, or whatever `check`
-        raises when it refuses the resulting state)."""
-        new = apply_events(self._request, events)
+        raises when it refuses the resulting state). `checked`: this batch was applied to
+        this very state before and passed (a copy of the session replaying it:
+        `apply_events`)."""
+        with gc_paused():  # the request's cross-checks allocate per job (solver/gcpause.py)
+            new = apply_events(self._request, events, checked=checked)
         if check is not None:
             check(new)
         self._request = new
@@ -362,21 +401,52 @@ class PlanningSession:
         policy = self._request.policy.model_copy(update={"time_limit_s": time_limit_s})
         return self._request.model_copy(update={"policy": policy})
 
-    def commit(self, plan: Plan) -> None:
-        """Record `plan` as enacted: the next plan starts from it."""
-        self._request = commit_plan(self._request, plan)
+    def commit(self, plan: Plan, *, checked: bool = False) -> None:
+        """Record `plan` as enacted: the next plan starts from it. `checked`: `plan` passed
+        the validator against the current state (`commit_plan`)."""
+        self._request = commit_plan(self._request, plan, checked=checked)
         self.last_plan = plan
         self.version += 1
 
+    def warm(self, time_limit_s: float | None = None) -> bool:
+        """Whether the next plan starts warm (module doc)."""
+        return self._warm(self.planning_request(time_limit_s))
+
+    def _warm(self, request: PlanRequest) -> bool:
+        if self.last_plan is None:
+            return False
+        from solver.warm import applies
+
+        return applies(request)
+
     def plan(self, time_limit_s: float | None = None, planner: Planner | None = None
              ) -> Plan:
-        """Plan the current state (with `solver.plan` unless `planner` is given) and commit
-        the plan."""
-        solve: Planner
-        if planner is None:
-            from solver import plan as solve
+        """Plan the current state and commit the plan: with `planner` when given, else
+        warm when `warm` says so (module doc), else with `solver.plan`. The session's own
+        plans are validated against the current state before they are committed (a
+        `planner`'s are committed with the request's cross-checks)."""
+        return self.plan_request(self.planning_request(time_limit_s), planner)
+
+    def plan_request(self, request: PlanRequest, planner: Planner | None = None) -> Plan:
+        """`plan` for `request`: the current state under another policy (a time limit,
+        a server's caps), as `planning_request` gives it. The collector is paused for the
+        whole call, the commit included (solver/gcpause.py)."""
+        with gc_paused():
+            return self._plan_request(request, planner)
+
+    def _plan_request(self, request: PlanRequest, planner: Planner | None) -> Plan:
+        if planner is None and self._warm(request):
+            from solver.warm import WarmMemo, warm_plan
+
+            if self.memo is None:
+                self.memo = WarmMemo()
+            result = warm_plan(request, self.memo)
         else:
-            solve = planner
-        result = solve(self.planning_request(time_limit_s))
-        self.commit(result)
+            solve: Planner
+            if planner is None:
+                from solver import plan as solve
+            else:
+                solve = planner
+            result = solve(request)
+        self.commit(result, checked=planner is None)
         return result

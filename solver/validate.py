@@ -539,11 +539,12 @@ def _check_running(c: _Ctx) -> None:
         for name, n in Counter(listed).items():
             if n > 1:
                 c.add("running", f"{label} lists the job {n} times", job=name)
-        for name in sorted(set(listed) - set(truth)):
+        listed_set = set(listed)
+        for name in sorted(listed_set - set(truth)):
             c.add("running", f"listed in {label} but the plan does not "
                   f"{'stop' if label == 'preempted' else 'move'} it", job=name)
         for name in truth:
-            if name not in listed:
+            if name not in listed_set:
                 c.add("running", f"{'stopped' if label == 'preempted' else 'moved'} running "
                       f"job missing from {label}", job=name)
 

@@ -187,16 +187,21 @@ def export_plan(
         configs, touched = _node_configs(plan, request)
         if configs:
             out.mig_parted = {"version": "v1", "mig-configs": configs}
+        running_on: dict[str, set[str]] = {}
+        if touched:
+            for j in request.jobs:
+                for p in j.current or []:
+                    running_on.setdefault(p.node, set()).add(j.name)
         for node, gpus in touched.items():
             config = CONFIG_PREFIX + node
             out.node_labels[node] = {names.LABEL_MIG_CONFIG: config}
-            running = sorted(j.name for j in request.jobs
-                             if any(p.node == node for p in j.current or []))
+            running = sorted(running_on.get(node, ()))
             out.drain.append(DrainEntry(node=node, config=config, gpus=gpus, pods=running))
+    migrated = set(plan.migrated)
     for a in plan.assignments:
         job = jobs.get(a.job)
         if job is not None and job.current:
-            if a.job in plan.migrated:
+            if a.job in migrated:
                 out.migrations.append(Move(pod=a.job, node=a.placements[0].node))
             continue
         pods = list(pods_of.get(a.job, []))

@@ -196,12 +196,13 @@ class _Exporter:
         """All actions of the plan, in order: requeues, pins, comments, operator steps."""
         jobs = self.snap.jobs
         requeued: set[str] = set()
+        migrated = set(self.plan.migrated)
         for name in [*self.plan.preempted, *self.plan.migrated]:
             job = jobs.get(name)
             if job is None or PART_SEP in name or job.id in requeued:
                 continue
             requeued.add(job.id)
-            why = "migrated" if name in self.plan.migrated else "preempted"
+            why = "migrated" if name in migrated else "preempted"
             self.cmd(job.id, "requeue", "requeuehold", job.id,
                      note=f"{why} by the plan: back to pending, held, for the next round")
         for a in self.plan.assignments:

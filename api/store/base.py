@@ -14,7 +14,8 @@ in the database itself:
   with its heartbeat (`request_cancel`, then `heartbeat` returns the id).
 
 A planning session's row carries a version, raised by one at every change; a change is
-written only over the version it was made from (`session_update`, optimistic concurrency),
+written only over the version it was made from (`session_update` writes the row whole,
+`session_append` appends one change to it; optimistic concurrency),
 so two replicas changing one session at once never lose either change silently: the
 second write finds another version and its replica re-reads the session.
 
@@ -75,7 +76,10 @@ class SessionHead:
 
 @dataclass(frozen=True, slots=True)
 class SessionRecord:
-    """One planning session as stored: its state as request JSON and its last plan as JSON."""
+    """One planning session as stored: its state as request JSON and its last plan as JSON,
+    as last written whole, then `pending`: the changes made since, one line each (an event
+    batch or a committed plan, api/sessions.py), which give the current state when
+    replayed on it."""
 
     id: str
     created_at: float
@@ -83,6 +87,7 @@ class SessionRecord:
     version: int
     request_json: str
     plan_json: str | None = None
+    pending: str = ""
 
     @property
     def head(self) -> SessionHead:
@@ -150,6 +155,11 @@ class SolveStore(Protocol):
     def session_update(self, rec: SessionRecord, expected_version: int) -> bool:
         """Write `rec` over the stored session if its version is still `expected_version`;
         False when another change came first (or the session is gone)."""
+
+    def session_append(self, session_id: str, expected_version: int, updated_at: float,
+                       change: str) -> bool:
+        """Append `change` (one line) to the session's pending changes and raise its
+        version by one if it is still `expected_version`; False otherwise."""
 
     def session_delete(self, session_id: str) -> bool:
         """Delete a session; True when it existed."""

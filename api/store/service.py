@@ -36,7 +36,7 @@ from api.errors import (
 )
 from api.intake import Intake, PreparedRequest, RawRequest, prepare_request
 from api.metrics import Metrics
-from api.pool import PlanJSON, SolverPool, SolveTask, TaskState
+from api.pool import LateBound, PlanJSON, SolverPool, SolveTask, TaskState
 from api.settings import Settings
 from api.store.base import LIVE_STATES, SolveRecord, SolveStore
 from models import PlanRequest
@@ -182,6 +182,15 @@ class SolveService:
         if isinstance(request, PlanRequest):
             request = await asyncio.to_thread(prepare_request, request, self.settings)
         task = self._task(request)
+        self._submit(task)
+        return await asyncio.shield(task.future)
+
+    async def solve_late(self, payload: LateBound, solver: str, time_limit_s: float
+                         ) -> PlanJSON:
+        """Solve a payload decided when its worker is known (a session plan:
+        api/session_worker.py) and wait for the plan (raises a ServiceError on failure)."""
+        task = SolveTask(id=uuid.uuid4().hex, payload=payload, solver=solver,
+                         time_limit_s=time_limit_s)
         self._submit(task)
         return await asyncio.shield(task.future)
 

@@ -72,6 +72,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX IF NOT EXISTS planning_sessions_updated ON planning_sessions (updated_at)",
     )),
+    Migration(5, "planning sessions: the changes since the state was last written whole", (
+        "ALTER TABLE planning_sessions ADD COLUMN pending TEXT NOT NULL DEFAULT ''",
+    )),
 )
 
 #: The newest schema version this code knows.
@@ -82,7 +85,7 @@ _COLUMNS = ("id", "request_hash", "state", "backend", "created_at", "started_at"
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM solves"
 _LIVE = "('queued', 'running')"
 _SESSION_HEAD = ("id", "created_at", "updated_at", "version")
-_SESSION_COLUMNS = (*_SESSION_HEAD, "request", "last_plan")
+_SESSION_COLUMNS = (*_SESSION_HEAD, "request", "last_plan", "pending")
 
 
 class SqlStore(ABC):
@@ -251,7 +254,7 @@ class SqlStore(ABC):
         self._run(f"INSERT INTO planning_sessions ({', '.join(_SESSION_COLUMNS)}) "
                   f"VALUES ({', '.join('?' * len(_SESSION_COLUMNS))})",
                   (rec.id, rec.created_at, rec.updated_at, rec.version, rec.request_json,
-                   rec.plan_json))
+                   rec.plan_json, rec.pending))
 
     def session_head(self, session_id: str) -> SessionHead | None:
         """A session's version and timestamps, or None."""
@@ -268,17 +271,28 @@ class SqlStore(ABC):
                             "WHERE id = ?", (session_id,))
         if not rows:
             return None
-        sid, created, updated, version, request, plan = rows[0]
+        sid, created, updated, version, request, plan, pending = rows[0]
         return SessionRecord(str(sid), float(created), float(updated), int(version),
-                             str(request), plan if isinstance(plan, str) else None)
+                             str(request), plan if isinstance(plan, str) else None,
+                             str(pending or ""))
 
     def session_update(self, rec: SessionRecord, expected_version: int) -> bool:
         """Write `rec` if the stored version is still `expected_version` (compare and set
         in one statement, so two replicas cannot both win)."""
         _, n = self._run("UPDATE planning_sessions SET updated_at = ?, version = ?, "
-                         "request = ?, last_plan = ? WHERE id = ? AND version = ?",
+                         "request = ?, last_plan = ?, pending = ? WHERE id = ? AND version = ?",
                          (rec.updated_at, rec.version, rec.request_json, rec.plan_json,
-                          rec.id, expected_version))
+                          rec.pending, rec.id, expected_version))
+        return n > 0
+
+    def session_append(self, session_id: str, expected_version: int, updated_at: float,
+                       change: str) -> bool:
+        """Append one change line to the session's `pending` and raise its version by one,
+        if its version is still `expected_version` (one statement, as `session_update`)."""
+        _, n = self._run("UPDATE planning_sessions SET updated_at = ?, version = ?, "
+                         "pending = pending || ? WHERE id = ? AND version = ?",
+                         (updated_at, expected_version + 1, change + "\n", session_id,
+                          expected_version))
         return n > 0
 
     def session_delete(self, session_id: str) -> bool:

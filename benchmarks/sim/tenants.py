@@ -13,6 +13,11 @@ the `"*"` key (all models; contract 5.3) of the cluster's whole-GPU capacity:
   `L_k = max(ceil(G_k * borrow_factor), largest job of k)` (the largest job is the floor
   so that every job of the trace can run at some time).
 
+`limit_time(result, quotas)` tells, per tenant, how long it had work waiting and how
+much of that time its quota limit held it (its smallest waiting job did not fit beside its
+usage within the limit), or it was below its limit while GPUs stood idle: where a policy
+within the limits has room to do better than another.
+
 Every tenant shares one implicit cohort (no `parent`): what one does not use, the others
 borrow. `with_quotas(cluster, quotas)` returns the cluster carrying them; the simulator's
 requests to gpuplan then carry `Cluster.quotas` and each job's `tenant`.
@@ -23,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from benchmarks.sim.engine import job_units
+from benchmarks.sim.engine import SimResult, job_units
 from benchmarks.sim.workloads.trace import TraceJob
 from models import Cluster, Quota
 from models.request import ANY_MODEL
@@ -93,3 +98,31 @@ def limit(quotas: Mapping[str, Quota], tenant: str) -> float:
     """A tenant's limit on the `"*"` key (inf when unlimited)."""
     q = quotas.get(tenant)
     return q.limit.get(ANY_MODEL, math.inf) if q is not None else math.inf
+
+
+def limit_time(result: SimResult, quotas: Mapping[str, Quota], end: float | None = None
+               ) -> dict[str, dict[str, float]]:
+    """Per tenant with waiting work at some round, seconds from each round to the next
+    (the last to `end`, by default the last completion): `waiting_s` with a job waiting,
+    `at_limit_s` of those with its smallest waiting job beyond its limit beside its usage
+    (`limit` on the `"*"` key), `below_idle_s` with it within the limit while at least as
+    many GPU equivalents as it asks for stood idle (`result.gpus_total` less every
+    tenant's usage)."""
+    rounds = result.tenant_rounds
+    stop = end if end is not None else max((r.finish or 0.0 for r in result.jobs),
+                                           default=0.0)
+    out: dict[str, dict[str, float]] = {}
+    for k, rd in enumerate(rounds):
+        span = (rounds[k + 1].t if k + 1 < len(rounds) else stop) - rd.t
+        if span <= 0:
+            continue
+        idle = result.gpus_total - sum(rd.usage.values())
+        for t, small in rd.smallest.items():
+            fig = out.setdefault(t, {"waiting_s": 0.0, "at_limit_s": 0.0,
+                                     "below_idle_s": 0.0})
+            fig["waiting_s"] += span
+            if rd.usage.get(t, 0.0) + small > limit(quotas, t) + 1e-9:
+                fig["at_limit_s"] += span
+            elif idle + 1e-9 >= small:
+                fig["below_idle_s"] += span
+    return out

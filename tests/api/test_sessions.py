@@ -204,3 +204,74 @@ def test_concurrent_plans_on_one_session_are_serialised(server: Server) -> None:
         with ThreadPoolExecutor(2) as pool:
             assert list(pool.map(plan_once, range(2))) == [200, 200]
         assert _state(c, sid)["version"] == 2
+
+
+def test_changes_appended_to_the_row_replay_after_a_restart(tmp_path: Path) -> None:
+    """Event batches and plans are appended to the session's row (not written whole) and
+    the row is written whole again once they outgrow the state; a restarted server
+    replays them into the same state, and its plans continue from there."""
+    from api.store import open_store
+
+    first = Server(tmp_path, workers=1, planner="solver:plan", max_time_limit_s=5,
+                   kill_grace_s=5).start()
+    seen_pending = False
+    try:
+        with first.client() as c:
+            sid = _open(c, solver_snapshot(solver="heuristic", time_limit_s=1).model_dump(
+                mode="json", exclude_none=True))
+            for r in range(4):
+                batch = [{"kind": "job_submitted", "job": {"name": f"j{r}", "gpus": 1}},
+                         {"kind": "job_cancelled", "job": "wait" if r == 0 else f"j{r - 1}"}]
+                assert c.post(f"/v1/sessions/{sid}/events", json={"events": batch}
+                              ).status_code == 200
+                store = open_store(f"sqlite:///{tmp_path / 'gpuplan.db'}")
+                try:
+                    rec = store.session_get(sid)
+                finally:
+                    store.close()
+                assert rec is not None and rec.version == 2 * r + 1
+                seen_pending = seen_pending or rec.pending != ""
+                plan = c.post(f"/v1/sessions/{sid}/plan", json={"time_limit_s": 1})
+                assert plan.status_code == 200, plan.text
+            before = _state(c, sid)
+    finally:
+        first.stop()
+    assert seen_pending
+    second = Server(tmp_path, workers=1, planner="solver:plan", max_time_limit_s=5,
+                    kill_grace_s=5).start()
+    try:
+        with second.client() as c:
+            after = _state(c, sid)
+            assert after["version"] == before["version"] == 8
+            assert after["request"] == before["request"]
+            assert after["last_plan"] == before["last_plan"]
+            again = c.post(f"/v1/sessions/{sid}/plan", json={"time_limit_s": 1})
+            assert again.status_code == 200, again.text
+            state = PlanRequest.model_validate(after["request"])
+            assert validate_plan(state, Plan.model_validate(again.json())) == []
+    finally:
+        second.stop()
+
+
+def test_a_session_the_worker_no_longer_holds_is_sent_whole(server: Server) -> None:
+    """The worker keeps the last few sessions it planned: after it planned more than that,
+    the first session's next plan finds it gone (a stale answer), is sent again with the
+    whole state, and answers as usual from the session's current state."""
+    from api.session_worker import HELD
+
+    with server.client() as c:
+        sids = [_open(c) for _ in range(HELD + 1)]
+        for sid in sids:
+            r = c.post(f"/v1/sessions/{sid}/plan", json={"time_limit_s": 1})
+            assert r.status_code == 200, r.text
+        first = sids[0]
+        assert c.post(f"/v1/sessions/{first}/events", json={"events": EVERY_KIND[:2]}
+                      ).status_code == 200
+        state = PlanRequest.model_validate(_state(c, first)["request"])
+        r = c.post(f"/v1/sessions/{first}/plan", json={"time_limit_s": 1})
+        assert r.status_code == 200, r.text
+        plan = Plan.model_validate(r.json())
+        assert validate_plan(state, plan) == []
+        assert {a.job for a in plan.assignments} | {u.job for u in plan.unplaced} == \
+            {j.name for j in state.jobs}
+        assert _state(c, first)["version"] == 3

@@ -108,6 +108,24 @@ def test_bound_fits_same_domain_gangs_into_domains() -> None:
                                              rel=1e-4)
 
 
+def test_bound_keeps_a_fixed_same_domain_gang_out_of_the_domain_rows() -> None:
+    """A non-preemptible running same-domain gang holds its domain's GPUs, which the domain
+    rows do not count: it must not take a place in them too (the bound would fall below
+    the plan that keeps it and places the new gang in the other domain)."""
+    nodes = [node(n, "A100-SXM4-80GB", 2, topology_domain=d)
+             for n, d in (("a", "d1"), ("b", "d1"), ("c", "d2"), ("e", "d2"))]
+    running = [{"node": n, "gpu": i} for n in ("a", "b") for i in range(2)]
+    req = request(nodes, [
+        {"name": "r", "gpus": 4, "single_node": False, "same_domain": True,
+         "preemptible": False, "current": running},
+        {"name": "g", "gpus": 4, "single_node": False, "same_domain": True}])
+    best = plan_greedy(req)
+    assert set(best.placements) == {"r", "g"} and violations(req, best) == []
+    bound = upper_bound(req)
+    assert bound is not None
+    assert bound >= evaluate(req, best.placements).objective_value - 1e-6
+
+
 @settings(max_examples=120, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=10**9))

@@ -143,6 +143,9 @@ def test_lp_rounding_shrinks_a_running_gang_where_it_runs() -> None:
     req = _running_wide_gang()
     rel = relax(req)
     assert rel is not None and rel.amounts.get("e") == 8
+    # the LP charges the size change as a migration: its bound is the optimum, 14.5
+    # (coefficients rounded up by at most 0.2%), not 15
+    assert 14.5 - 1e-6 <= rel.bound <= 14.5 * 1.002 + 1e-6
     result = plan_lp_round(req, rel.targets, sizes=rel.amounts)
     e, f = result.placements["e"], result.placements["f"]
     assert len(e) == 8 and {p.node for p in e} == {"n0"}   # a subset of where it runs
@@ -155,9 +158,32 @@ def test_lp_rounding_shrinks_a_running_gang_where_it_runs() -> None:
     # only allowed sizes below the current one, on the job's own GPUs
     g = Greedy(req)
     info = g.by_name["e"]
-    assert len(kept_subset(info, 8)) == 8
+    assert len(kept_subset(g, info, 8)) == 8
     assert not keep_resized(g, info, 12) and not keep_resized(g, info, 16)
     assert keep_resized(g, info, 8) and not keep_resized(g, info, 8)
+
+
+def test_a_shrunk_gang_keeps_no_gpu_of_a_cordoned_node() -> None:
+    # The gang runs on n0 and n1, and n1 is cordoned: it may stay there whole (kept,
+    # grandfathered), but 8 of its GPUs are a new placement, which n1 cannot hold. So it
+    # keeps n0's 8 and f takes nothing of n1 either.
+    from heuristics.elastic import keep_resized, kept_subset
+    from heuristics.greedy import Greedy
+
+    req = _running_wide_gang()
+    nodes = [n.model_copy(update={"schedulable": n.name != "n1"})
+             for n in req.cluster.nodes]
+    req = req.model_copy(update={"cluster": req.cluster.model_copy(update={"nodes": nodes})})
+    g = Greedy(req)
+    info = g.by_name["e"]
+    assert {p.node for p in kept_subset(g, info, 8)} == {"n0"}
+    assert len(kept_subset(g, info, 12)) == 8 and not keep_resized(g, info, 12)
+    # with n0's GPUs taken, no 8 usable GPUs of its own are left to keep
+    g.state.place(g.by_name["f"], [p for p in info.current or [] if p.node == "n0"])
+    assert not keep_resized(g, info, 8)
+    built = plan(req.model_copy(update={"policy": req.policy.model_copy(
+        update={"time_limit_s": 5})}))
+    assert validate_plan(req, built) == []
 
 
 def test_lp_rounding_moves_a_running_gang_to_the_lps_model_and_size() -> None:
@@ -189,3 +215,22 @@ def test_lp_rounding_moves_a_running_gang_to_the_lps_model_and_size() -> None:
         assert [p.node for p in result.placements["e"]] == ["h", "h"], variant
         assert len(result.placements["f"]) == 3
         assert evaluate(req, result.placements).objective_value == pytest.approx(7.4)
+
+
+def test_bound_packs_single_node_elastic_gangs_into_nodes() -> None:
+    # Two 4-GPU nodes, two elastic single-node gangs on 3 GPUs (their only allowed size)
+    # and a 2-GPU gang. Pooled, all three fill the 8 GPUs; on nodes each elastic gang
+    # leaves its node's 4th GPU idle and the 2-GPU gang fits nowhere beside it. The node
+    # patterns see that once the elastic gangs' sizes are gang sizes in them: the bound
+    # is the optimum.
+    req = _request([4, 4], [
+        *({"name": f"e{i}", "gpus": 3, "elastic": {"min_gpus": 3, "max_gpus": 3,
+                                                   "speedup": {"3": 3.0}}}
+          for i in range(2)),
+        {"name": "f", "gpus": 2}])
+    exact = plan(req.model_copy(update={"policy": req.policy.model_copy(
+        update={"solver": "cp_sat", "time_limit_s": 10})}))
+    assert exact.status == "optimal"
+    bound = upper_bound(req)
+    assert bound is not None
+    assert exact.objective_value - 1e-6 <= bound <= exact.objective_value * 1.002 + 1e-6

@@ -257,3 +257,16 @@ def test_diff_events_turn_one_snapshot_into_the_next() -> None:
     assert diff_events(new, new) == []
     back = diff_events(new, old)
     assert _same_state(apply_events(new, back), old)
+
+
+def test_events_keep_the_requests_interference_pairs() -> None:
+    """A batch rebuilds the request from its jobs and nodes: the co-location interference
+    pairs (contract 5.2) stay, checked or replayed as checked."""
+    data = snapshot().model_dump(mode="json", exclude_none=True)
+    data["interference"] = [{"a": "x", "b": "y", "speed": 0.8}]
+    req = PlanRequest.model_validate(data)
+    batch = events({"kind": "job_cancelled", "job": "wait"})
+    for checked in (False, True):
+        after = apply_events(req, batch, checked=checked)
+        assert after.interference == req.interference
+        assert [j.name for j in after.jobs] == ["run", "small"]

@@ -12,6 +12,7 @@ from benchmarks.sim.policies.gavel_maxmin import GavelMaxMin
 from benchmarks.sim.policies.gpuplan import GpuPlan
 from benchmarks.sim.policies.kueue_like import KueueLike
 from benchmarks.sim.policies.tiresias_las import TiresiasLas
+from benchmarks.sim.policies.within_limits import FifoWithinLimits, SrptWithinLimits
 
 #: Policy name -> factory of a fresh policy object (policies may keep per-run state).
 POLICIES: dict[str, Callable[[], SchedulingPolicy]] = {
@@ -22,7 +23,9 @@ POLICIES: dict[str, Callable[[], SchedulingPolicy]] = {
     "afs_elastic": AfsElastic,
     "gpuplan_fixed": lambda: GpuPlan(elastic=False, name="gpuplan_fixed"),
     "kueue_like": KueueLike,
+    "fifo_limits": FifoWithinLimits,
+    "srpt_limits": SrptWithinLimits,
 }
 
-__all__ = ["POLICIES", "AfsElastic", "FifoFirstFit", "GavelMaxMin", "GpuPlan", "KueueLike",
-           "TiresiasLas"]
+__all__ = ["POLICIES", "AfsElastic", "FifoFirstFit", "FifoWithinLimits", "GavelMaxMin",
+           "GpuPlan", "KueueLike", "SrptWithinLimits", "TiresiasLas"]

@@ -99,3 +99,24 @@ def test_an_old_sqlite_session_table_is_kept(tmp_path: Path) -> None:
         assert store.session_get("kept") == SessionRecord("kept", 1.0, 2.0, 7, "{}", None)
     finally:
         store.close()
+
+
+def test_changes_append_over_their_version_and_a_whole_write_drops_them(db_url: str) -> None:
+    now = time.time()
+    store = open_store(db_url)
+    try:
+        store.session_create(_session("s", 0, now))
+        assert store.session_append("s", 0, now + 1, 'E{"events": 1}')
+        assert not store.session_append("s", 0, now + 2, "Plost")  # version 1 now
+        assert store.session_append("s", 1, now + 3, 'P{"plan": 2}')
+        got = store.session_get("s")
+        assert got is not None and got.version == 2 and got.updated_at == now + 3
+        assert got.pending.splitlines() == ['E{"events": 1}', 'P{"plan": 2}']
+        assert got.request_json == '{"jobs": []}'  # the state written whole is untouched
+        assert store.session_head("s") == got.head
+        assert store.session_update(_session("s", 3, now + 4, '{"v": 3}'), 2)
+        got = store.session_get("s")
+        assert got is not None and got.pending == "" and got.request_json == '{"v": 3}'
+        assert not store.session_append("nope", 0, now, "E{}")
+    finally:
+        store.close()
