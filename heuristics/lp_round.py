@@ -222,26 +222,33 @@ def _complete(g: Greedy, clock: _Clock) -> None:
 
 def _place_gang(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> bool:
     """Place single-node gang `info` on `model` on the node where it takes the fewest
-    `reserved` GPUs (then the tightest fit, then node order); False if none fits."""
+    `reserved` GPUs (then the fewest free GPUs, best fit, then the fewest unreserved ones
+    left over, then node order); False if none fits. The nodes come fewest free GPUs
+    first, so the scan stops past the free count of a node that displaces nothing (XL:
+    3,187 gangs scanned every node of their model, 60% of the rounding)."""
     st = g.state
     k = info.gpus
-    best: tuple[int, int, int] | None = None
-    for ni in st.nodes_with_free(model, k):
-        node = st.nodes[ni]
-        if not node.host_fits(info.cpu, info.host_mem):
-            continue
-        free_set = st.free_gpus[ni][model]
-        clean = len(free_set) - len(free_set & reserved)
-        key = (max(0, k - clean), max(0, clean - k), ni)
-        if best is None or key < best:
-            best = key
+    best: tuple[int, int, int, int] | None = None
+    buckets = st.buckets.get(model, [])
+    for c in range(max(k, 1), len(buckets)):
+        # the nodes with c free GPUs of the model (unordered: ties go to the node order)
+        if best is not None and best[0] == 0:
+            break
+        for ni in buckets[c]:
+            free_set = st.free_gpus[ni][model]
+            clean = c - len(free_set & reserved) if reserved else c
+            key = (max(0, k - clean), c, max(0, clean - k), ni)
+            # the host check (the costly part) only for a node that would be the new best
+            if (best is None or key < best) and st.nodes[ni].host_fits(info.cpu,
+                                                                      info.host_mem):
+                best = key
     if best is None:
         return False
     # the GPUs are ordered on the chosen node only (ordering them on every node made
     # this quadratic: XL spent most of its rounding here)
-    free = sorted(st.free_gpus[best[2]][model],
+    free = sorted(st.free_gpus[best[3]][model],
                   key=lambda gid: (gid in reserved, st.gpus[gid].index))
-    return _commit(g, info, [(best[2], free[:k])])
+    return _commit(g, info, [(best[3], free[:k])])
 
 
 def _place_spread(g: Greedy, info: JobInfo, model: str, reserved: set[int]) -> bool:
@@ -304,7 +311,8 @@ def _commit(g: Greedy, info: JobInfo, take: list[tuple[int, list[int]]]) -> bool
     """Place `info` on the GPUs `take` ((node, GPU ids) pairs) if the state's conflict
     checks (the whole contract) allow it."""
     st = g.state
-    placements = [Placement(node=st.nodes[ni].name, gpu=st.gpus[gid].index)
+    # built unvalidated: node names and GPU indexes come from the cluster itself
+    placements = [Placement.model_construct(node=st.nodes[ni].name, gpu=st.gpus[gid].index)
                   for ni, gids in take
                   for gid in sorted(gids, key=lambda gid: st.gpus[gid].index)]
     if st.conflicts(info, placements) is not None:

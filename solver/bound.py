@@ -5,7 +5,8 @@
 - resource pools: per GPU model, its non-MIG GPUs (capacity = their number) and its MIG
   GPUs (capacity = their number, in GPUs of compute). Usable GPUs (healthy, schedulable)
   count, and so do unusable ones that a running job occupies now (only a kept placement
-  may use them);
+  may use them: a pool holding such GPUs gets a `usable` row, in which every job
+  takes its amount less the unusable GPUs it holds now, up to the pool's usable GPUs);
 - a job option (model m): a whole gang takes `gpus` of m's non-MIG pool, a share its
   fraction, a MIG job the compute share of its smallest profile on m (at least what any
   instance it gets takes). Options that can never be used are left out: ineligible models
@@ -28,9 +29,15 @@
   earns back `preemption_cost` when placed (its constant `-preemption_cost` is added)
   and pays `migration_cost` on another model (its GPU set must change); a move within
   its model is not seen (the cost is >= 0, so the bound stays valid), nor are topology
-  costs (contract 5.5: >= 0 as well); required topology levels enter only through that size
-  test (a gang fits some domain of each), the LP does not see domains. For `fairness` the LP
+  costs (contract 5.5: >= 0 as well); required topology levels enter through that size
+  test (a gang fits some domain of each) and the domain rows below. For `fairness` the LP
   maximises t subject to (placed value of tenant k) >= D_k * t.
+
+Domains enter through the size test above and through domain rows: new gangs that must
+keep their GPUs in one domain of a level (same_domain, a required topology level) fit,
+per level, model and gang size t, only the domains with at least t usable free GPUs, in
+number at most sum_d floor(c_d / t) (`_declare_domain_rows`). Without them, the pooled
+LP counted L's six same-domain 64-GPU gangs on H100, where no domain has 64 free.
 
 Node structure enters in three places: single-node gangs pack into node patterns (per
 model and free-GPU count, the maximal multisets of gang sizes that fit; threshold rows
@@ -56,7 +63,8 @@ eligibility and gang sizes are relaxations of the contract's constraints), so th
 optimum is a valid bound for `throughput`, `jct`, `makespan`, `priority_fifo` (whose
 feasible set is a subset of `throughput`'s with the same objective) and `fairness`.
 Host CPU/memory and MIG geometry are relaxed away. Coefficients are rounded up to a
-0.2% geometric grid so that jobs group more (the bound loosens by at most 0.2%). If
+1e-5 geometric grid so that float noise does not split groups (the bound loosens by at
+most 1e-5; a 0.2% grid cost L 0.11% of its bound for 1% fewer groups). If
 HiGHS does not finish in time, the sum of every job's best value (capacity ignored) is
 returned instead: still valid, looser.
 
@@ -72,11 +80,13 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from models import Gpu, Node, PlanRequest
-from models.capacity import CapacitySummary, usable
+from models.capacity import CapacitySummary, node_domains, usable
+from models.catalog import MigProfileSpec
 from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import objective_value_of, tenant_demands
 from models.request import Quota
@@ -100,7 +110,7 @@ _REL_MARGIN = 1e-7
 _ABS_MARGIN = 1e-6
 
 #: Relative grid on which objective coefficients are rounded up before grouping.
-_GRID = 0.002
+_GRID = 1e-5
 _LOG_GRID = math.log1p(_GRID)
 
 Pool = tuple[str, str]  # ("whole" | "mig", model)
@@ -124,15 +134,20 @@ class Option(NamedTuple):
 
 class GroupKey(NamedTuple):
     """What makes jobs identical in the relaxation: their options, their tenant (for
-    fairness), whether they are fixed (non-preemptible and running) and, for single-node
-    gangs, their size (0 otherwise; negative for an elastic gang: `ELASTIC_SINGLE` for
+    fairness), whether they are fixed (non-preemptible and running), for single-node
+    gangs their size (0 otherwise; negative for an elastic gang: `ELASTIC_SINGLE` for
     a single-node one, whose options' sizes differ (`gang_size`), `ELASTIC_SPREAD`
-    otherwise)."""
+    otherwise) and, for new gangs that may span nodes, the topology levels they must
+    keep in one domain of (the domain rows, `_declare_domain_rows`)."""
 
     options: tuple[Option, ...]
     tenant: str
     fixed: bool
     single_k: int
+    levels: tuple[str, ...] = ()
+    #: (pool, count) per pool where each of its (running) jobs holds `count` unusable
+    #: GPUs (the usable rows, `_usable_entry`)
+    stranded: tuple[tuple[Pool, int], ...] = ()
 
 
 #: `GroupKey.single_k` of an elastic single-node gang: each option on n >= 2 whole GPUs is a
@@ -179,17 +194,16 @@ class _Capacity:
     whole_cap: dict[str, int]
     #: the counted GPUs per node, domain and topology level (`models.capacity`)
     summary: CapacitySummary
-    #: (level, model) -> `most_in_one`, as asked (each answer is a pass over the domains:
-    #: L with 30% elastic gangs asked 2,200 times, 0.4 s)
-    _most: dict[tuple[str, str], int] = field(default_factory=dict)
-
-    def most_in_one(self, level: str, model: str) -> int:
-        """The most non-MIG GPUs of `model` in one domain of topology level `level`."""
-        key = (level, model)
-        hit = self._most.get(key)
-        if hit is None:
-            hit = self._most[key] = self.summary.most_in_one(level, (model, False))
-        return hit
+    #: (topology level, model) -> each domain's usable non-MIG GPUs not held by a
+    #: non-preemptible running job ("domain" is v1's `topology_domain`)
+    domain_free: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    #: the unusable GPUs (node, index) a running job holds -> their pool: counted in
+    #: `cap`, but only that job, kept there, can use them
+    stranded: dict[tuple[str, int], Pool] = field(default_factory=dict)
+    #: pool holding such GPUs -> its usable GPUs
+    usable_cap: dict[Pool, int] = field(default_factory=dict)
+    #: (level, model) -> the most counted non-MIG GPUs in one domain (`_most_in_one`)
+    most_in: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
@@ -226,7 +240,41 @@ def _capacities(state: ClusterState, request: PlanRequest) -> _Capacity:
                 node_free.setdefault(m, []).append(c)
     shared_models = {state.gpus[state.gid_of[key]].model for key in pinned_shares}
     whole_cap = {m: unpinned.total((m, False)) for m in shared_models}
-    return _Capacity(cap, per_node, dom_count, node_free, whole_cap, every)
+    stranded: dict[tuple[str, int], Pool] = {}
+    for key in occupied:
+        gid = state.gid_of.get(key)
+        if gid is not None and not state.gpus[gid].usable:
+            g = state.gpus[gid]
+            stranded[key] = ("mig" if g.mig else "whole", g.model)
+    usable_cap = {p: cap[p] - sum(1 for q in stranded.values() if q == p)
+                  for p in set(stranded.values())}
+    return _Capacity(cap, per_node, dom_count, node_free, whole_cap, every,
+                     _domain_free(request, free, stranded.keys() - held), stranded,
+                     usable_cap)
+
+
+def _domain_free(request: PlanRequest, free: CapacitySummary,
+                 unusable: Iterable[tuple[str, int]]) -> dict[tuple[str, str], list[int]]:
+    """`_Capacity.domain_free`: per topology level and model, each domain's usable
+    non-MIG GPUs not held by a non-preemptible running job (the GPUs a new gang may take;
+    the domain rows count new gangs only): `free`'s counts (GPUs counted and not held)
+    less the `unusable` ones among them (occupied by preemptible running jobs)."""
+    by_level: dict[tuple[str, str, tuple[str, bool]], int] = {
+        ("domain", d, pool): c for (d, pool), c in free.domains.items()}
+    by_level.update(free.level_domains)
+    nodes = {n.name: n for n in request.cluster.nodes}
+    listed = request.cluster.topology_levels
+    for name, index in unusable:
+        node = nodes[name]
+        gpu = next(g for g in node.gpus if g.index == index)
+        doms = node_domains(node, listed)
+        for level in ("domain", *listed):
+            by_level[(level, doms[level], (gpu.model, gpu.mig_enabled))] -= 1
+    out: dict[tuple[str, str], list[int]] = {}
+    for (level, _d, (m, mig)), c in by_level.items():
+        if not mig:
+            out.setdefault((level, m), []).append(c)
+    return out
 
 
 def _round_up(x: float) -> float:
@@ -275,7 +323,7 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0) -> Relaxation | No
                        mem_cap, fair,
                        tenant_demands(request) if fair else {},
                        max(0.1, time_limit_s - (time.perf_counter() - t0)),
-                       request.cluster.quotas)
+                       request.cluster.quotas, caps)
     if solved is None:
         return None
     bound, cols = solved
@@ -294,6 +342,10 @@ class JobEntry(NamedTuple):
     options: dict[str, Option]
     fixed: bool
     single_k: int
+    #: the levels of its domain rows (`_domain_levels`)
+    levels: tuple[str, ...] = ()
+    #: the unusable GPUs it holds, per pool (`GroupKey.stranded`)
+    stranded: tuple[tuple[Pool, int], ...] = ()
 
 
 def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
@@ -304,11 +356,17 @@ def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
     table = interference_table(request.interference)
     census = class_census(request.jobs) if table else {}
     out: list[JobEntry] = []
+    alike: dict[tuple[object, ...], dict[str, Option]] = {}
     for info in compile_jobs(request):
         job = info.job
         cap = (colocation_factor_cap(job, census, table)
                if table and job.colocation_class is not None else 1.0)
-        options = _job_options(info, request, state, caps, fair, cap)
+        key = _options_key(info, request, fair, cap)
+        options = alike.get(key) if key is not None else None
+        if options is None:
+            options = _job_options(info, request, state, caps, fair, cap)
+            if key is not None:
+                alike[key] = options
         fixed = bool(job.current and not job.preemptible)
         if not options and fixed:
             return None
@@ -317,8 +375,50 @@ def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
             single_k = ELASTIC_SINGLE if job.single_node else ELASTIC_SPREAD
         elif info.shape == "whole" and job.single_node:
             single_k = info.gpus
-        out.append(JobEntry(info, options, fixed, single_k))
+        held_pools = [caps.stranded[(p.node, p.gpu)] for p in job.current or ()
+                      if (p.node, p.gpu) in caps.stranded]
+        stranded = tuple(sorted((q, held_pools.count(q)) for q in set(held_pools)))
+        out.append(JobEntry(info, options, fixed, single_k,
+                            _domain_levels(info, request, state, stranded), stranded))
     return out
+
+
+def _options_key(info: JobInfo, request: PlanRequest, fair: bool, factor_cap: float
+                 ) -> tuple[object, ...] | None:
+    """What a new (not running), non-elastic job's options depend on, without quotas
+    (whose usage is per job): jobs with equal keys share one options dict (L: about half
+    the jobs are new, of a few hundred kinds); None for the others."""
+    if info.current or info.elastic or request.cluster.quotas:
+        return None
+    job = info.job
+    values = info.values if fair else info.obj_values
+    return (info.shape, info.gpus, info.share, info.gpu_mem, job.single_node,
+            required_levels(job), tuple(sorted(values.items())),
+            tuple(sorted((m, p[0]) for m, p in info.profiles.items() if p)), factor_cap)
+
+
+def _domain_levels(info: JobInfo, request: PlanRequest, state: ClusterState,
+                   stranded: tuple[tuple[Pool, int], ...]) -> tuple[str, ...]:
+    """The topology levels whose domain rows a job's gang columns enter: the required
+    levels of a whole-GPU gang that may span nodes (a single-node gang is in the node
+    rows). A running one enters only when it is preemptible (a non-preemptible one holds
+    its GPUs, which the rows do not count) and its current placement (which a plan may
+    keep, grandfathered, contract 5.5) is itself in one domain of each, on usable GPUs: a
+    kept placement counts in that domain's GPUs like a new one."""
+    job = info.job
+    if info.shape != "whole" or job.single_node:
+        return ()
+    levels = tuple(lv for lv in required_levels(job) if lv != "host")
+    if not levels or not job.current:
+        return levels
+    if stranded or not job.preemptible:
+        # a non-preemptible one holds its GPUs, which the domain rows do not count
+        return ()
+    nodes = {p.node for p in job.current}
+    listed = request.cluster.topology_levels
+    spans = {lv: {node_domains(request.cluster.nodes[state.node_of[n]], listed)[lv]
+                  for n in nodes if n in state.node_of} for lv in levels}
+    return levels if all(len(d) == 1 for d in spans.values()) else ()
 
 
 def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
@@ -333,11 +433,16 @@ def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
     groups: dict[GroupKey, GroupCount] = {}
     members: dict[GroupKey, list[str]] = {}
     split = fair or bool(request.cluster.quotas)
+    #: id(options dict) -> its sorted options (alike jobs share one dict, `_options_key`)
+    ordered: dict[int, tuple[Option, ...]] = {}
     for e in entries:
         if not e.options:
             continue
-        key = GroupKey(tuple(sorted(e.options.values())),
-                       e.info.job.tenant if split else "", e.fixed, e.single_k)
+        opts = ordered.get(id(e.options))
+        if opts is None:
+            opts = ordered[id(e.options)] = tuple(sorted(e.options.values()))
+        key = GroupKey(opts, e.info.job.tenant if split else "", e.fixed, e.single_k,
+                       e.levels, e.stranded)
         slot = groups.setdefault(key, GroupCount())
         members.setdefault(key, []).append(e.info.name)
         slot.count += 1
@@ -367,27 +472,28 @@ def _job_options(info: JobInfo, request: PlanRequest, state: ClusterState,
     for m in sorted(models):
         spec = state.catalog[m]
         grandfathered = m == cur_model
-        if not grandfathered and not model_eligible(job, m, spec):
+        # the compiled job's models passed model_eligible already (models/instance.py)
+        if not grandfathered and m not in info.values and not model_eligible(job, m, spec):
             continue
         for n in sizes:
             key = m if n is None else f"{m}:{n}"
-            opt = _option(info, m, n, grandfathered, state, caps, request, fair, factor_cap)
+            opt = _option(info, m, n, cur_model, state, caps, request, fair, factor_cap)
             if opt is not None:
                 options[key] = opt
     return options
 
 
-def _option(info: JobInfo, m: str, n: int | None, grandfathered: bool, state: ClusterState,
-            caps: _Capacity, request: PlanRequest, fair: bool,
+def _option(info: JobInfo, m: str, n: int | None, cur_model: str | None,
+            state: ClusterState, caps: _Capacity, request: PlanRequest, fair: bool,
             factor_cap: float = 1.0) -> Option | None:
-    """The job's option on model `m` (an elastic gang: on n GPUs of it), None if it never
-    fits; its value raised by `factor_cap`, the job's co-location factor cap (module doc)."""
+    """The job's option on model `m` (an elastic gang: on n GPUs of it; `cur_model`: the
+    model a running job runs on), None if it never fits; its value raised by
+    `factor_cap`, the job's co-location factor cap (module doc)."""
     job = info.job
     policy = request.policy
     pre_cost = 0.0 if fair else policy.preemption_cost
-    cur_model = state.model_of(job.current) if job.current else None
     spec = state.catalog[m]
-    use = _option_use(info, m, grandfathered, state, caps, n)
+    use = _option_use(info, m, m == cur_model, state, caps, n)
     if use is None:
         return None
     pool, amount = use
@@ -428,13 +534,16 @@ def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
     job = info.job
     spec = state.catalog[m]
     if info.shape == "mig":
-        profs = mig_profiles_for(job, spec)
+        # the compiled job's profiles on m (mig_profiles_for, smallest first)
+        names = info.profiles.get(m)
+        profs: list[MigProfileSpec | None] = (
+            [spec.profile(names[0])] if names is not None else [*mig_profiles_for(job, spec)[:1]])
         if grandfathered and job.current and job.current[0].mig is not None:
-            cur = spec.profile(job.current[0].mig.profile)
-            profs = [*profs, cur] if cur is not None else profs
-        if not profs:
+            profs.append(spec.profile(job.current[0].mig.profile))
+        slices = [p.compute_slices for p in profs if p is not None]
+        if not slices:
             return None
-        return ("mig", m), min(p.compute_slices for p in profs) / spec.compute_slices
+        return ("mig", m), min(slices) / spec.compute_slices
     pool: Pool = ("whole", m)
     gpus = info.gpus if n is None else n
     amount = float(gpus) if info.shape == "whole" else info.share
@@ -445,12 +554,22 @@ def _option_use(info: JobInfo, m: str, grandfathered: bool, state: ClusterState,
         if job.single_node:
             limit = caps.per_node.get(m, 0)
         elif levels:
-            limit = min(caps.most_in_one(lv, m) for lv in levels)
+            limit = min(_most_in_one(caps, lv, m) for lv in levels)
         else:
             limit = caps.cap.get(pool, 0)
         if gpus > limit:
             return None
     return pool, amount
+
+
+def _most_in_one(caps: _Capacity, level: str, model: str) -> int:
+    """The most counted non-MIG GPUs of `model` in one domain of `level`
+    (`CapacitySummary.most_in_one`, which scans every domain: memoised per request)."""
+    key = (level, model)
+    hit = caps.most_in.get(key)
+    if hit is None:
+        hit = caps.most_in[key] = caps.summary.most_in_one(level, (model, False))
+    return hit
 
 
 def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[str]],
@@ -482,10 +601,16 @@ def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[st
 
 #: Share of the bound's time limit the integer re-solve (gang counts integral) may use.
 MIP_SHARE = 0.5
-#: The re-solve runs only when its slice is worth this many LP solves: HiGHS's MIP repeats
-#: the LP and presolves before it looks at its clock (on L, a 0.44 s limit took 0.98 s),
-#: so a shorter slice overruns the bound's limit and leaves the rounding no time.
-MIP_MIN_LPS = 2.0
+#: The re-solve runs only when its slice is worth this many LP solves, and its own limit
+#: is the slice less `MIP_OVERHEAD_LPS` LP solves: HiGHS's MIP repeats the LP and
+#: presolves before it looks at its clock (on L, a 0.44 s limit took 0.98 s, and at load
+#: 7 a 0.78 s limit 2.3 s after an LP solve of 0.3-0.4 s), so a shorter slice overruns the
+#: bound's limit and leaves the rounding no time. With 8 LP solves M lost it at 2 s (seed
+#: 1: 0.60% instead of 0.38-0.39%, the LP's fractional gangs round down); on L it is worth
+#: little now (one rounding of its targets 67,714 against 67,661 from the LP's, the bound
+#: unchanged) and its slice is too short below about 20 s.
+MIP_MIN_LPS = 5.0
+MIP_OVERHEAD_LPS = 4.0
 
 #: Most elastic gang columns made integral in the re-solve; beyond, they stay continuous.
 MIP_ELASTIC_COLS = 10_000
@@ -506,7 +631,7 @@ def _node_patterns(groups: dict[GroupKey, GroupCount], node_free: dict[str, list
     per-size thresholds when gangs of several sizes compete for nodes. Models whose
     enumeration passes `MAX_PATTERNS` keep the threshold rows."""
     sizes: dict[str, set[int]] = {}
-    for opts, _tenant, fixed_group, single_k in groups:
+    for opts, _tenant, fixed_group, single_k, *_ in groups:
         if single_k != 0 and not fixed_group:
             for opt in opts:
                 k = gang_size(single_k, opt)
@@ -564,22 +689,34 @@ def _maximal_multisets(c: int, sizes: list[int], cap: int) -> list[tuple[int, ..
 #     whole_gpus[m]:   sum_{whole o on m} amount(o) x[G, o] <= GPUs not pinned to shares
 #     nodes[m, c]:     sum_{patterns q of c} z[m, c, q] <= nodes of m with c free GPUs
 #     pattern_gangs[m, k]: sum x[G_k, o] - sum_q count(q, k) z[m, c, q] <= 0
+#     quota[k, m]:     sum quota(o) x[G, o] <= limit            (options of tenant k on m)
+#     domain_gpus[L, m, t]: sum_{k >= t} k x[G_k, o] <= sum_{d: c_d >= t} c_d
+#     domain_count[L, m, t]: sum_{k >= t} x[G_k, o] <= sum_d floor(c_d / t)
+#                      (new gangs of size k that keep to one domain of level L, on m)
+#     usable[P]:       sum (amount(o) - unusable(G, P)) x[G, o] <= usable GPUs of P
+#                      (unusable(G, P): P's unusable GPUs a job of G holds now; pools
+#                      where running jobs hold unusable GPUs)
 
 
 def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
               node_free: dict[str, list[int]], whole_cap: dict[str, int],
               mem_cap: dict[str, float | None], fair: bool,
               demands: dict[str, float], time_limit_s: float,
-              quotas: dict[str, Quota] | None = None
+              quotas: dict[str, Quota] | None = None, caps: _Capacity | None = None
               ) -> tuple[float, list[float] | None] | None:
     """max sum coef x (or t for fairness) over the aggregated model (the LP above) and the
     optimal column values of its job columns (None with the capacity-free fallback);
-    None if infeasible."""
+    None if infeasible. `caps` (when given) adds the domain and usable rows."""
     patterns = _node_patterns(groups, node_free)
     lp = HighsLp()
     _declare_rows(lp, groups, cap, node_free, whole_cap, mem_cap, fair, demands, patterns)
     if quotas:
         _declare_quota_rows(lp, groups, quotas)
+    if caps is not None:
+        _declare_domain_rows(lp, groups, caps.domain_free)
+        for p in sorted(caps.usable_cap):
+            # usable[P]: the jobs not holding P's unusable GPUs use its usable ones only
+            lp.add_row("usable", p, hi=caps.usable_cap[p])
     gang_cols, fallback = _job_columns(lp, groups, fair, patterns, quotas or {})
     if fair:
         t = lp.add_col(-1.0, hi=1.0)
@@ -648,6 +785,59 @@ def _declare_quota_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount],
             lp.add_row("quota", (t, k), hi=max(quotas[t].limit[k], fixed.get((t, k), 0.0)))
 
 
+def _declare_domain_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount],
+                         domain_free: dict[tuple[str, str], list[int]]) -> None:
+    """domain_gpus[L, m, t] and domain_count[L, m, t], after every other family: new
+    gangs that must keep their GPUs in one domain of level L (`GroupKey.levels`) and
+    take t or more GPUs of model m fit only the domains with at least t free GPUs of m,
+    so (c_d: domain d's usable non-MIG GPUs of m not held by non-preemptible running
+    jobs)
+        sum_{such gangs of size k >= t} k x <= sum_{d: c_d >= t} c_d
+        sum_{such gangs of size k >= t} x <= sum_d floor(c_d / t)
+    one pair per gang size t present (the rows of the sizes in between are implied).
+    The pooled rows let many large same-domain gangs share one model's GPUs spread over
+    domains none of which holds them (L: six 64-GPU gangs on H100 where at most a few
+    domains have 64 free)."""
+    sizes: dict[tuple[str, str], set[int]] = {}
+    for key, slot in groups.items():
+        if not key.levels or slot.fixed:
+            continue
+        for opt in key.options:
+            if opt.pool[0] == "whole" and opt.amount >= 2:
+                for level in key.levels:
+                    sizes.setdefault((level, opt.pool[1]), set()).add(round(opt.amount))
+    for (level, m), ks in sorted(sizes.items()):
+        free = domain_free.get((level, m), [])
+        for t in sorted(ks):
+            lp.add_row("domain_gpus", (level, m, t), hi=sum(c for c in free if c >= t))
+            lp.add_row("domain_count", (level, m, t), hi=sum(c // t for c in free))
+
+
+def _domain_entries(lp: HighsLp, levels: tuple[str, ...], model: str, amount: float,
+                    col: int) -> None:
+    """The entries of a gang column of `amount` GPUs of `model` in the domain rows of
+    `levels` (`_declare_domain_rows`)."""
+    k = round(amount)
+    for level in levels:
+        for t in range(2, k + 1):
+            if lp.has_row("domain_count", (level, model, t)):
+                lp.entry("domain_gpus", (level, model, t), col, float(k))
+                lp.entry("domain_count", (level, model, t), col, 1.0)
+
+
+def _usable_entry(lp: HighsLp, key: GroupKey, opt: Option, col: int) -> None:
+    """usable[P] (P: the option's pool, holding unusable GPUs that running jobs occupy):
+    a job takes of P's usable GPUs its amount, less what its current placement holds of
+    P's unusable GPUs (only a kept placement may use them, and it is the job's own):
+        sum (amount(o) - unusable(G, P)) x[G, o] <= usable GPUs of P
+    (a share or MIG job on an unusable GPU: all of its amount)."""
+    held = dict(key.stranded).get(opt.pool, 0)
+    coef = opt.amount if not held else (
+        max(0.0, opt.amount - held) if opt.whole else 0.0)
+    if coef > 0:
+        lp.entry("usable", opt.pool, col, coef)
+
+
 def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
                  patterns: Patterns, quotas: dict[str, Quota] | None = None
                  ) -> tuple[list[bool], float]:
@@ -681,6 +871,10 @@ def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
             for qk in quota_keys(quotas, key.tenant, model) if quotas else ():
                 if lp.has_row("quota", qk):
                     lp.entry("quota", qk, col, opt.quota)
+            if lp.has_row("usable", opt.pool):
+                _usable_entry(lp, key, opt, col)
+            if key.levels and not key.fixed and opt.pool[0] == "whole":
+                _domain_entries(lp, key.levels, model, opt.amount, col)
             if on_patterns and usable:
                 lp.entry("pattern_gangs", (model, k), col, 1.0)
             elif single_gang and opt.pool[0] == "whole" and not on_patterns:
@@ -730,13 +924,14 @@ def _run(lp: HighsLp, gang_cols: list[bool], n_job_cols: int, fallback: float, f
              and abs(values[c] - round(values[c])) > 1e-6]
     lp_s = time.perf_counter() - t0
     left = time_limit_s - lp_s
-    if gangs and not fair and min(left, MIP_SHARE * time_limit_s) > MIP_MIN_LPS * lp_s:
+    mip_s = min(left, MIP_SHARE * time_limit_s)
+    if gangs and not fair and mip_s > MIP_MIN_LPS * lp_s:
         # Gang counts are integers in every plan: re-solve with them integral (HiGHS
         # MIP, warm from the LP). Its incumbent gives targets a plan can follow (the
         # LP's fractional gangs round down and lose their value), its dual bound a
         # tighter valid bound.
         set_integral(h, [c for c in range(n_job_cols) if gang_cols[c]])
-        h.setOptionValue("time_limit", max(0.05, min(left, MIP_SHARE * time_limit_s)))
+        h.setOptionValue("time_limit", max(0.05, mip_s - MIP_OVERHEAD_LPS * lp_s))
         h.setOptionValue("mip_rel_gap", 1e-3)
         h.run()
         info = h.getInfo()

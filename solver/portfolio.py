@@ -72,14 +72,15 @@ COMPILE_CPU_PER_ELASTIC = 2.5e-5
 GREEDY_CPU_PER_JOB = 7e-5
 CUT_EARLY = 0.3
 #: The LP relaxation as it runs (grouping the jobs, building the rows, the LP solve):
-#: M 0.15-0.2 s. Over `BOTH_VARIANTS_UP_TO` jobs HiGHS's integer re-solve overruns a short
-#: limit (L with a 1 s limit took 1.6 s: 0.6 s of Python, 0.15 s of LP, the rest the
-#: re-solve given 0.44 s), hence a second per-job term there. Its Python part is not
-#: time-boxed, so the LP is skipped (the quick bound stands in) when this much does not
-#: fit.
+#: M 0.15-0.2 s, L 0.8-1.1 s. Over `BOTH_VARIANTS_UP_TO` jobs HiGHS's integer re-solve
+#: overran a short limit (L with a 1 s limit took 1.6 s), hence a second per-job term
+#: there; solver/bound.py now runs it only when its slice is worth 5 LP solves, so the
+#: term is 0 (L 4 s: the LP and a rounding fit, 0.22% instead of 10%). Its Python part is
+#: not time-boxed, so the LP is skipped (the quick bound stands in) when this much does
+#: not fit.
 RELAX_CPU_S = 0.1
-RELAX_CPU_PER_JOB = 3.5e-5
-RELAX_RESOLVE_CPU_PER_JOB = 4e-5
+RELAX_CPU_PER_JOB = 5e-5
+RELAX_RESOLVE_CPU_PER_JOB = 0.0
 RELAX_SAFETY = 1.25
 #: One rounding pass, which grows faster than the jobs: M 0.05 s, L 0.75 s (0.9-1.0 s before
 #: its gang placement stopped ordering the GPUs of every node), XL (65,536 GPUs / 80,000

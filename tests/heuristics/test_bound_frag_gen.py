@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
@@ -18,6 +19,8 @@ from models import Placement, PlanRequest
 from models.objective import evaluate
 from solver.bound import upper_bound
 from tests.heuristics.helpers import node, request, violations
+from tests.solver.brute import brute_force
+from tests.solver.strategies import random_request
 
 
 def _with(req: PlanRequest, **policy: object) -> PlanRequest:
@@ -75,6 +78,66 @@ def test_bound_counts_same_domain_gangs_on_nodes_without_a_domain() -> None:
     bound = upper_bound(req)
     assert bound is not None
     assert bound >= evaluate(req, res.placements).objective_value - 1e-9
+
+
+def test_bound_leaves_unusable_gpus_to_the_running_job_on_them() -> None:
+    """A GPU of a cordoned node that a running job holds counts in its pool, but only
+    that job, kept there, may use it: the bound no longer hands it to a new job (the old
+    bound here was 5: x and y placed, r preempted)."""
+    req = request([node("a", "A100-SXM4-80GB", 2, schedulable=False),
+                   node("b", "A100-SXM4-80GB", 1)],
+                  [{"name": "r", "gpus": 1, "current": [{"node": "a", "gpu": 0}]},
+                   {"name": "x", "gpus": 1, "weight": 3},
+                   {"name": "y", "gpus": 1, "weight": 3}])
+    best = plan_greedy(req)
+    assert evaluate(req, best.placements).objective_value == pytest.approx(4.0)
+    assert upper_bound(req) == pytest.approx(4.0, rel=1e-4)  # the 1e-5 grid
+
+
+def test_bound_fits_same_domain_gangs_into_domains() -> None:
+    """Three same-domain 2-GPU gangs and two domains of 3 GPUs each: only one gang fits
+    a domain, so two are placed; the pooled 6 GPUs once let the bound count three."""
+    nodes = [node(n, "A100-SXM4-80GB", k, topology_domain=d)
+             for n, k, d in (("a", 1, "d1"), ("b", 2, "d1"), ("c", 2, "d2"), ("e", 1, "d2"))]
+    gangs = [{"name": f"g{i}", "gpus": 2, "single_node": False, "same_domain": True}
+             for i in range(3)]
+    req = request(nodes, gangs)
+    best = plan_greedy(req)
+    assert len(best.placements) == 2 and violations(req, best) == []
+    assert upper_bound(req) == pytest.approx(evaluate(req, best.placements).objective_value,
+                                             rel=1e-4)
+
+
+def test_bound_keeps_a_fixed_same_domain_gang_out_of_the_domain_rows() -> None:
+    """A non-preemptible running same-domain gang holds its domain's GPUs, which the domain
+    rows do not count: it must not take a place in them too (the bound would fall below
+    the plan that keeps it and places the new gang in the other domain)."""
+    nodes = [node(n, "A100-SXM4-80GB", 2, topology_domain=d)
+             for n, d in (("a", "d1"), ("b", "d1"), ("c", "d2"), ("e", "d2"))]
+    running = [{"node": n, "gpu": i} for n in ("a", "b") for i in range(2)]
+    req = request(nodes, [
+        {"name": "r", "gpus": 4, "single_node": False, "same_domain": True,
+         "preemptible": False, "current": running},
+        {"name": "g", "gpus": 4, "single_node": False, "same_domain": True}])
+    best = plan_greedy(req)
+    assert set(best.placements) == {"r", "g"} and violations(req, best) == []
+    bound = upper_bound(req)
+    assert bound is not None
+    assert bound >= evaluate(req, best.placements).objective_value - 1e-6
+
+
+@settings(max_examples=120, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_bound_dominates_brute_force_with_every_v1_feature(seed: int) -> None:
+    """On random tiny requests (unhealthy GPUs and cordoned nodes under running jobs,
+    same-domain gangs, MIG, shares), the bound is at least the brute-forced optimum."""
+    req = random_request(random.Random(seed), max_gpus=6, max_jobs=5, max_nodes=3)
+    ref = brute_force(req)
+    if ref is None or req.policy.objective == "fairness":
+        return
+    bound = upper_bound(req, time_limit_s=5.0)
+    assert bound is not None and bound >= ref[0] - 1e-6
 
 
 def test_bound_counts_preemption_costs() -> None:
