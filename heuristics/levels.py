@@ -46,7 +46,7 @@ trades a placed job for unplaced jobs of its class or higher worth more. The pla
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from heuristics.greedy import Greedy, guarantee_models
 from heuristics.result import HeuristicResult
@@ -310,18 +310,28 @@ def _reclaim_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]],
     """Try the cheapest nodes to clear for job `info` on each model where it would serve
     more guarantee (module doc; `nodes`: model -> the nodes with GPUs of it; `tries`: the
     clearings left, decremented); True when it was placed."""
-    for model in guarantee_models(g, info):
+    return _clear_for(g, info, guarantee_models(g, info), nodes, tries, _try_node)
+
+
+def _clear_for(g: Greedy, info: JobInfo, models: list[str], nodes: dict[str, list[int]],
+               tries: list[int], place: Callable[[Greedy, JobInfo, str, list[JobInfo]], bool],
+               below: int | None = None, moves_only: bool = False) -> bool:
+    """On each of `models` in turn, the `RECLAIM_NODES` cheapest nodes to clear for gang
+    `info` (`_clear_cost`, of work of classes below `below` when given; with
+    `moves_only`, only nodes where something is moved), each tried with `place` while
+    `tries` lasts; True when `info` was placed."""
+    for model in models:
         costs = []
         for ni in nodes.get(model, []):
-            got = _clear_cost(g, info, ni, model)
-            if got is not None:
+            got = _clear_cost(g, info, ni, model, below=below)
+            if got is not None and (got[1] or not moves_only):
                 costs.append((got[0], ni, got[1]))
         costs.sort(key=lambda c: (c[0], c[1]))
         for _, _, occupants in costs[:RECLAIM_NODES]:
             if tries[0] <= 0:
                 return False
             tries[0] -= 1
-            if _try_node(g, info, model, occupants):
+            if place(g, info, model, occupants):
                 return True
     return False
 
@@ -420,20 +430,8 @@ def _raise_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]],
     """Try the cheapest nodes to clear of lower-class work for `info` on each of its
     models, best first (`nodes`: model -> its nodes; `tries`: the clearings left,
     decremented); True when it was placed."""
-    for model in g.ranked_models(info):
-        costs = []
-        for ni in nodes.get(model, []):
-            got = _clear_cost(g, info, ni, model, below=info.job.priority)
-            if got is not None and got[1]:
-                costs.append((got[0], ni, got[1]))
-        costs.sort(key=lambda c: (c[0], c[1]))
-        for _, _, occupants in costs[:RECLAIM_NODES]:
-            if tries[0] <= 0:
-                return False
-            tries[0] -= 1
-            if _try_class_node(g, info, model, occupants):
-                return True
-    return False
+    return _clear_for(g, info, g.ranked_models(info), nodes, tries, _try_class_node,
+                      below=info.job.priority, moves_only=True)
 
 
 def raise_classes(request: PlanRequest, result: HeuristicResult,
