@@ -37,14 +37,14 @@ def test_warm_plans_after_random_events_are_valid_and_keep_the_running_jobs(seed
     a cordon, a new node), each followed by a warm plan: valid, every job accounted for,
     and at least as good as keeping the running jobs and placing nothing else."""
     session = _session(generate_custom(96, 120, seed=seed))
-    session.plan(2.0)  # the first plan is cold
+    session.plan(1.0)  # the first plan is cold
     rng = random.Random(seed)
     geometry = None
     for r in range(4):
         session.apply(random_events(session.request, rng, 12, f"r{r}"))
         state = session.request
-        assert session.warm(1.0)
-        result = session.plan(1.0)
+        assert session.warm(0.5)
+        result = session.plan(0.5)
         _accounted(state, result)
         assert session.memo is not None and session.memo.plans == r + 1
         assert {"compile", "greedy", "build", "validate"} <= set(session.memo.last_steps)

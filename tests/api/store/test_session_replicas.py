@@ -19,7 +19,7 @@ from tests.api.store.test_replicas import replica
 from tests.api.test_service import tiny
 from tests.api.test_sessions import _state
 
-TTL_S = 20.0
+TTL_S = 10.0  # sliding: each step below renews it; the expiry test waits it out
 
 
 @pytest.fixture(scope="module")
