@@ -70,11 +70,6 @@ class _Option:
     jobs: list[JobInfo]
 
 
-def movable(info: JobInfo) -> bool:
-    """Whether a placed job may be taken out (any but a non-preemptible running one)."""
-    return info.preemptible or not info.current
-
-
 def place_by_eviction(g: Greedy, info: JobInfo, models: Sequence[str], n: int | None = None,
                       prefer: Mapping[str, str] | None = None, strict: bool = False) -> bool:
     """Place unplaced gang `info` (single-node, or spanning nodes with a required level) on
@@ -92,7 +87,7 @@ def _place(g: Greedy, info: JobInfo, models: Sequence[str], n: int | None,
     """`place_by_eviction` once the request is known to have no lexicographic levels."""
     k = n if n is not None else info.gpus
     if (info.name in g.state.placed or info.shape != "whole"
-            or k < 2 or (info.current and not info.preemptible)
+            or k < 2 or info.pinned
             or not (info.job.single_node or required_levels(info.job))):
         return False
     options = [opt for model in models if model in info.values
@@ -144,7 +139,7 @@ def _options(g: Greedy, model: str, nodes: list[int], k: int) -> list[_Option]:
             if gpu.model != model or gpu.mig or not gpu.usable or gpu.whole_job is None:
                 continue
             owner = g.by_name[gpu.whole_job]
-            if movable(owner):
+            if not owner.pinned:
                 held[owner.name] = held.get(owner.name, 0) + 1
     need = k - free
     if need <= 0 or sum(held.values()) < need:

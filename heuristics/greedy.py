@@ -594,7 +594,7 @@ class Greedy:
         per extra GPU, size) over its larger allowed sizes (a running job pays its
         migration cost when it leaves its current GPUs); None when no size pays."""
         pl = self.state.placed.get(info.name)
-        if not pl or not info.elastic or (info.current and not info.preemptible):
+        if not pl or not info.elastic or info.pinned:
             return None
         model = self.state.model_of(pl)
         now = self.net_value(info, pl)
@@ -869,7 +869,7 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
             if info.current and info.preemptible:
                 g.bonus[info.name] = bonus
     pending = [i for i in g.infos if i.name not in g.state.placed
-               and (i.preemptible or not i.current)]
+               and not i.pinned]
     if order is not None:
         rank = {n: k for k, n in enumerate(order)}
         pending.sort(key=lambda i: (rank.get(i.name, len(rank)), i.name))

@@ -103,7 +103,7 @@ def _removable(g: Greedy, h: JobInfo) -> list[JobInfo]:
     out = []
     for name in sorted(names):
         info = g.by_name[name]
-        if info.job.priority < h.job.priority and not (info.current and not info.preemptible):
+        if info.job.priority < h.job.priority and not info.pinned:
             out.append(info)
     return out
 
@@ -343,7 +343,7 @@ def _reclaim_candidates(g: Greedy) -> list[JobInfo]:
     most = max((len(n.gpus) for n in st.nodes), default=0)
     out = [i for i in g.infos if i.name not in st.placed and i.shape == "whole"
            and not i.elastic and 1 <= i.gpus <= most
-           and not (i.current and not i.preemptible)]
+           and not i.pinned]
     return sorted(out, key=lambda i: (-i.job.priority, -i.gpus, i.name))
 
 
@@ -458,7 +458,7 @@ def raise_classes(request: PlanRequest, result: HeuristicResult,
     cands = sorted((i for i in g.infos if i.name not in st.placed and i.shape == "whole"
                     and not i.elastic and 1 <= i.gpus <= most and i.values
                     and i.job.priority > classes[-1]
-                    and not (i.current and not i.preemptible)),
+                    and not i.pinned),
                    key=lambda i: (-i.job.priority, -i.density, i.name))
     nodes = _model_nodes(g)
     tries = [RAISE_TRIES]
@@ -583,7 +583,7 @@ def refill_classes(request: PlanRequest, result: HeuristicResult,
     if not victims or len(victims) == len(g.infos):
         return result
     unplaced = sorted((i for i in g.infos if i.name not in st.placed
-                       and not (i.current and not i.preemptible)),
+                       and not i.pinned),
                       key=lambda i: (-i.job.priority, -i.density, i.name))
     done = False
     for x in victims[:REFILL_TRIES]:

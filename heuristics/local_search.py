@@ -212,7 +212,7 @@ class _Search:
         for n in self.g.state.nodes:
             self.domain_nodes.setdefault(n.domain, []).append(n.idx)
         self.has_multi = any(i.shape == "whole" and not i.job.single_node for i in infos)
-        self.elastic = [i for i in infos if i.elastic and (i.preemptible or not i.current)]
+        self.elastic = [i for i in infos if i.elastic and not i.pinned]
 
     def _load(self, result: HeuristicResult) -> bool:
         st = self.g.state
@@ -263,7 +263,7 @@ class _Search:
         out = []
         for name in sorted(names):
             info = self.g.by_name[name]
-            if info.current and not info.preemptible:
+            if info.pinned:
                 continue
             out.append(info)
         return out
@@ -306,7 +306,7 @@ class _Search:
         for m in sorted(models):
             for info in self.all_by_model.get(m, [])[:_SCAN]:
                 pl = st.placed.get(info.name)
-                if not pl or (info.current and not info.preemptible):
+                if not pl or info.pinned:
                     continue
                 here = self.g.value_at(info, pl)
                 gain = info.obj_values[m] - here - (cost if info.current else 0.0)
@@ -319,7 +319,7 @@ class _Search:
         """Unplaced whole-GPU gangs (2+ GPUs) that may be placed, densest first."""
         st = self.g.state
         gangs = [i for i in self.g.infos if i.shape == "whole" and i.gpus >= 2
-                 and i.name not in st.placed and (i.preemptible or not i.current)]
+                 and i.name not in st.placed and not i.pinned]
         return self.g.density_order(gangs)[:_ROOM_GANGS]
 
     def _evictions(self, info: JobInfo, ni: int, model: str
@@ -338,7 +338,7 @@ class _Search:
             if owner is None:
                 continue  # free, or shared (a shared GPU is not freed here)
             j = self.g.by_name[owner]
-            if not (j.current and not j.preemptible):
+            if not j.pinned:
                 held[owner] = held.get(owner, 0) + 1
         if sum(held.values()) < need:
             return None
@@ -531,7 +531,7 @@ def improve(
     repair_only = fifo or (lexicographic_levels(request)
                            and len(request.jobs) > LEVEL_MOVES_MAX_JOBS)
     unplaced = [i for i in g.infos if i.name not in g.state.placed
-                and (i.preemptible or not i.current)]
+                and not i.pinned]
 
     def stop() -> bool:
         return time.monotonic() >= deadline or (cancel is not None and cancel.is_set())

@@ -134,7 +134,7 @@ def _place_sized(g: Greedy, info: JobInfo, model: str,
     `Greedy.place` (keep it where it runs when that is worth more to the job alone) does
     not see."""
     n = round((sizes or {}).get(info.name, 0))
-    if (info.current and not info.preemptible) or n not in info.sizes:
+    if info.pinned or n not in info.sizes:
         return False
     found = g.find_gang(info, model, n)
     if found is None:
@@ -174,7 +174,7 @@ def _gangs_first(g: Greedy, chosen: list[JobInfo], staying: list[JobInfo],
     # the LP's other gangs, largest first, then by value on their target
     movers = sorted((i for i in chosen if i.name not in stay and i.shape == "whole"
                      and i.gpus >= 2 and targets[i.name] in i.values and not i.elastic
-                     and (i.preemptible or not i.current)),
+                     and not i.pinned),
                     key=lambda i: (-i.gpus, -g.value_on(i, targets[i.name]), i.name))
     for info in (i for i in movers if not i.job.single_node):
         if clock.late():
@@ -206,7 +206,7 @@ def _complete(g: Greedy, clock: _Clock) -> None:
     `time_limit`."""
     st = g.state
     rest = g.density_order(i for i in g.infos if i.name not in st.placed
-                           and (i.preemptible or not i.current))
+                           and not i.pinned)
     expired = clock.expired()
 
     def stop(n: int) -> bool:

@@ -98,6 +98,11 @@ class JobInfo:
     size_obj_values: dict[int, dict[str, float]] = field(default_factory=dict)
 
     @property
+    def pinned(self) -> bool:
+        """A non-preemptible running job: it stays where it runs, no plan moves it."""
+        return bool(self.current) and not self.preemptible
+
+    @property
     def elastic(self) -> bool:
         """Whether the planner picks this job's GPU count (an elastic gang)."""
         return bool(self.size_values)
