@@ -78,6 +78,13 @@ PASS_S_PER_JOB = 5e-4
 MOVES_PER_S = 60
 
 
+def finish_prior(jobs: int, gpus: int) -> float:
+    """CPU seconds to finish a plan of `jobs` jobs on `gpus` GPUs (build and validate it,
+    and the work between the last phase's deadline and finishing), before any was
+    measured (`FINISH_CPU_PER_ITEM`, `FINISH_CPU_PER_JOB`)."""
+    return FINISH_CPU_PER_ITEM * (jobs + gpus) + FINISH_CPU_PER_JOB * jobs
+
+
 @dataclass
 class Pacing:
     """A paced phase's measure; `void` when the phase did not do all its work."""
@@ -213,8 +220,7 @@ class Budget:
 
     def finish_reserve(self) -> float:
         """The wall seconds finishing a plan is expected to take, with a safety margin."""
-        cpu = (FINISH_CPU_PER_ITEM * (self.jobs + self.gpus)
-               + FINISH_CPU_PER_JOB * self.jobs) * self.finish_factor
+        cpu = finish_prior(self.jobs, self.gpus) * self.finish_factor
         # a pace below 1 says a phase ran faster than its prior, not that finishing
         # will: XL at 60 s, its roundings at 0.66 of their prior, kept 2.7 s back for
         # 4.2 s of finishing and overran by 1.5 s

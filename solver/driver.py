@@ -54,6 +54,22 @@ log = logging.getLogger(__name__)
 OVERRUN_NOTE_S = 0.1
 
 
+def note_overrun(plan_: Plan, request: PlanRequest, gpus: int, load: float,
+                 finish_s: float) -> None:
+    """Say in `plan_`'s explanation, and the log, when it came back more than
+    `OVERRUN_NOTE_S` past its time limit: by how much, at what load (wall seconds per CPU
+    second, as the solve saw it), and what building and validating it took (`finish_s`)."""
+    over = plan_.solve_time_s - request.policy.time_limit_s
+    if over <= OVERRUN_NOTE_S:
+        return
+    note = (f"the time limit of {request.policy.time_limit_s:g} s was overrun by "
+            f"{over:.2f} s (machine load {load:.1f} as this solve saw it): with "
+            f"{len(request.jobs)} jobs and {gpus} GPUs, building and validating the plan "
+            f"alone took {finish_s:.2f} s")
+    plan_.explanation.append(note)
+    log.warning(note)
+
+
 class PlanningError(RuntimeError):
     """A planner produced a plan that fails validation: a bug, raised loudly."""
 
@@ -181,14 +197,8 @@ def _plan(request: PlanRequest, cancel: Event | None,
             f"{out.solver} produced an invalid plan: "
             + "; ".join(f"[{v.rule}] {v.message}" for v in violations[:5]))
     plan_.solve_time_s = round(ctx.budget.elapsed(), 6)
-    over = plan_.solve_time_s - request.policy.time_limit_s
-    if over > OVERRUN_NOTE_S:
-        note = (f"the time limit of {request.policy.time_limit_s:g} s was overrun by "
-                f"{over:.2f} s (machine load {ctx.budget.load():.1f} as this solve saw it): "
-                f"with {len(request.jobs)} jobs and {ctx.budget.gpus} GPUs, building and "
-                f"validating the plan alone took {time.monotonic() - finishing:.2f} s")
-        plan_.explanation.append(note)
-        log.warning(note)
+    note_overrun(plan_, request, ctx.budget.gpus, ctx.budget.load(),
+                 time.monotonic() - finishing)
     log.debug("planned in %.3f s (limit %.3f s; load %.2f; finishing took %.3f s, "
               "reserved %.3f s)", plan_.solve_time_s, request.policy.time_limit_s,
               ctx.budget.load(), time.monotonic() - finishing, ctx.budget.reserve)

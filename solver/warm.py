@@ -49,9 +49,10 @@ from models import Plan, PlanRequest
 from models.instance import MigGeometry, compile_jobs, mig_geometry, per_request
 from models.rules import lexicographic_levels
 from solver.auto import EXACT_VARS, estimate_vars
-from solver.budget import FINISH_CPU_PER_ITEM, FINISH_CPU_PER_JOB, FINISH_MARGIN_S
+from solver.budget import FINISH_MARGIN_S, finish_prior
 from solver.build import build_plan
-from solver.driver import OVERRUN_NOTE_S
+from solver.driver import PlanningError, note_overrun
+from solver.driver import plan as cold_plan
 from solver.gcpause import gc_paused
 from solver.outcome import label
 from solver.portfolio import QUICK_CPU_PER_JOB
@@ -147,13 +148,6 @@ class _Clock:
         return min(hi, max(lo, (time.monotonic() - self.t0) / cpu)) if cpu > 0 else lo
 
 
-def _finish_prior(request: PlanRequest) -> float:
-    """CPU seconds to build and validate a plan of `request`, before any was measured
-    (solver/budget.py's finishing prior)."""
-    items = len(request.jobs) + sum(len(n.gpus) for n in request.cluster.nodes)
-    return FINISH_CPU_PER_ITEM * items + FINISH_CPU_PER_JOB * len(request.jobs)
-
-
 def applies(request: PlanRequest) -> bool:
     """Whether a session plan of `request` (with a last plan) starts warm: under the
     `auto` and `heuristic` policies, outside deterministic mode, when `auto` would not
@@ -224,7 +218,8 @@ class _Step:
 
 def _reserve(request: PlanRequest, clock: _Clock, memo: WarmMemo) -> float:
     """Wall seconds kept back for building and validating the plan."""
-    cpu = memo.finish_cpu if memo.finish_cpu is not None else _finish_prior(request)
+    cpu = memo.finish_cpu if memo.finish_cpu is not None else finish_prior(
+        len(request.jobs), _gpus(request))
     return FINISH_SAFETY * cpu * clock.pace + FINISH_MARGIN_S / 10
 
 
@@ -310,18 +305,17 @@ def _finish(request: PlanRequest, result: HeuristicResult, bound: float | None,
     if violations:
         if all(v.rule == "running" for v in violations):
             return None
-        from solver.driver import PlanningError
         raise PlanningError("the warm start produced an invalid plan: " + "; ".join(
             f"[{v.rule}] {v.message}" for v in violations[:5]))
     plan.solve_time_s = round(time.monotonic() - clock.t0, 6)
-    over = plan.solve_time_s - clock.limit_s
-    if over > OVERRUN_NOTE_S:
-        plan.explanation.append(
-            f"the time limit of {clock.limit_s:g} s was overrun by {over:.2f} s (pace "
-            f"{clock.pace:.1f} wall seconds per CPU second): with {len(request.jobs)} "
-            f"jobs, building and validating the plan took "
-            f"{steps['build'] + steps['validate']:.2f} s of CPU")
+    note_overrun(plan, request, _gpus(request), clock.pace,
+                 (steps["build"] + steps["validate"]) * clock.pace)
     return plan
+
+
+def _gpus(request: PlanRequest) -> int:
+    """The GPUs of `request`'s cluster."""
+    return sum(len(n.gpus) for n in request.cluster.nodes)
 
 
 def _notes(steps: dict[str, float], bound: float | None) -> list[str]:
@@ -338,9 +332,7 @@ def _notes(steps: dict[str, float], bound: float | None) -> list[str]:
 def _cold(request: PlanRequest, clock: _Clock, memo: WarmMemo, cancel: Event | None
           ) -> Plan:
     """The driver's plan of `request` with the time left (at least a tenth of a second)."""
-    from solver.driver import plan
-
     memo.cold += 1
     left = max(0.1, clock.left())
     policy = request.policy.model_copy(update={"time_limit_s": left})
-    return plan(request.model_copy(update={"policy": policy}), cancel=cancel)
+    return cold_plan(request.model_copy(update={"policy": policy}), cancel=cancel)
