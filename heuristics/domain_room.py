@@ -167,12 +167,8 @@ def _options(g: Greedy, model: str, nodes: list[int], k: int) -> list[_Option]:
 
 
 def _net_now(g: Greedy, info: JobInfo) -> float:
-    """The objective term of `info` as the state has it: its net value when placed (after
-    migration and topology costs), minus the preemption cost of a running job left out."""
-    pl = g.state.placed.get(info.name)
-    if pl:
-        return g.net_value(info, pl)
-    return -g.request.policy.preemption_cost if info.current else 0.0
+    """The objective term of `info` as the state has it (`Greedy.term`)."""
+    return g.term(info, g.state.placed.get(info.name))
 
 
 def _try(g: Greedy, info: JobInfo, opt: _Option, k: int, prefer: Mapping[str, str],

@@ -589,6 +589,13 @@ class Greedy:
         return self.value_at(info, placements) - self.topology_cost(info, placements) - (
             self.request.policy.migration_cost if moved else 0.0)
 
+    def term(self, info: JobInfo, placements: Sequence[Placement] | None) -> float:
+        """`info`'s term of the objective placed as `placements` (`net_value`), or left
+        out (None or empty): the preemption cost when it runs now, else nothing."""
+        if placements:
+            return self.net_value(info, placements)
+        return -self.request.policy.preemption_cost if info.current else 0.0
+
     def grow_gain(self, info: JobInfo) -> tuple[float, int] | None:
         """The best growth of placed elastic gang `info` on its model: (net value gained
         per extra GPU, size) over its larger allowed sizes (a running job pays its

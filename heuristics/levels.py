@@ -34,8 +34,8 @@ puts back a higher-class job that the step stopped where that serves no less gua
 
 `improve_levels(request, result, deadline)` raises the classes below the guarantees by
 exchanges (additive objectives), each kept only when no less guaranteed usage is served
-and the highest class that changes gains (`_rises`, on the values `_worth` gives the jobs
-it moved): `restore_running` keeps a stopped running job where it runs by taking out the
+and the highest class that changes gains (`_rises`, on the jobs' terms, `Greedy.term`,
+before and after): `restore_running` keeps a stopped running job where it runs by taking out the
 jobs on its GPUs and, when its quota limit binds, jobs using that quota; `raise_classes`
 clears lower-class work off a node for an unplaced higher-class job; `refill_classes`
 trades a placed job for unplaced jobs of its class or higher worth more. The planner
@@ -46,7 +46,7 @@ trades a placed job for unplaced jobs of its class or higher worth more. The pla
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from heuristics.greedy import Greedy, guarantee_models
 from heuristics.result import HeuristicResult
@@ -477,19 +477,6 @@ def raise_classes(request: PlanRequest, result: HeuristicResult,
     return g.result() if done else result
 
 
-def _worth(g: Greedy, o: JobInfo, pl: Sequence[Placement] | None) -> float:
-    """Job `o`'s share of its class's value placed at `pl` (None: left out): its value
-    less its topology cost and the migration it makes; a running job left out costs its
-    preemption."""
-    pol = g.request.policy
-    if not pl:
-        return -pol.preemption_cost if o.current else 0.0
-    value = g.value_at(o, pl) - g.topology_cost(o, pl)
-    if o.current and not same_placement(pl, o.current):
-        value -= pol.migration_cost
-    return value
-
-
 def _rises(deltas: dict[int, float]) -> bool:
     """Whether class changes `deltas` (class -> value change) raise the classes
     lexicographically: the highest class that changes gains."""
@@ -538,10 +525,10 @@ def _refill(g: Greedy, x: JobInfo, unplaced: list[JobInfo]) -> bool:
     g.place(x)
     deltas: dict[int, float] = {}
     for o in added:
-        deltas[o.job.priority] = deltas.get(o.job.priority, 0.0) + _worth(
-            g, o, st.placed.get(o.name)) - _worth(g, o, None)
-    deltas[x.job.priority] = deltas.get(x.job.priority, 0.0) + _worth(
-        g, x, st.placed.get(x.name)) - _worth(g, x, old)
+        deltas[o.job.priority] = (deltas.get(o.job.priority, 0.0)
+                                  + g.term(o, st.placed.get(o.name)) - g.term(o, None))
+    deltas[x.job.priority] = (deltas.get(x.job.priority, 0.0)
+                              + g.term(x, st.placed.get(x.name)) - g.term(x, old))
     after = guaranteed_served(st.quotas, st.quota_used)
     if after > before + HOST_TOL or (after >= before - 1e-9 * max(1.0, before)
                                      and _rises(deltas)):
@@ -670,11 +657,11 @@ def _restore_one(g: Greedy, h: JobInfo) -> bool:
             o = g.by_name[n]
             if not g.place(o) and o.job.priority > lowest:
                 _evict_for(g, o, h, old)
-        deltas = {h.job.priority: _worth(g, h, cur) - _worth(g, h, prev)}
+        deltas = {h.job.priority: g.term(h, cur) - g.term(h, prev)}
         for n, pl in old.items():
             o = g.by_name[n]
-            deltas[o.job.priority] = deltas.get(o.job.priority, 0.0) + _worth(
-                g, o, st.placed.get(n)) - _worth(g, o, pl)
+            deltas[o.job.priority] = (deltas.get(o.job.priority, 0.0)
+                                      + g.term(o, st.placed.get(n)) - g.term(o, pl))
         after = guaranteed_served(st.quotas, st.quota_used)
         if after > before + HOST_TOL or (after >= before - 1e-9 * max(1.0, before)
                                          and _rises(deltas)):
@@ -723,7 +710,7 @@ def restore_running(request: PlanRequest, result: HeuristicResult,
     if not moved:
         return result
     moved.sort(key=lambda i: (-i.job.priority, i.name in st.placed,
-                              _worth(g, i, st.placed.get(i.name)) - _worth(g, i, i.current),
+                              g.term(i, st.placed.get(i.name)) - g.term(i, i.current),
                               i.name))
     done = False
     for h in moved[:RESTORE_TRIES]:
