@@ -185,6 +185,12 @@ def _holds_guarantee(g: Greedy, info: JobInfo, model: str) -> bool:
                for t, k in st.quota_keys(info.job.tenant, model))
 
 
+def _stays(g: Greedy, o: JobInfo) -> bool:
+    """Whether running job `o` may not be taken out of its GPUs: it is pinned, or the
+    policy allows no preemption (it might not find room again)."""
+    return o.pinned or (bool(o.current) and not g.request.policy.allow_preemption)
+
+
 def _clear_cost(g: Greedy, info: JobInfo, ni: int, model: str, below: int | None = None
                 ) -> tuple[tuple[int, int, float], list[JobInfo]] | None:
     """(cost, occupants) of freeing `info.gpus` GPUs of `model` on node `ni` for gang
@@ -197,7 +203,6 @@ def _clear_cost(g: Greedy, info: JobInfo, ni: int, model: str, below: int | None
     st = g.state
     top_ok = float("inf") if below is None else below
     slot = st.nodes[ni]
-    stay = not g.request.policy.allow_preemption
     per_gpu: list[tuple[tuple[int, int, float], set[str]]] = []
     for gid in slot.gpus:
         gpu = st.gpus[gid]
@@ -208,7 +213,7 @@ def _clear_cost(g: Greedy, info: JobInfo, ni: int, model: str, below: int | None
         value = 0.0
         for name in names:
             o = g.by_name[name]
-            if (o.current and (stay or not o.preemptible)) or o.job.priority >= top_ok:
+            if _stays(g, o) or o.job.priority >= top_ok:
                 break
             pl = st.placed[name]
             holding += _holds_guarantee(g, o, st.model_of(pl))
@@ -222,7 +227,7 @@ def _clear_cost(g: Greedy, info: JobInfo, ni: int, model: str, below: int | None
     host = slot.cpu_cap is not None or slot.mem_cap is not None
     chosen = per_gpu if host else per_gpu[:info.gpus]
     names = set().union(*(n for _, n in chosen))
-    if host and any((g.by_name[n].current and (stay or not g.by_name[n].preemptible))
+    if host and any(_stays(g, g.by_name[n])
                     or g.by_name[n].job.priority >= top_ok for n in _occupants(g, slot.gpus)):
         return None
     cost = (sum(c[0] for c, _ in chosen), max((c[1] for c, _ in chosen), default=0),
@@ -272,7 +277,6 @@ def _make_room(g: Greedy, o: JobInfo, gang: JobInfo,
     caller puts it back if the clearing is undone). True when placed."""
     st = g.state
     models = set(g.ranked_models(o))
-    stay = not g.request.policy.allow_preemption
     tried = 0
     for x in sorted((g.by_name[n] for n in st.placed),
                     key=lambda i: (i.size < o.size, i.size, i.name)):
@@ -280,7 +284,7 @@ def _make_room(g: Greedy, o: JobInfo, gang: JobInfo,
             break
         pl = st.placed[x.name]
         if (x.name == gang.name or not pl
-                or (x.current and (stay or not x.preemptible))
+                or _stays(g, x)
                 or st.model_of(pl) not in models
                 or _holds_guarantee(g, x, st.model_of(pl))):
             continue
@@ -563,9 +567,8 @@ def refill_classes(request: PlanRequest, result: HeuristicResult,
         return result
     g = _greedy_of(request, result)
     st = g.state
-    stay = not request.policy.allow_preemption
     victims = sorted((i for i in g.infos if i.name in st.placed and i.shape == "whole"
-                      and not (i.current and (stay or not i.preemptible))),
+                      and not _stays(g, i)),
                      key=lambda i: (i.job.priority, i.density, i.name))
     if not victims or len(victims) == len(g.infos):
         return result
@@ -588,10 +591,9 @@ def _quota_room(g: Greedy, h: JobInfo, model: str, old: dict[str, list[Placement
     RESTORE_OUT jobs out in all."""
     st = g.state
     keys = set(st.quota_keys(h.job.tenant, model))
-    stay = not g.request.policy.allow_preemption
     pool = [g.by_name[n] for n, pl in st.placed.items()
             if g.by_name[n].job.priority <= h.job.priority
-            and not (g.by_name[n].current and (stay or not g.by_name[n].preemptible))
+            and not _stays(g, g.by_name[n])
             and keys.intersection(st.quota_keys(g.by_name[n].job.tenant, st.model_of(pl)))]
     pool.sort(key=lambda o: (o.job.tenant != h.job.tenant, o.job.priority, o.density, o.name))
     for o in pool:
@@ -608,10 +610,9 @@ def _evict_for(g: Greedy, o: JobInfo, h: JobInfo, old: dict[str, list[Placement]
     placed."""
     st = g.state
     models = set(g.ranked_models(o))
-    stay = not g.request.policy.allow_preemption
     cands = [g.by_name[n] for n, pl in st.placed.items()
              if n != h.name and g.by_name[n].job.priority < o.job.priority
-             and not (g.by_name[n].current and (stay or not g.by_name[n].preemptible))
+             and not _stays(g, g.by_name[n])
              and st.model_of(pl) in models]
     cands.sort(key=lambda x: (x.job.tenant != o.job.tenant, x.job.priority, x.size < o.size,
                               x.density, x.name))
@@ -634,7 +635,6 @@ def _restore_one(g: Greedy, h: JobInfo) -> bool:
     classes rise (`_rises`)."""
     st = g.state
     cur = list(h.current or [])
-    stay = not g.request.policy.allow_preemption
     before = guaranteed_served(st.quotas, st.quota_used)
     prev = st.remove(h)   # a migrated job leaves its new place first
     gids = [st.gid_of[(q.node, q.gpu)] for q in cur]
@@ -643,7 +643,7 @@ def _restore_one(g: Greedy, h: JobInfo) -> bool:
         slot = st.nodes[st.node_of[node]]
         if slot.cpu_cap is not None or slot.mem_cap is not None:
             names |= _occupants(g, slot.gpus)
-    if any(g.by_name[n].current and (stay or not g.by_name[n].preemptible) for n in names):
+    if any(_stays(g, g.by_name[n]) for n in names):
         if prev:
             st.place(h, prev)
         return False
