@@ -22,6 +22,7 @@ from solver.budget import MOVES_PER_S
 from solver.context import Context
 from solver.exact import compile_model, exact_outcome
 from solver.formulation import Compiled
+from solver.levels import level_search
 from solver.linear import ModelTooLarge
 from solver.outcome import LP_ROUND_OBJECTIVES, Outcome
 
@@ -149,8 +150,6 @@ def _pruned(ctx: Context) -> Outcome:
     why); CP-SAT gets what it leaves."""
     ctx.portfolio.bound()
     if lexicographic_levels(ctx.request):
-        from solver.levels import level_search  # levels build on solver.exact
-
         ctx.portfolio.offer(level_search(ctx))
     else:
         ctx.portfolio.offer(local_search(ctx, 1 / 3))

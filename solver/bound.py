@@ -367,7 +367,7 @@ def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
             options = _job_options(info, request, state, caps, fair, cap)
             if key is not None:
                 alike[key] = options
-        fixed = bool(job.current and not job.preemptible)
+        fixed = info.pinned
         if not options and fixed:
             return None
         single_k = 0
