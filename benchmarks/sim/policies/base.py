@@ -32,6 +32,19 @@ def fresh_occupancy(view: RoundView) -> Occupancy:
                                             for k, v in view.occupancy.layouts().items()})
 
 
+def keep_running(view: RoundView) -> tuple[Occupancy, Decision, dict[str, float]]:
+    """A fresh occupancy with every running job kept where it runs: (the occupancy, the
+    decision so far, GPU equivalents used per tenant), the start of the quota policies."""
+    occ = fresh_occupancy(view)
+    decision: Decision = {}
+    usage: dict[str, float] = {}
+    for r in view.running:
+        occ.add(r.job, r.placements or [])
+        decision[r.name] = list(r.placements or [])
+        usage[r.job.tenant] = usage.get(r.job.tenant, 0.0) + r.size
+    return occ, decision, usage
+
+
 def _any_model(_: JobRun) -> Sequence[str] | None:
     return None
 

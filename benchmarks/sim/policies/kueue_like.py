@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from benchmarks.sim.engine import Decision, JobRun, RoundView
 from benchmarks.sim.occupancy import Occupancy
-from benchmarks.sim.policies.base import fresh_occupancy
+from benchmarks.sim.policies.base import keep_running
 from benchmarks.sim.tenants import guarantee, limit
 from models.rules import HOST_TOL
 
@@ -48,15 +48,8 @@ class KueueLike:
     def schedule(self, view: RoundView) -> Decision:
         """The two admission passes of the module doc on the current placements."""
         quotas = view.cluster.quotas
-        occ = fresh_occupancy(view)
-        decision: Decision = {}
-        usage: dict[str, float] = {}
-        running: dict[str, JobRun] = {}
-        for r in view.running:
-            occ.add(r.job, r.placements or [])
-            decision[r.name] = list(r.placements or [])
-            usage[r.job.tenant] = usage.get(r.job.tenant, 0.0) + r.size
-            running[r.name] = r
+        occ, decision, usage = keep_running(view)
+        running = {r.name: r for r in view.running}
         waiting = sorted(view.waiting, key=lambda r: (r.submit, r.name))
         for r in waiting:
             t = r.job.tenant

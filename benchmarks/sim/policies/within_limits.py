@@ -19,23 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmarks.sim.engine import Decision, JobRun, RoundView
-from benchmarks.sim.occupancy import Occupancy
-from benchmarks.sim.policies.base import fresh_occupancy
+from benchmarks.sim.policies.base import keep_running
 from benchmarks.sim.policies.gpuplan import best_fit
 from benchmarks.sim.tenants import guarantee, limit
 from models.rules import HOST_TOL
-
-
-def _running(view: RoundView) -> tuple[Occupancy, Decision, dict[str, float]]:
-    """The occupancy, decision and per-tenant usage with every running job kept."""
-    occ = fresh_occupancy(view)
-    decision: Decision = {}
-    usage: dict[str, float] = {}
-    for r in view.running:
-        occ.add(r.job, r.placements or [])
-        decision[r.name] = list(r.placements or [])
-        usage[r.job.tenant] = usage.get(r.job.tenant, 0.0) + r.size
-    return occ, decision, usage
 
 
 @dataclass
@@ -48,7 +35,7 @@ class FifoWithinLimits:
         """Keep every running job; place waiting ones first fit in arrival order while
         their tenant stays within its limit."""
         quotas = view.cluster.quotas
-        occ, decision, usage = _running(view)
+        occ, decision, usage = keep_running(view)
         for r in sorted(view.waiting, key=lambda r: (r.submit, r.name)):
             t = r.job.tenant
             if usage.get(t, 0.0) + r.size > limit(quotas, t) + HOST_TOL:
@@ -77,7 +64,7 @@ class SrptWithinLimits:
         """Keep every running job; place waiting ones in two passes (within the
         guarantee, then within the limit), shortest remaining run time first."""
         quotas = view.cluster.quotas
-        occ, decision, usage = _running(view)
+        occ, decision, usage = keep_running(view)
         order = sorted(view.waiting, key=lambda r: (remaining_time(r), r.submit, r.name))
         for cap in (guarantee, limit):
             for r in order:
