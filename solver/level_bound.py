@@ -59,9 +59,10 @@ class _ClassKey(agg.GroupKey):
     priority: int
 
     def __new__(cls, options: tuple[agg.Option, ...], tenant: str, fixed: bool,
-                single_k: int, priority: int) -> _ClassKey:
+                single_k: int, priority: int, levels: tuple[str, ...] = (),
+                stranded: tuple[tuple[agg.Pool, int], ...] = ()) -> _ClassKey:
         """The key of a class-`priority` group."""
-        self = super().__new__(cls, options, tenant, fixed, single_k)
+        self = super().__new__(cls, options, tenant, fixed, single_k, levels, stranded)
         self.priority = priority
         return self
 
@@ -102,7 +103,7 @@ def _groups(request: PlanRequest, state: ClusterState, caps: agg._Capacity
         if not e.options:
             continue
         key = _ClassKey(tuple(sorted(e.options.values())), job.tenant, e.fixed, e.single_k,
-                        job.priority)
+                        job.priority, e.levels, e.stranded)
         slot = groups.setdefault(key, agg.GroupCount())
         slot.count += 1
         slot.fixed += e.fixed
@@ -126,6 +127,9 @@ def _build(request: PlanRequest) -> tuple[_Model, list[bool], int] | None:
                       False, {}, patterns)
     if quotas:
         agg._declare_quota_rows(lp, as_groups, quotas)
+    agg._declare_domain_rows(lp, as_groups, caps.domain_free)
+    for pool in sorted(caps.usable_cap):
+        lp.add_row("usable", pool, hi=caps.usable_cap[pool])
     gang_cols, _ = agg._job_columns(lp, as_groups, False, patterns, quotas)
     n_job_cols = lp.num_cols
     agg._pattern_columns(lp, patterns)

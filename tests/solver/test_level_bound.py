@@ -1,6 +1,7 @@
 """The bound of each lexicographic level given the levels above it held at a plan's values
 (solver/level_bound.py), against every plan of tiny random instances enumerated by brute
-force, and in the plans' `stats.levels`."""
+force (with topology levels, unusable GPUs and running jobs: the domain and usable rows),
+and in the plans' `stats.levels`."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from tests.solver.strategies import random_levels_request
 @given(st.integers(min_value=0, max_value=10**9))
 def test_each_level_bound_holds_over_every_plan_as_good_above(seed: int) -> None:
     rng = random.Random(seed)
+    # topology levels half of the time: the bound's domain rows (required levels)
     req = random_levels_request(rng, objective=rng.choice(["throughput", "jct"]),
-                                solver="heuristic")
+                                solver="heuristic", topology=rng.random() < 0.5)
     start = {a.job: a.placements for a in plan(req).assignments}  # a valid plan
     ref = level_values(req, start)
     bounds = level_bounds(req, start, time_limit_s=5.0)
