@@ -75,6 +75,8 @@ REFILL_OFFER = 40
 #: for one of them
 RESTORE_TRIES = 100
 RESTORE_OUT = 96
+#: nodes costed between two looks at the deadline (`_clear_for`)
+_DEADLINE_NODES = 16
 
 
 def _occupants(g: Greedy, gids: list[int]) -> set[str]:
@@ -310,23 +312,30 @@ def _holds_guarantee_at(g: Greedy, info: JobInfo, pl: list[Placement] | None) ->
 
 
 def _reclaim_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]],
-                 tries: list[int]) -> bool:
+                 tries: list[int], deadline: float | None = None) -> bool:
     """Try the cheapest nodes to clear for job `info` on each model where it would serve
     more guarantee (module doc; `nodes`: model -> the nodes with GPUs of it; `tries`: the
-    clearings left, decremented); True when it was placed."""
-    return _clear_for(g, info, guarantee_models(g, info), nodes, tries, _try_node)
+    clearings left, decremented; until `deadline`); True when it was placed."""
+    return _clear_for(g, info, guarantee_models(g, info), nodes, tries, _try_node,
+                      deadline=deadline)
 
 
 def _clear_for(g: Greedy, info: JobInfo, models: list[str], nodes: dict[str, list[int]],
                tries: list[int], place: Callable[[Greedy, JobInfo, str, list[JobInfo]], bool],
-               below: int | None = None, moves_only: bool = False) -> bool:
+               below: int | None = None, moves_only: bool = False,
+               deadline: float | None = None) -> bool:
     """On each of `models` in turn, the `RECLAIM_NODES` cheapest nodes to clear for gang
     `info` (`_clear_cost`, of work of classes below `below` when given; with
     `moves_only`, only nodes where something is moved), each tried with `place` while
-    `tries` lasts; True when `info` was placed."""
+    `tries` lasts and until `deadline` (`time.monotonic()`, checked every
+    `_DEADLINE_NODES` nodes costed: L has hundreds per model); True when `info` was
+    placed."""
     for model in models:
         costs = []
-        for ni in nodes.get(model, []):
+        for k, ni in enumerate(nodes.get(model, [])):
+            if (deadline is not None and k % _DEADLINE_NODES == 0
+                    and time.monotonic() > deadline):
+                return False
             got = _clear_cost(g, info, ni, model, below=below)
             if got is not None and (got[1] or not moves_only):
                 costs.append((got[0], ni, got[1]))
@@ -361,9 +370,13 @@ def _model_nodes(g: Greedy) -> dict[str, list[int]]:
     return nodes
 
 
-def reclaim_nodes(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
+def reclaim_nodes(request: PlanRequest, result: HeuristicResult,
+                  deadline: float | None = None) -> HeuristicResult:
     """`result` with GPUs taken back for the jobs of tenants below their guarantees
-    (module doc); `result` itself when nothing changes."""
+    (module doc), until `deadline` (`time.monotonic()`; L: 1.5-2 CPU s when nothing is
+    found); `result` itself when nothing changes."""
+    if deadline is not None and time.monotonic() > deadline:
+        return result
     quotas = request.cluster.quotas
     if not quotas or not any(g > 0 for q in quotas.values() for g in q.guaranteed.values()):
         return result
@@ -376,11 +389,11 @@ def reclaim_nodes(request: PlanRequest, result: HeuristicResult) -> HeuristicRes
     failed: set[tuple[str, int]] = set()
     for info in _reclaim_candidates(g):
         shape = (info.job.tenant, info.gpus)
-        if tries[0] <= 0:
+        if tries[0] <= 0 or (deadline is not None and time.monotonic() > deadline):
             break
         if shape in failed or info.name in g.state.placed:
             continue
-        if _reclaim_one(g, info, nodes, tries):
+        if _reclaim_one(g, info, nodes, tries, deadline):
             done = True
         else:
             failed.add(shape)
@@ -430,12 +443,12 @@ def _try_class_node(g: Greedy, info: JobInfo, model: str, occupants: list[JobInf
 
 
 def _raise_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]],
-               tries: list[int]) -> bool:
+               tries: list[int], deadline: float | None = None) -> bool:
     """Try the cheapest nodes to clear of lower-class work for `info` on each of its
     models, best first (`nodes`: model -> its nodes; `tries`: the clearings left,
-    decremented); True when it was placed."""
+    decremented; until `deadline`); True when it was placed."""
     return _clear_for(g, info, g.ranked_models(info), nodes, tries, _try_class_node,
-                      below=info.job.priority, moves_only=True)
+                      below=info.job.priority, moves_only=True, deadline=deadline)
 
 
 def raise_classes(request: PlanRequest, result: HeuristicResult,
@@ -474,7 +487,7 @@ def raise_classes(request: PlanRequest, result: HeuristicResult,
             break
         if shape in failed or info.name in st.placed:
             continue
-        if g.place(info) or _raise_one(g, info, nodes, tries):
+        if g.place(info) or _raise_one(g, info, nodes, tries, deadline):
             done = True
         else:
             failed.add(shape)
@@ -736,6 +749,9 @@ def improve_levels(request: PlanRequest, result: HeuristicResult,
     return out
 
 
-def settle_levels(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
-    """`result` after `reclaim_nodes`, then `restore_displaced` (module doc)."""
-    return restore_displaced(request, reclaim_nodes(request, result))
+def settle_levels(request: PlanRequest, result: HeuristicResult,
+                  deadline: float | None = None) -> HeuristicResult:
+    """`result` after `reclaim_nodes` (until `deadline`, a `time.monotonic()` instant: it
+    only raises the guarantees served), then `restore_displaced`, untimed: every plan
+    must pass the validator's `priority` rule (module doc)."""
+    return restore_displaced(request, reclaim_nodes(request, result, deadline))

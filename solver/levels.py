@@ -411,7 +411,7 @@ def level_search(ctx: Context) -> HeuristicResult:
                               deadline=None if det else stop)
             if any(why[0] == "time_limit" for why in got.reasons.values()):
                 break   # cut at the deadline: not a plan worth settling
-            ctx.portfolio.offer(settle_levels(req, got))
+            ctx.portfolio.offer(settle_levels(req, got, None if det else stop))
         spent = time.monotonic() - t0
     if budget.stopped():
         return ctx.portfolio.start()
