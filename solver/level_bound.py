@@ -213,6 +213,12 @@ def level_bounds(request: PlanRequest, placements: Mapping[str, Sequence[Placeme
     if built is None:
         return [None] * len(values)
     model, gang_cols, n_job_cols = built
+    additive = request.policy.objective != "fairness"
+    if model.lp.num_cols == 0:
+        # no job can be placed (HiGHS calls the LP empty): every level's sum is 0
+        return [0.0 if name == "quota" else
+                model.const[int(name.split(" ", 1)[1])] if additive else None
+                for name, _ in values]
     gangs = [c for c in range(n_job_cols) if gang_cols[c]]
     lp = model.lp
     h = lp.to_highs()
@@ -224,7 +230,6 @@ def level_bounds(request: PlanRequest, placements: Mapping[str, Sequence[Placeme
     for name, _ in values[len(rows):]:
         p = int(name.split(" ", 1)[1])
         rows.append((lp.row("class", p), model.const[p]))
-    additive = request.policy.objective != "fairness"
     out: list[float | None] = []
     for i, (name, _) in enumerate(values):
         left = time_limit_s - (time.perf_counter() - t0)
