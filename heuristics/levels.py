@@ -544,8 +544,10 @@ def upgrade_classes(request: PlanRequest, result: HeuristicResult,
     it is: the few nodes of that model cheapest to clear of jobs of `x`'s class or lower
     (`_clear_for`) are tried; the occupants go back where they fit, `x`'s old GPUs
     included. A move is kept when the guaranteed usage served does not drop and the
-    highest class that changes gains (`_rises`). At most RAISE_TRIES clearings, until
-    `deadline`. `result` itself when nothing changes."""
+    highest class that changes gains (`_rises`). After a failure, the other jobs of that
+    class and size moving between the same models are skipped (on M the
+    class-1000 8-GPU gangs alone used up every try). At most RAISE_TRIES clearings,
+    until `deadline`. `result` itself when nothing changes."""
     if (not lexicographic_levels(request)
             or request.policy.objective in ("fairness", "priority_fifo")):
         return result
@@ -565,6 +567,7 @@ def upgrade_classes(request: PlanRequest, result: HeuristicResult,
     cands.sort()
     nodes = _model_nodes(g)
     tries = [RAISE_TRIES]
+    failed: set[tuple[int, int, str, str]] = set()
     done = False
     for _, _, name, model in cands:
         if tries[0] <= 0 or (deadline is not None and time.monotonic() > deadline):
@@ -573,10 +576,14 @@ def upgrade_classes(request: PlanRequest, result: HeuristicResult,
         pl = st.placed.get(name)
         if not pl or st.model_of(pl) == model:
             continue
-        if _clear_for(g, x, [model], nodes, tries,
-                      lambda g_, x_, m_, occ: _try_upgrade(g_, x_, m_, occ),
+        shape = (x.job.priority, x.gpus, st.model_of(pl), model)
+        if shape in failed:
+            continue
+        if _clear_for(g, x, [model], nodes, tries, _try_upgrade,
                       below=x.job.priority + 1, deadline=deadline):
             done = True
+        else:
+            failed.add(shape)
     return g.result() if done else result
 
 
