@@ -374,9 +374,11 @@ LEVELS: dict[str, Callable[[Context, str, Compiled], Outcome]] = {
 
 
 #: Greedy restarts of `level_search` at most (seeds other than the policy's), and what
-#: improving a plan costs against one restart (M: 0.3 against 0.2 CPU s).
+#: a round of improving a plan costs against one restart (M: 0.3-0.5 against 0.1-0.15 CPU
+#: s, greedy and settling; at 1.5 the restarts left the first round too little at load
+#: 4-6 and it was cut)
 LEVEL_RESTARTS = 8
-IMPROVE_PER_PASS = 1.5
+IMPROVE_PER_PASS = 3.0
 #: Rounds of the exchanges at most: another round runs while the last one changed the plan
 #: and time is left (M: a second round added 8 to class 100, 1,169 to 1,177)
 IMPROVE_ROUNDS = 3
