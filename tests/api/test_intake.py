@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import pickle
 import signal
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from api.intake import PreparedRequest, cap_request, prepare_body
 from api.robustness import http_corpus
+from api.routers.body import suspect
 from api.settings import Settings
 from benchmarks.generator import generate
 from models import PlanRequest
@@ -54,6 +58,25 @@ def test_a_bad_body_comes_back_as_the_routes_errors(body: bytes, loc: tuple[obje
     out = prepare_body(body, Settings(max_jobs=10), record=False)
     assert isinstance(out, list) and loc in [e["loc"] for e in out]
     pickle.loads(pickle.dumps(out))  # they cross the process boundary
+
+
+@given(st.from_regex(r"-?(0|[1-9][0-9]{0,3})(\.[0-9]{1,3})?[eE][+-]?0{0,3}[0-9]{1,4}",
+                     fullmatch=True), st.sampled_from(["{{\"w\": {}}}", "[1, {}]", "{}"]))
+def test_every_number_python_reads_as_infinite_makes_a_body_suspect(number: str,
+                                                                    where: str) -> None:
+    body = where.format(number).encode()
+    if not math.isfinite(float(number)):
+        assert suspect(body)
+    assert suspect(b'{"w": ' + number.encode() + b', "n": NaN}')
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    (b'{"name": "Ee123", "e999": 1.0, "x": 1e-05, "y": 2.5E+99}', False),
+    (b'{"a": -Infinity}', True),
+    (b'{"a": [1, 2E+0400]}', True),
+])
+def test_suspect_bodies(body: bytes, expected: bool) -> None:
+    assert suspect(body) is expected
 
 
 def test_a_killed_intake_process_is_replaced(fake_server: Server) -> None:
