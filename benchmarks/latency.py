@@ -39,7 +39,9 @@ service instead (`POST /v1/sessions`, then per round `POST .../events` and `POST
 .../plan` to a server on a loopback port, timed from the client), with an in-process
 session kept in step for the cold solves; `plan less its solve_time_s` is then what the
 service adds to a session plan (the hand-over to the worker, committing the plan, writing
-the session to the store). CPU per plan: in process this process's CPU time and, for the
+the session to the store), split into its parts by the answer's Server-Timing (`overhead
+part` rows: `session`, `dispatch`, `commit` and `store` are the session service's own,
+api/sessions.py). CPU per plan: in process this process's CPU time and, for the
 warm plans (solver/warm.py), the median CPU of each of their steps; through the service the
 solver worker's and the API process's CPU read from /proc around each post (`--worker-nice`
 sets the workers' niceness, 5 by default as in the service). Percentiles are nearest-rank
@@ -151,6 +153,9 @@ class SessionLatency:
     #: in process: plans that started warm, and those of them the cold path answered
     warm: int = 0
     cold_fallbacks: int = 0
+    #: through the service: wall seconds of each part of each plan's overhead (its wall
+    #: less its solve_time_s), from the answer's Server-Timing (`service_parts`)
+    service: dict[str, list[float]] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -362,6 +367,9 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
             session.apply(batch)
             state = session.planning_request(session_limit)
             warm, plan_s = remote.plan(session_limit)
+            for name, value in service_parts(plan_s, warm.solve_time_s,
+                                             remote.timing).items():
+                out.service.setdefault(name, []).append(value)
             out.plan_cpu_s.append(remote.worker_cpu)
             out.api_cpu_s.append(remote.api_cpu)
             out.apply_cpu_s.append(remote.apply_cpu)
@@ -407,6 +415,8 @@ class _RemoteSession:
 
         self.server = server
         self.api_cpu = self.worker_cpu = self.apply_cpu = 0.0
+        #: the last plan's Server-Timing
+        self.timing: dict[str, tuple[float, float | None]] = {}
         self.client = httpx.Client(base_url=server.url, timeout=first_limit + 600)
         r = self.client.post("/v1/sessions", content=session.request.model_dump_json(),
                              headers={"Content-Type": "application/json"})
@@ -435,6 +445,7 @@ class _RemoteSession:
         api1, worker1 = self.server.cpu_s()
         self.api_cpu, self.worker_cpu = api1 - api0, worker1 - worker0
         r.raise_for_status()
+        self.timing = parse_server_timing(r.headers.get("server-timing", ""))
         return Plan.model_validate_json(r.content), wall
 
     def close(self) -> None:
@@ -523,6 +534,8 @@ def format_sessions(s: SessionLatency) -> str:
         f"| value / cold value | {percentile(s.ratios, 50):.4f} | "
         f"min {min(s.ratios):.4f} | |",
         *_cpu_rows(s),
+        *[f"| overhead part: {name} | {ms(percentile(v, 50))} | {ms(percentile(v, 99))} | "
+          f"{ms(max(v))} |" for name, v in s.service.items()],
         f"statuses: {', '.join(sorted(set(s.statuses)))}"
         + (f"; {s.warm} of {len(s.plan_s)} plans warm, {s.cold_fallbacks} of them answered "
            "by the cold path" if s.via == "in-process" else ""),

@@ -64,6 +64,9 @@ def test_latency_command_reports_stages_http_and_sessions(tmp_path: Path) -> Non
     assert len(sess["plan_s"]) == len(sess["apply_s"]) == len(sess["ratios"]) == 2
     assert all(p >= v > 0 for p, v in zip(sess["plan_s"], sess["solve_s"], strict=True))
     assert all(r > 0 for r in sess["ratios"])
+    assert {"http", "session", "queue", "hop", "beyond solve_time_s", "serialise", "back",
+            "commit", "store"} <= set(sess["service"])
+    assert all(len(v) == 2 for v in sess["service"].values())
     assert "session plan" in res.output
 
 
