@@ -19,22 +19,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import importlib
 import logging
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from api.errors import (
     InvalidBody,
@@ -54,6 +57,7 @@ from solver.gcpause import gc_paused
 log = logging.getLogger("gpuplan.pool")
 
 Planner = Callable[..., Plan]
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -106,6 +110,11 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
     (api/session_worker.py); ("error", task_id, "stale", message) when it holds another
     version.
 
+    The planner runs in the worker's solve thread, at the pool's niceness (`nice`), so
+    that solves give way to the API process; the worker's own thread, which validates a
+    raw body and serialises the plan on the way to the client, keeps the niceness it was
+    started with (`_SolveThread`).
+
     The cyclic collector is paused from the moment a task arrives until its answer is sent:
     validating a large body, solving and building the plan make hundreds of thousands of
     objects, and with the collector on, the first allocations after each of those steps
@@ -118,11 +127,10 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server owns shutdown
     threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
-    with contextlib.suppress(OSError):
-        os.nice(nice)
     from solver import plan as solver_plan
 
     planner = load_planner(planner_path)
+    solve_thread = _SolveThread(nice)
     sessions = WorkerSessions()
     send_lock = threading.Lock()
 
@@ -140,7 +148,7 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
             if msg is None:
                 return
             _serve(msg, time.monotonic(), send, planner,
-                   None if planner is solver_plan else planner, sessions)
+                   None if planner is solver_plan else planner, sessions, solve_thread)
             del msg  # freed now, with the task's objects, while the collector is paused
 
 
@@ -161,6 +169,36 @@ class WorkerTimes:
     stages: tuple[tuple[str, float, float], ...]
 
 
+#: Linux gives each thread its own niceness (nice(2) changes the calling thread's only) and
+#: a new thread its creator's; elsewhere niceness is the whole process's.
+PER_THREAD_NICE = sys.platform == "linux"
+
+
+class _SolveThread:
+    """The worker's thread for planner calls, at niceness `nice` (raised once, when it
+    starts; the threads a solver starts from it, CP-SAT's workers for one, inherit it).
+    Where niceness is per process (not Linux), the whole worker is made that nice at once,
+    as it was before solves had their own thread."""
+
+    def __init__(self, nice: int) -> None:
+        if not PER_THREAD_NICE:
+            _be_nice(nice)
+        self._executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="gpuplan-solve",
+            initializer=functools.partial(_be_nice, nice if PER_THREAD_NICE else 0))
+
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`fn(*args, **kwargs)` in the solve thread; waits for it and returns (or
+        raises) what it did."""
+        return self._executor.submit(fn, *args, **kwargs).result()
+
+
+def _be_nice(nice: int) -> None:
+    """Raise the calling thread's (Linux) or process's niceness by `nice`."""
+    with contextlib.suppress(OSError):
+        os.nice(nice)
+
+
 class _Laps:
     """Wall and CPU time of consecutive steps (`WorkerTimes.stages`)."""
 
@@ -178,8 +216,9 @@ class _Laps:
 
 def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, ...]], None],
            planner: Planner, session_planner: Planner | None,
-           sessions: WorkerSessions) -> None:
-    """One task in the worker (`_worker_main` documents the messages)."""
+           sessions: WorkerSessions, solve_thread: _SolveThread) -> None:
+    """One task in the worker (`_worker_main` documents the messages); the planner call
+    in `solve_thread`."""
     from solver import PlanningError
 
     task_id, payload = msg
@@ -190,7 +229,7 @@ def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, 
     laps = _Laps(received_at)
     try:
         if isinstance(payload, SessionPlan):
-            result = sessions.plan(payload, session_planner)
+            result = solve_thread.run(sessions.plan, payload, session_planner)
         else:
             if isinstance(payload, RawRequest):  # an idle worker validates the body itself
                 checked = validate_body(payload.body, payload.settings)
@@ -204,7 +243,7 @@ def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, 
             else:
                 request = load_payload(payload)  # validated by the intake
                 laps.lap("unpickle")
-            result = planner(request, on_incumbent=incumbent)
+            result = solve_thread.run(planner, request, on_incumbent=incumbent)
         laps.lap("solve")
         text = result.model_dump_json()
         sent = laps.lap("serialise")
