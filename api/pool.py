@@ -52,6 +52,7 @@ from api.errors import (
 from api.intake import RawRequest, load_payload, validate_body
 from api.session_worker import SessionPlan, StaleSession, WorkerSessions
 from models import Plan, PlanRequest
+from models.instance import forget_compiled
 from solver.gcpause import gc_paused
 
 log = logging.getLogger("gpuplan.pool")
@@ -249,6 +250,11 @@ def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, 
         sent = laps.lap("serialise")
         send(("done", task_id, text, result.solver, result.status,
               WorkerTimes(received_at, sent, tuple(laps.stages))))
+        if not isinstance(payload, SessionPlan):
+            # What the solve cached on the request (its compiled jobs: 230,000 objects
+            # at 16,384 GPUs) would otherwise outlive it until the next task's first
+            # cache access frees them, on that task's way; now, after the answer.
+            forget_compiled(request)
     except StaleSession as e:
         send(("error", task_id, "stale", str(e)))
     except PlanningError as e:
