@@ -17,6 +17,8 @@ CPU counts every thread it runs):
 - check: `solver.validate.validate_plan` (the same validation `solver.plan` ran);
 - serialise: the Plan to JSON.
 
+The cyclic collector is paused for all of them, as a solver worker runs a task.
+
 With `--http` the same body is also posted to `POST /v1/plans` of a server started on a
 free loopback port (one worker, idle between posts), and `service overhead` is the HTTP
 wall time less the plan's own `solve_time_s` (everything the service adds: the HTTP stack,
@@ -167,7 +169,16 @@ def _timer(out: dict[str, float], cpu: dict[str, float], name: str) -> Iterator[
 
 
 def time_stages(body: bytes) -> tuple[dict[str, float], dict[str, float], Plan]:
-    """Each stage of one request body: wall seconds, CPU seconds, and the plan."""
+    """Each stage of one request body: wall seconds, CPU seconds, and the plan; with the
+    cyclic collector paused throughout, as a solver worker runs a task (api/pool.py)."""
+    from solver.gcpause import gc_paused
+
+    with gc_paused():
+        return _time_stages(body)
+
+
+def _time_stages(body: bytes) -> tuple[dict[str, float], dict[str, float], Plan]:
+    """`time_stages` (the collector paused by the caller)."""
     from models.instance import compile_jobs, forget_compiled
     from solver import plan
     from solver.validate import validate_plan
@@ -191,6 +202,7 @@ def time_stages(body: bytes) -> tuple[dict[str, float], dict[str, float], Plan]:
     c["solve"] = max(0.0, c["solve"] - c["check"])
     with _timer(t, c, "serialise"):
         result.model_dump_json()
+    forget_compiled(request)
     return t, c, result
 
 
