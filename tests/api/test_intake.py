@@ -12,6 +12,7 @@ import pickle
 import signal
 from pathlib import Path
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,7 +24,7 @@ from api.settings import Settings
 from benchmarks.generator import generate
 from models import PlanRequest
 from tests.api.conftest import Server, wait_for
-from tests.api.test_service import tiny
+from tests.api.test_service import state_of, submit, tiny
 
 
 def test_a_body_is_prepared_once_capped_and_hashed() -> None:
@@ -164,3 +165,27 @@ def test_an_idle_worker_validates_the_body_itself(fake_server: Server) -> None:
         finally:
             os.kill(pid, signal.SIGCONT)
         assert c.post("/v1/plans", json=tiny()).status_code == 200
+
+
+def _timing(r: httpx.Response) -> dict[str, float]:
+    """The answer's Server-Timing as milliseconds by stage."""
+    return {m.split(";")[0].strip(): float(m.split("dur=")[1].split(";")[0])
+            for m in r.headers["server-timing"].split(",")}
+
+
+def test_server_timing_names_the_path_a_plan_took(fake_server: Server) -> None:
+    """An idle worker validates the body itself; with every worker busy the body goes
+    through the intake and the worker unpickles it; either way the stages fit in the
+    total."""
+    with fake_server.client() as c:
+        idle = _timing(c.post("/v1/plans", json=tiny()))
+        busy = [submit(c, tiny("spin", time_limit=1.0)) for _ in range(2)]
+        wait_for(lambda: all(state_of(c, b) == "running" for b in busy))
+        queued = _timing(c.post("/v1/plans", json=tiny()))
+    assert list(idle) == ["read", "queue", "hop", "validate", "solve", "serialise", "back",
+                          "total"]
+    assert list(queued) == ["read", "intake", "queue", "hop", "unpickle", "solve",
+                            "serialise", "back", "total"]
+    for stages in (idle, queued):
+        assert stages["solve"] >= 50  # the fake planner spins for its 0.05 s limit
+        assert sum(v for k, v in stages.items() if k != "total") <= stages["total"] + 0.1
