@@ -200,6 +200,8 @@ def _check_accounting(c: _Ctx) -> None:
 
 
 def _check_eligibility(c: _Ctx) -> None:
+    # model eligibility per (job, model), asked once per gang rather than per GPU
+    eligible: dict[tuple[str, str], bool] = {}
     for name, pls in c.placed.items():
         job = c.jobs[name]
         kept = name in c.kept
@@ -207,49 +209,58 @@ def _check_eligibility(c: _Ctx) -> None:
             c.add("eligibility", f"a {job.shape} job takes exactly one placement, got {len(pls)}",
                   job=name)
         for p in pls:
-            _check_placement(c, job, p, kept)
+            _check_placement(c, job, p, kept, eligible)
 
 
-def _check_placement(c: _Ctx, job: Job, p: Placement, kept: bool) -> None:
-    def bad(msg: str) -> None:
-        c.add("eligibility", f"{_where(p)}: {msg}", job=job.name, node=p.node, gpu=p.gpu)
+def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
+    c.add("eligibility", f"{_where(p)}: {msg}", job=job.name, node=p.node, gpu=p.gpu)
 
+
+def _check_placement(c: _Ctx, job: Job, p: Placement, kept: bool,
+                     eligible: dict[tuple[str, str], bool]) -> None:
     node = c.nodes.get(p.node)
     gpu = c.gpus.get((p.node, p.gpu))
     if node is None or gpu is None:
-        bad("no such node" if node is None else "no such GPU on this node")
+        _bad_placement(c, job, p, "no such node" if node is None else "no such GPU on this node")
         return
     if not kept:
         if not node.schedulable:
-            bad("node is not schedulable")
+            _bad_placement(c, job, p, "node is not schedulable")
         if not gpu.healthy:
-            bad("GPU is not healthy")
+            _bad_placement(c, job, p, "GPU is not healthy")
     spec = c.catalog.get(gpu.model)
     if spec is None:
-        bad(f"GPU model {gpu.model!r} is not in the catalog")
+        _bad_placement(c, job, p, f"GPU model {gpu.model!r} is not in the catalog")
         return
-    if not kept and not model_eligible(job, gpu.model, spec):
-        bad(f"model {gpu.model} is not eligible for the job")
+    if not kept:
+        ok = eligible.get((job.name, gpu.model))
+        if ok is None:
+            ok = eligible[(job.name, gpu.model)] = model_eligible(job, gpu.model, spec)
+        if not ok:
+            _bad_placement(c, job, p, f"model {gpu.model} is not eligible for the job")
     # The placement's kind must match the job's shape and the GPU's MIG mode. A fraction on
     # a MIG GPU is reported by the `shared` rule (contract invariant 5).
-    if job.shape == "whole":
+    shape = job.shape
+    if shape == "whole":
         if p.mig is not None or p.fraction is not None:
-            bad("a whole-GPU job's placement carries a MIG instance or a fraction")
+            _bad_placement(c, job, p, "a whole-GPU job's placement carries a MIG instance or "
+                           "a fraction")
         elif gpu.mig_enabled:
-            bad("whole-GPU placement on a MIG-enabled GPU")
-    elif job.shape == "share":
+            _bad_placement(c, job, p, "whole-GPU placement on a MIG-enabled GPU")
+    elif shape == "share":
         if p.fraction is None:
-            bad("a shared job's placement needs a fraction")
+            _bad_placement(c, job, p, "a shared job's placement needs a fraction")
         else:
             allowed = [job.gpu_share] + [q.fraction for q in job.current or [] if kept]
             if not any(f is not None and abs(p.fraction - f) <= CAPACITY_TOL for f in allowed):
-                bad(f"fraction {p.fraction} differs from the job's gpu_share {job.gpu_share}")
+                _bad_placement(c, job, p, f"fraction {p.fraction} differs from the job's "
+                               f"gpu_share {job.gpu_share}")
     elif p.mig is None:
-        bad("a MIG job's placement needs a MIG instance")
+        _bad_placement(c, job, p, "a MIG job's placement needs a MIG instance")
     elif not gpu.mig_enabled:
-        bad("MIG placement on a GPU without MIG mode")
+        _bad_placement(c, job, p, "MIG placement on a GPU without MIG mode")
     elif not kept:
-        _check_mig_covers(job, p, spec, bad)
+        _check_mig_covers(job, p, spec, lambda msg: _bad_placement(c, job, p, msg))
 
 
 def _check_mig_covers(job: Job, p: Placement, spec: GpuModel,
@@ -272,17 +283,21 @@ def _check_mig_covers(job: Job, p: Placement, spec: GpuModel,
 
 
 def _check_whole_gpu(c: _Ctx) -> None:
-    holders: dict[GpuKey, set[str]] = defaultdict(set)
+    holder: dict[GpuKey, str] = {}          # the first whole-GPU job on each GPU
+    more: dict[GpuKey, set[str]] = {}       # GPUs with several, all their jobs
     for name, pls in c.placed.items():
         job = c.jobs[name]
         if job.shape != "whole":
             continue
         for p in pls:
             if p.mig is None and p.fraction is None:
-                holders[(p.node, p.gpu)].add(name)
+                key = (p.node, p.gpu)
+                first = holder.setdefault(key, name)
+                if first != name:
+                    more.setdefault(key, {first}).add(name)
         _check_gang(c, job, pls)
-    for (node, idx), names in sorted(holders.items()):
-        if len(names) > 1 and (node, idx) in c.gpus:
+    for (node, idx), names in sorted(more.items()):
+        if (node, idx) in c.gpus:
             c.add("whole_gpu", f"whole GPU hosts {len(names)} whole-GPU jobs: "
                   f"{', '.join(sorted(names))}", node=node, gpu=idx)
 
