@@ -32,19 +32,20 @@ from models import PlanRequest
 from models.rules import lexicographic_levels
 from solver.linear import Limits
 
-#: CPU seconds to finish a plan per job and GPU (build and validate it), and per job
-#: again (the work between the last phase's deadline and finishing: the last comparisons
-#: of plans, restoring displaced jobs, a cut pass keeping the running jobs it did not
-#: reach); measured with the collector paused. After the finishing work was made cheaper
-#: (2026-12-01: fragmentation read from the placements, ...), L (16,384 GPUs / 20,000
-#: jobs) builds in 0.2 s and validates in 0.25-0.3 s of CPU (it was 0.5 and 0.45 s: the
-#: old 2.8e-5 kept back twice what finishing took, and L at 2-3 s stopped early). The
-#: estimate is scaled by the measured pace, and replaced by the real cost once a plan is
-#: built (an incumbent report).
-#: XL grows faster (build 2.0 s, validation 2.5 s, and a cut pass keeping 27,000 running
-#: jobs after its deadline): the per-job term stays at 1.5e-5 for it.
-FINISH_CPU_PER_ITEM = 1.5e-5
-FINISH_CPU_PER_JOB = 1.5e-5
+#: CPU seconds to finish a plan (build and validate it, and the work between the last
+#: phase's deadline and finishing: the last comparisons of plans, restoring displaced
+#: jobs, a cut pass keeping the running jobs it did not reach), measured with the
+#: collector paused, as a fixed part, a part per item (job or GPU) and a part per item
+#: squared (the dict and set work of 20,000-80,000 placements grows faster than the
+#: items). Quiet measures: M (1,024 GPUs / 1,500 jobs) 0.06-0.07 s, L (16,384 / 20,000)
+#: about 0.6 s, XL (65,536 / 80,000) about 3.0 s; the form gives 0.06, 0.62 and 3.0. The
+#: earlier form (1.5e-5 per item and again per job: 0.85 s on L, 3.4 s on XL) kept back
+#: about 0.35 s more than L needs, which is what L at 3 s lacked for the LP and a whole
+#: rounding. The estimate is scaled by the measured pace, and replaced by the real cost
+#: once a plan is built (an incumbent report).
+FINISH_CPU_S = 0.02
+FINISH_CPU_PER_ITEM = 1.51e-5
+FINISH_CPU_PER_ITEM2 = 3.78e-11
 #: Fixed seconds kept back on top of the measured finishing cost (returning, logging).
 FINISH_MARGIN_S = 0.1
 #: Safety factor on the finishing estimate (1.25 overran L at 5 s by 0.4 s when the
@@ -81,8 +82,9 @@ MOVES_PER_S = 60
 def finish_prior(jobs: int, gpus: int) -> float:
     """CPU seconds to finish a plan of `jobs` jobs on `gpus` GPUs (build and validate it,
     and the work between the last phase's deadline and finishing), before any was
-    measured (`FINISH_CPU_PER_ITEM`, `FINISH_CPU_PER_JOB`)."""
-    return FINISH_CPU_PER_ITEM * (jobs + gpus) + FINISH_CPU_PER_JOB * jobs
+    measured (`FINISH_CPU_S`, `FINISH_CPU_PER_ITEM`, `FINISH_CPU_PER_ITEM2`)."""
+    items = jobs + gpus
+    return FINISH_CPU_S + FINISH_CPU_PER_ITEM * items + FINISH_CPU_PER_ITEM2 * items * items
 
 
 @dataclass
