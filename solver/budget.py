@@ -35,15 +35,14 @@ from solver.linear import Limits
 #: CPU seconds to finish a plan (build and validate it, and the work between the last
 #: phase's deadline and finishing: the last comparisons of plans, restoring displaced
 #: jobs, a cut pass keeping the running jobs it did not reach), measured with the
-#: collector paused, as a fixed part, a part per item (job or GPU) and a part per item
-#: squared (the dict and set work of 20,000-80,000 placements grows faster than the
-#: items). Quiet measures: M (1,024 GPUs / 1,500 jobs) 0.06-0.07 s, L (16,384 / 20,000)
-#: about 0.6 s, XL (65,536 / 80,000) about 3.0 s; the form gives 0.06, 0.62 and 3.0. The
-#: earlier form (1.5e-5 per item and again per job: 0.85 s on L, 3.4 s on XL) kept back
-#: about 0.35 s more than L needs, which is what L at 3 s lacked for the LP and a whole
-#: rounding. The estimate is scaled by the measured pace, and replaced by the real cost
-#: once a plan is built (an incumbent report).
-FINISH_CPU_S = 0.02
+#: collector paused, per item (job or GPU) and per item squared (the dict and set work
+#: of 20,000-80,000 placements grows faster than the items). Quiet measures: M (1,024
+#: GPUs / 1,500 jobs) 0.035-0.05 s, L (16,384 / 20,000) about 0.6 s, XL (65,536 / 80,000)
+#: about 3.0 s; the form gives 0.04, 0.6 and 3.0. The earlier form (1.5e-5 per item and
+#: again per job: 0.06, 0.85 and 3.4 s) kept back about 0.35 s more than L needs, the
+#: room L at 3 s lacked for the LP and a whole rounding. The estimate is scaled by the
+#: measured pace, and replaced by the real cost once a plan is built (an incumbent
+#: report).
 FINISH_CPU_PER_ITEM = 1.51e-5
 FINISH_CPU_PER_ITEM2 = 3.78e-11
 #: Fixed seconds kept back on top of the measured finishing cost (returning, logging).
@@ -82,9 +81,9 @@ MOVES_PER_S = 60
 def finish_prior(jobs: int, gpus: int) -> float:
     """CPU seconds to finish a plan of `jobs` jobs on `gpus` GPUs (build and validate it,
     and the work between the last phase's deadline and finishing), before any was
-    measured (`FINISH_CPU_S`, `FINISH_CPU_PER_ITEM`, `FINISH_CPU_PER_ITEM2`)."""
+    measured (`FINISH_CPU_PER_ITEM`, `FINISH_CPU_PER_ITEM2`)."""
     items = jobs + gpus
-    return FINISH_CPU_S + FINISH_CPU_PER_ITEM * items + FINISH_CPU_PER_ITEM2 * items * items
+    return FINISH_CPU_PER_ITEM * items + FINISH_CPU_PER_ITEM2 * items * items
 
 
 @dataclass
