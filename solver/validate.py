@@ -133,6 +133,8 @@ class _Ctx:
     factors: dict[str, float] = field(default_factory=dict)
     out: list[Violation] = field(default_factory=list)
     _on_gpus: list[tuple[str, Placement, Gpu]] | None = None
+    _running: tuple[list[str], list[str]] | None = None
+    _models: dict[str, tuple[str, GpuModel]] | None = None
 
     def add(self, rule: str, message: str, *, job: str | None = None,
             node: str | None = None, gpu: int | None = None) -> None:
@@ -175,23 +177,23 @@ def _where(p: Placement) -> str:
 
 
 def _check_accounting(c: _Ctx) -> None:
-    seen: Counter[str] = Counter()
+    seen: dict[str, int] = {}
     for a in c.plan.assignments:
-        seen[a.job] += 1
+        seen[a.job] = seen.get(a.job, 0) + 1
         if a.job not in c.jobs:
             c.add("accounting", "assignment of a job that is not in the request", job=a.job)
         elif not a.placements:
             c.add("accounting", "assignment with no placements", job=a.job)
     for u in c.plan.unplaced:
-        seen[u.job] += 1
+        seen[u.job] = seen.get(u.job, 0) + 1
         if u.job not in c.jobs:
             c.add("accounting", "unplaced entry for a job that is not in the request", job=u.job)
     for name in c.jobs:
-        if seen[name] == 0:
+        n = seen.get(name, 0)
+        if n == 0:
             c.add("accounting", "job appears in neither assignments nor unplaced", job=name)
-        elif seen[name] > 1:
-            c.add("accounting", f"job appears {seen[name]} times in assignments/unplaced",
-                  job=name)
+        elif n > 1:
+            c.add("accounting", f"job appears {n} times in assignments/unplaced", job=name)
     if c.plan.status == "infeasible" and c.plan.assignments:
         c.add("accounting", f"status infeasible but {len(c.plan.assignments)} assignments")
 
@@ -529,10 +531,13 @@ def _check_host_resources(c: _Ctx) -> None:
 
 
 def _running_outcome(c: _Ctx) -> tuple[list[str], list[str]]:
-    """(moved, stopped) running jobs, in request order."""
-    moved = [n for n, j in c.jobs.items() if j.current and n in c.placed and n not in c.kept]
-    stopped = [n for n, j in c.jobs.items() if j.current and n not in c.placed]
-    return moved, stopped
+    """(moved, stopped) running jobs, in request order (derived once per plan: the running
+    and objective checks both read it)."""
+    if c._running is None:
+        running = [n for n, j in c.jobs.items() if j.current]
+        c._running = ([n for n in running if n in c.placed and n not in c.kept],
+                      [n for n in running if n not in c.placed])
+    return c._running
 
 
 def _check_running(c: _Ctx) -> None:
@@ -635,13 +640,16 @@ _ADDITIVE: Mapping[str, Callable[[Job, str, GpuModel, int], float]] = {
 
 
 def _placed_models(c: _Ctx) -> dict[str, tuple[str, GpuModel]]:
-    """Placed job -> the model of its first placement (jobs on unknown GPUs are skipped)."""
-    out: dict[str, tuple[str, GpuModel]] = {}
-    for name, pls in c.placed.items():
-        got = c.model_of((pls[0].node, pls[0].gpu))
-        if got is not None:
-            out[name] = got
-    return out
+    """Placed job -> the model of its first placement (jobs on unknown GPUs are skipped);
+    derived once per plan (several checks read it; callers do not change it)."""
+    if c._models is None:
+        out: dict[str, tuple[str, GpuModel]] = {}
+        for name, pls in c.placed.items():
+            got = c.model_of((pls[0].node, pls[0].gpu))
+            if got is not None:
+                out[name] = got
+        c._models = out
+    return c._models
 
 
 def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]],
