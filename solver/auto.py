@@ -18,7 +18,7 @@ from heuristics.local_search import improve
 from heuristics.result import HeuristicResult
 from models import PlanRequest, PlanStatus
 from models.rules import lexicographic_levels
-from solver.budget import MOVES_PER_S
+from solver.budget import MOVES_PER_S, SEARCH_SETUP_CPU_PER_JOB
 from solver.context import Context
 from solver.exact import compile_model, exact_outcome
 from solver.formulation import Compiled
@@ -58,7 +58,10 @@ def local_search(ctx: Context, share: float = 1.0, cap_s: float | None = None
     `cap_s` seconds; in deterministic mode, the moves that much budget buys)."""
     budget = ctx.budget
     start = ctx.portfolio.start()
-    if budget.stopped(need=0.01):
+    # its setup and final comparison are not time-boxed (L: 0.8 s of CPU before a move)
+    need = 0.01 if budget.deterministic else budget.estimate(
+        SEARCH_SETUP_CPU_PER_JOB * len(ctx.request.jobs))
+    if budget.stopped(need=max(0.01, need)):
         return start
     limit = moves(ctx.request)
     if budget.deterministic:
