@@ -75,10 +75,11 @@ DET_UNITS_PER_S = 0.05
 PASS_S_PER_JOB = 5e-4
 #: The local search's fixed part per job (loading the plan into its own state, ordering
 #: the jobs per model, comparing the result with the plan it started from), which runs
-#: whatever its deadline: M 0.04 s, L 0.8-0.9 s of CPU with no move made. It starts only
-#: when that fits before the finishing reserve: on L at 3 s, started 0.13 s before it,
-#: it returned 0.6 s past it and the plan 0.37 s past the limit.
-SEARCH_SETUP_CPU_PER_JOB = 4e-5
+#: whatever its deadline: 2.8-3.5 times compiling the jobs in the same process (M 0.04 s,
+#: L 0.8-0.9 s at load 5 with no move made), so about L 0.6 s at the compile prior's
+#: pace. It starts only when that fits before the finishing reserve: on L at 3 s, started
+#: 0.13 s before it, it returned 0.6 s past it and the plan 0.37 s past the limit.
+SEARCH_SETUP_CPU_PER_JOB = 3e-5
 #: Deterministic mode: local-search moves per second of budget (a loaded 2-core machine
 #: does about 65 a second on M, 115 on 300 jobs).
 MOVES_PER_S = 60
