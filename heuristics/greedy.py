@@ -874,6 +874,17 @@ def plan_greedy(
     return best
 
 
+def _cut_before_start(request: PlanRequest, seed: int | None, deadline: float | None
+                      ) -> bool:
+    """Whether a pass whose running jobs are settled is already past `deadline` and runs
+    the plain sequence (`_run_sequence`, which then stops before its first job and leaves
+    every job it did not reach with the reason `time_limit`, whatever their order): L cut
+    at once spent 0.05-0.1 s of CPU ordering 13,000 jobs it never placed."""
+    if deadline is None or time.monotonic() <= deadline or lexicographic_levels(request):
+        return False
+    return not (request.policy.objective == "fairness" and seed is None)
+
+
 def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | None,
                  deadline: float | None, keep_running: bool) -> HeuristicResult:
     """One greedy pass (see `plan_greedy`)."""
@@ -900,7 +911,9 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
         g.keep_cut_running()
         g.grow_elastic(deadline)
         return g.result()
-    if seed is not None:
+    if _cut_before_start(request, seed, deadline):
+        pass   # the sequence stops before its first job: ordering them would be wasted
+    elif seed is not None:
         rng = random.Random(seed)
         noise = {i.name: rng.uniform(0.9, 1.1) for i in pending}
         pending.sort(key=lambda i: (-(i.best_value + g.bonus.get(i.name, 0.0)) / i.size
