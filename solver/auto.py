@@ -14,11 +14,13 @@ is returned at once as optimal. Every non-optimal answer carries the LP bound.
 
 from __future__ import annotations
 
+import time
+
 from heuristics.local_search import improve
 from heuristics.result import HeuristicResult
 from models import PlanRequest, PlanStatus
 from models.rules import lexicographic_levels
-from solver.budget import MOVES_PER_S, SEARCH_SETUP_CPU_PER_JOB
+from solver.budget import MOVES_PER_S, SEARCH_SETUP_CPU_PER_JOB, SEARCH_TAIL_CPU_PER_JOB
 from solver.context import Context
 from solver.exact import compile_model, exact_outcome
 from solver.formulation import Compiled
@@ -69,8 +71,12 @@ def local_search(ctx: Context, share: float = 1.0, cap_s: float | None = None
         limit = max(1, min(limit, int(MOVES_PER_S * (span if cap_s is None
                                                       else min(span, cap_s)))))
         budget.charge(limit / MOVES_PER_S)
+    deadline = budget.until(share, cap_s)
+    if not budget.deterministic:   # leave room for its tail (reading out, comparing)
+        deadline = max(time.monotonic(), deadline - budget.estimate(
+            SEARCH_TAIL_CPU_PER_JOB * len(ctx.request.jobs)))
     with budget.python_phase():
-        out = improve(ctx.request, start, deadline=budget.until(share, cap_s),
+        out = improve(ctx.request, start, deadline=deadline,
                       seed=ctx.request.policy.seed, max_moves=limit, cancel=budget.cancel)
     budget.check_wall()
     return out

@@ -80,6 +80,16 @@ PASS_S_PER_JOB = 5e-4
 #: pace. It starts only when that fits before the finishing reserve: on L at 3 s, started
 #: 0.13 s before it, it returned 0.6 s past it and the plan 0.37 s past the limit.
 SEARCH_SETUP_CPU_PER_JOB = 3e-5
+#: ... and its tail after its deadline (its plan read out, compared with the one it
+#: started from): L about 0.15 s. Its deadline is brought forward by it.
+SEARCH_TAIL_CPU_PER_JOB = 7.5e-6
+#: A starting pass cut at its deadline (greedy or rounding) still keeps the running jobs
+#: it did not reach where they run and reads out its plan (`Greedy.keep_cut_running`):
+#: about L 0.2 s past the deadline, as a pass that keeps them all first costs. The first
+#: rounding starts only when that fits beside its share, and is cut that much earlier
+#: (L at 3 s under load: a rounding started 0.29 s before its deadline returned 0.79 s
+#: past it, and the plan 0.74 s past the limit).
+CUT_TAIL_CPU_PER_JOB = 1e-5
 #: Deterministic mode: local-search moves per second of budget (a loaded 2-core machine
 #: does about 65 a second on M, 115 on 300 jobs).
 MOVES_PER_S = 60
