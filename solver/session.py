@@ -31,9 +31,10 @@ cross-checks run once over the new request). Committing a plan that was validate
 against the current state (`commit(plan, checked=True)`: the session's own plans and the
 service's) copies only the jobs whose placement changed and the GPUs whose MIG layout
 changed, without running the request's cross-checks again: the validator has checked
-every placement and layout the commit writes. The jobs are compiled again for every
-plan (`models.instance.compile_jobs`, cached per request object); a warm plan reuses the
-last plan's MIG geometry (solver/warm.py).
+every placement and layout the commit writes. A warm plan that follows the session's last
+warm plan starts from that plan's compiled jobs and placer (its occupancy), brought forward
+by the deltas, which it finds by name and by these shared objects (solver/warm.py); it
+needs the plan it carries from to be the one committed (`last_plan`).
 """
 
 from __future__ import annotations
@@ -440,7 +441,7 @@ class PlanningSession:
 
             if self.memo is None:
                 self.memo = WarmMemo()
-            result = warm_plan(request, self.memo)
+            result = warm_plan(request, self.memo, last=self.last_plan)
         else:
             solve: Planner
             if planner is None:
