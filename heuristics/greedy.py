@@ -141,6 +141,7 @@ class Greedy:
         self._topology: Topology | None = None
         self._groups: dict[tuple[str, ...], list[tuple[tuple[str, ...], list[int]]]] = {}
         self._mig_orders: dict[tuple[str, tuple[str, ...]], _MigOrder] = {}
+        self._fit_keys: dict[str, tuple[object, ...]] = {}
 
     # ------------------------------------------------------------ topology
     @property
@@ -309,12 +310,34 @@ class Greedy:
         self.bonus = {}
         for name in changed:
             self._ranked.pop(name, None)
+            self._fit_keys.pop(name, None)
         if nodes_changed:
             self._domain_nodes = {}
             for n in self.state.nodes:
                 self._domain_nodes.setdefault(n.domain, []).append(n.idx)
             self._topology = None
             self._groups = {}
+
+    def fit_key(self, info: JobInfo) -> tuple[object, ...] | None:
+        """What `find` asks of a pending job (shape, sizes, GPU and host demands, eligible
+        models with their MIG profiles, topology requirements, the tenant under quotas):
+        jobs with equal keys fit in the same states, so once one finds no place the others
+        find none until capacity is freed (`place_sequence`). None for the jobs whose
+        place also depends on their values: running jobs (kept or moved by value), gangs
+        with a preferred topology level (its cost) and shared jobs with a co-location
+        class (the value they add)."""
+        if info.current or info.name in self.coloc.cls or preferred_level(info.job):
+            return None
+        key = self._fit_keys.get(info.name)
+        if key is None:
+            job = info.job
+            key = self._fit_keys[info.name] = (
+                info.shape, tuple(info.sizes), info.share, info.gpu_mem, info.cpu,
+                info.host_mem, tuple(sorted((m, tuple(info.profiles.get(m, ())))
+                                            for m in info.values)),
+                job.single_node, required_levels(job),
+                job.tenant if self.state.quotas else None)
+        return key
 
     # ------------------------------------------------------------ finding places
     def find(self, info: JobInfo, models: Iterable[str] | None = None) -> list[Placement] | None:
@@ -677,6 +700,11 @@ class Greedy:
         if grows:
             heap = self._growth_heap()
         placed: list[JobInfo] = []
+        # fit keys (`fit_key`) that found no place, with the first such job's reason: the
+        # state only fills up meanwhile, except when a gang grows elsewhere (it frees its
+        # old GPUs). Equal keys have equal static reasons but for their details' wording,
+        # so only the reason of no static one is shared.
+        full: dict[tuple[object, ...], tuple[str, str]] = {}
         for n, info in enumerate(seq):
             if stop is not None and stop(n):
                 break
@@ -684,7 +712,14 @@ class Greedy:
                 bonus = self.bonus.get(info.name, 0.0)
                 density = info.density + bonus / info.size
                 while heap and -heap[0][0] > density + 1e-12:
-                    self._grow_top(heap)
+                    if self._grow_top(heap):
+                        full.clear()
+            key = self.fit_key(info)
+            why = full.get(key) if key is not None else None
+            if why is not None:
+                self.reasons[info.name] = why if why == INSUFFICIENT else \
+                    self.why_unplaced(info)
+                continue
             if self.place(info):
                 placed.append(info)
                 if grows and info.elastic:
@@ -693,6 +728,8 @@ class Greedy:
                         heapq.heappush(heap, (-gain[0], info.name))
             else:
                 self.reasons[info.name] = self.why_unplaced(info)
+                if key is not None:
+                    full[key] = self.reasons[info.name]
         return placed
 
     def _growth_heap(self) -> list[tuple[float, str]]:
