@@ -23,8 +23,9 @@ What is carried between plans is the `WarmMemo`: the MIG geometry with its cache
 queries (`_geometry`), what each step cost last time (CPU seconds) and the pace of this
 machine (wall seconds per CPU second, measured again as each plan runs), from which the
 time kept back for building and validating and the choice of steps 2 and 3 follow. The
-greedy pass is cut at the time kept back for finishing, but not before `GREEDY_SHARE` of
-the limit.
+greedy pass is cut at the time kept back for finishing, but not before it had
+`GREEDY_SHARE` of the limit to itself (a large state's fixed steps before it may take
+that much and more: at 20,000 jobs the pass would otherwise place nothing).
 
 It also carries the last warm plan's compiled jobs and its placer (`_Carry`: the
 `heuristics.greedy.Greedy` with its occupancy, `models.instance.ClusterState`, at the
@@ -108,9 +109,9 @@ PACE_RANGE = (1.0, 12.0)
 #: CPU seconds of measured steps below which the pace of this plan is not trusted yet
 #: (the last plan's pace stands in).
 PACE_MIN_CPU_S = 0.01
-#: The greedy pass may run until this share of the limit even when the finishing
-#: reserve would stop it earlier: placing the new work is what a session plan is for
-#: (finishing then runs past the limit by at most the rest of its reserve).
+#: The greedy pass may run for this share of the limit from its start even when the
+#: finishing reserve would stop it earlier: placing the new work is what a session plan
+#: is for (finishing then runs past the limit by at most the rest of its reserve).
 GREEDY_SHARE = 0.6
 
 
@@ -314,8 +315,6 @@ def _start(request: PlanRequest, clock: _Clock, memo: WarmMemo, steps: dict[str,
             per_request(request, "jobs", lambda _r: infos)
         else:
             infos, present = compile_jobs(request), _present(request)
-    stop = max(clock.deadline - _reserve(request, clock, memo),
-               clock.t0 + GREEDY_SHARE * clock.limit_s)
     keep_all = keeps_all_running(request, True)
     with _Step(steps, "greedy", clock):
         if ahead is not None and ahead.greedy is not None and keep_all:
@@ -325,8 +324,10 @@ def _start(request: PlanRequest, clock: _Clock, memo: WarmMemo, steps: dict[str,
         else:
             g = Greedy(request, infos)
             failed = g.keep_running(preemptible=keep_all)
+        stop = max(clock.deadline - _reserve(request, clock, memo),
+                   time.monotonic() + GREEDY_SHARE * clock.limit_s)
         result = place_pending(g, failed, order=None, seed=request.policy.seed,
-                               deadline=max(time.monotonic(), stop), keep_all=keep_all)
+                               deadline=stop, keep_all=keep_all)
     return _Pass(g if keep_all else None, infos, present, result)
 
 
