@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks.generator import generate, generate_custom
 from benchmarks.latency import random_events
+from heuristics.result import HeuristicResult
 from models import MigInstance, Plan, PlanRequest, Quota
 from models.events import Event, GpuHealthy, JobUpdated, MigLayoutChanged, NodeRemoved
 from models.instance import ClusterState, compile_jobs
@@ -242,3 +243,38 @@ def test_what_the_carried_state_cannot_follow_is_planned_afresh() -> None:
     assert memo.carried == 2
     _accounted(session.request, session.plan(0.1))
     assert memo.carried == 3
+
+
+def test_a_search_that_finds_nothing_rests_for_longer_each_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local search of a warm plan that found nothing better rests for the next
+    plan, after a second fruitless search for three plans; one that improves the plan
+    runs again at the next plan. Every plan is valid either way."""
+    import solver.warm as warm
+
+    calls: list[int] = []
+    finds = {"better": False}
+
+    def counted(request: PlanRequest, result: HeuristicResult, **kw: object
+                ) -> HeuristicResult:
+        """A search that returns its start (found nothing) or an equal new plan."""
+        calls.append(len(calls))
+        if not finds["better"]:
+            return result
+        return HeuristicResult(dict(result.placements), dict(result.reasons))
+
+    monkeypatch.setattr(warm, "improve", counted)
+    session = _session(generate_custom(48, 60, seed=2))
+    session.plan(0.2)
+    ran = []
+    for r in range(7):
+        if r == 6:
+            finds["better"] = True
+        before = len(calls)
+        state = session.request
+        _accounted(state, session.plan(2.0))
+        ran.append(len(calls) > before)
+    # searched, rested 1, searched, rested 3, searched (and found: no rest)
+    assert ran == [True, False, True, False, False, False, True]
+    assert session.memo is not None and session.memo.rested == 4
+    assert session.memo.search_idle == 0 and session.memo.search_wait == 0
