@@ -332,7 +332,8 @@ def commit_plan(request: PlanRequest, plan: Plan, *, checked: bool = False) -> P
     changes = {(c.node, c.gpu): c for c in plan.mig_changes}
     nodes = request.cluster.nodes
     if changes:
-        nodes = [_with_mig_changes(n, changes) for n in nodes]
+        touched = {node for node, _ in changes}
+        nodes = [_with_mig_changes(n, changes) if n.name in touched else n for n in nodes]
     jobs = [j if j.current == placed.get(j.name)
             else j.model_copy(update={"current": placed.get(j.name)})
             for j in request.jobs]
