@@ -180,7 +180,7 @@ class WarmMemo:
     cold: int = 0
     #: CPU seconds of each step of the last warm plan (benchmarks report them)
     last_steps: dict[str, float] = field(default_factory=dict)
-    #: the MIG geometry of the last plan and what it depends on (`_compiled`)
+    #: the MIG geometry of the last plan and what it depends on (`_geometry`)
     geometry: MigGeometry | None = None
     geometry_key: tuple[object, ...] | None = None
     #: the last warm plan's compiled jobs and placer (`_Carry`), and how many plans
