@@ -19,21 +19,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import gc
 import importlib
 import logging
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from api.errors import (
     InvalidBody,
@@ -48,11 +52,13 @@ from api.errors import (
 from api.intake import RawRequest, load_payload, validate_body
 from api.session_worker import SessionPlan, StaleSession, WorkerSessions
 from models import Plan, PlanRequest
+from models.instance import forget_compiled
 from solver.gcpause import gc_paused
 
 log = logging.getLogger("gpuplan.pool")
 
 Planner = Callable[..., Plan]
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -94,25 +100,38 @@ def _watch_lifeline(lifeline: Connection) -> None:
 
 
 def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice: int) -> None:
-    """Worker process loop: receive (task id, pickled PlanRequest), solve, send messages back.
+    """Worker process loop: receive (task id, payload), solve, send messages back.
 
     Messages sent: ("incumbent", task_id, plan_json, solver, status), then ("done", ...) of
-    the same shape or ("error", task_id, kind, message) with kind "planning"
-    (PlanningError) or "internal". Plans travel as JSON text so that the server only
-    parses them when someone asks. A `RawRequest` is validated first: ("invalid", task_id,
-    errors) ends it, else ("accepted", task_id, time_limit_s, solver) precedes the rest.
-    A `SessionPlan` plans a session this worker holds or is sent whole
+    the same shape plus the task's `WorkerTimes`, or ("error", task_id, kind, message) with
+    kind "planning" (PlanningError) or "internal". Plans travel as JSON text so that the
+    server only parses them when someone asks. A `RawRequest` is validated first:
+    ("invalid", task_id, errors) ends it, else ("accepted", task_id, time_limit_s, solver)
+    precedes the rest. A `SessionPlan` plans a session this worker holds or is sent whole
     (api/session_worker.py); ("error", task_id, "stale", message) when it holds another
     version.
+
+    The planner runs in the worker's solve thread, at the pool's niceness (`nice`), so
+    that solves give way to the API process; the worker's own thread, which validates a
+    raw body and serialises the plan on the way to the client, keeps the niceness it was
+    started with (`_SolveThread`).
+
+    The cyclic collector is paused from the moment a task arrives until its answer is sent:
+    validating a large body, solving and building the plan make hundreds of thousands of
+    objects, and with the collector on, the first allocations after each of those steps
+    set off collections that walk all of them and free nothing (at 1,024 GPUs some 10-50
+    ms of CPU per request, between the solve and the client). The task's objects are freed
+    by reference counting when `_serve` returns, and whatever the collector still has to
+    do happens while the worker waits for its next task. What was imported before the
+    first task is frozen out of the collector's walks (`gc.freeze`): it lives as long as
+    the worker.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server owns shutdown
     threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
-    with contextlib.suppress(OSError):
-        os.nice(nice)
-    from solver import PlanningError
     from solver import plan as solver_plan
 
     planner = load_planner(planner_path)
+    solve_thread = _SolveThread(nice)
     sessions = WorkerSessions()
     send_lock = threading.Lock()
 
@@ -120,44 +139,129 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
         with send_lock:
             conn.send(msg)
 
+    gc.freeze()
     while True:
-        try:
-            with gc_paused():  # a session sent whole is unpickled here (api/intake.py)
+        with gc_paused():
+            try:
                 msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        task_id, payload = msg
+            except (EOFError, OSError):
+                return
+            if msg is None:
+                return
+            _serve(msg, time.monotonic(), send, planner,
+                   None if planner is solver_plan else planner, sessions, solve_thread)
+            del msg  # freed now, with the task's objects, while the collector is paused
 
-        def incumbent(p: Plan, task_id: str = task_id) -> None:
-            send(("incumbent", task_id, p.model_dump_json(), p.solver, p.status))
 
-        try:
-            if isinstance(payload, SessionPlan):
-                result = sessions.plan(payload, None if planner is solver_plan else planner)
-                send(("done", task_id, result.model_dump_json(), result.solver,
-                      result.status))
-                continue
+@dataclass(frozen=True, slots=True)
+class WorkerTimes:
+    """Where a task's time went in its worker (`time.monotonic` is one clock for every
+    process of the machine on Linux, so the server can set these against its own).
+
+    `received_at` and `sent_at` are the instants the task was in hand and its answer was
+    about to be sent; `stages` the steps between, in order, each as (name, wall seconds,
+    CPU seconds of the worker process, all its threads): getting the request in hand,
+    `validate` (a raw body) or `unpickle` (a request the intake prepared; a session plan
+    applies its events in the planner call instead), `solve` (the planner call) and
+    `serialise` (the plan's JSON)."""
+
+    received_at: float
+    sent_at: float
+    stages: tuple[tuple[str, float, float], ...]
+
+
+#: Linux gives each thread its own niceness (nice(2) changes the calling thread's only) and
+#: a new thread its creator's; elsewhere niceness is the whole process's.
+PER_THREAD_NICE = sys.platform == "linux"
+
+
+class _SolveThread:
+    """The worker's thread for planner calls, at niceness `nice` (raised once, when it
+    starts; the threads a solver starts from it, CP-SAT's workers for one, inherit it).
+    Where niceness is per process (not Linux), the whole worker is made that nice at once,
+    as it was before solves had their own thread."""
+
+    def __init__(self, nice: int) -> None:
+        if not PER_THREAD_NICE:
+            _be_nice(nice)
+        self._executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="gpuplan-solve",
+            initializer=functools.partial(_be_nice, nice if PER_THREAD_NICE else 0))
+
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`fn(*args, **kwargs)` in the solve thread; waits for it and returns (or
+        raises) what it did."""
+        return self._executor.submit(fn, *args, **kwargs).result()
+
+
+def _be_nice(nice: int) -> None:
+    """Raise the calling thread's (Linux) or process's niceness by `nice`."""
+    with contextlib.suppress(OSError):
+        os.nice(nice)
+
+
+class _Laps:
+    """Wall and CPU time of consecutive steps (`WorkerTimes.stages`)."""
+
+    def __init__(self, start: float) -> None:
+        self.wall, self.cpu = start, time.process_time()
+        self.stages: list[tuple[str, float, float]] = []
+
+    def lap(self, name: str) -> float:
+        """End the step `name` now; returns the instant (`time.monotonic`)."""
+        wall, cpu = time.monotonic(), time.process_time()
+        self.stages.append((name, wall - self.wall, cpu - self.cpu))
+        self.wall, self.cpu = wall, cpu
+        return wall
+
+
+def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, ...]], None],
+           planner: Planner, session_planner: Planner | None,
+           sessions: WorkerSessions, solve_thread: _SolveThread) -> None:
+    """One task in the worker (`_worker_main` documents the messages); the planner call
+    in `solve_thread`."""
+    from solver import PlanningError
+
+    task_id, payload = msg
+
+    def incumbent(p: Plan) -> None:
+        send(("incumbent", task_id, p.model_dump_json(), p.solver, p.status))
+
+    laps = _Laps(received_at)
+    try:
+        if isinstance(payload, SessionPlan):
+            result = solve_thread.run(sessions.plan, payload, session_planner)
+        else:
             if isinstance(payload, RawRequest):  # an idle worker validates the body itself
                 checked = validate_body(payload.body, payload.settings)
                 if isinstance(checked, list):
                     send(("invalid", task_id, checked))
-                    continue
+                    return
                 request: PlanRequest = checked
                 send(("accepted", task_id, request.policy.time_limit_s,
                       request.policy.solver))
+                laps.lap("validate")
             else:
                 request = load_payload(payload)  # validated by the intake
-            result = planner(request, on_incumbent=incumbent)
-            send(("done", task_id, result.model_dump_json(), result.solver, result.status))
-        except StaleSession as e:
-            send(("error", task_id, "stale", str(e)))
-        except PlanningError as e:
-            send(("error", task_id, "planning", str(e)))
-        except Exception as e:
-            logging.getLogger("gpuplan.worker").exception("planner raised")
-            send(("error", task_id, "internal", f"{type(e).__name__}: {e}"))
+                laps.lap("unpickle")
+            result = solve_thread.run(planner, request, on_incumbent=incumbent)
+        laps.lap("solve")
+        text = result.model_dump_json()
+        sent = laps.lap("serialise")
+        send(("done", task_id, text, result.solver, result.status,
+              WorkerTimes(received_at, sent, tuple(laps.stages))))
+        if not isinstance(payload, SessionPlan):
+            # What the solve cached on the request (its compiled jobs: 230,000 objects
+            # at 16,384 GPUs) would otherwise outlive it until the next task's first
+            # cache access frees them, on that task's way; now, after the answer.
+            forget_compiled(request)
+    except StaleSession as e:
+        send(("error", task_id, "stale", str(e)))
+    except PlanningError as e:
+        send(("error", task_id, "planning", str(e)))
+    except Exception as e:
+        logging.getLogger("gpuplan.worker").exception("planner raised")
+        send(("error", task_id, "internal", f"{type(e).__name__}: {e}"))
 
 
 # ---------------------------------------------------------------- server side
@@ -165,11 +269,15 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
 
 @dataclass(frozen=True, slots=True)
 class PlanJSON:
-    """A plan as its worker serialised it, with the two fields the server reads."""
+    """A plan as its worker serialised it, with the two fields the server reads and, for a
+    final plan, where the task's time went: wall seconds by stage (`stages`, as
+    `task_stages` lists them) and the worker's CPU seconds by stage (`cpu`)."""
 
     json: str
     solver: str
     status: str
+    stages: dict[str, float] = field(default_factory=dict, compare=False)
+    cpu: dict[str, float] = field(default_factory=dict, compare=False)
 
     def parse(self) -> Plan:
         """The Plan itself."""
@@ -192,6 +300,9 @@ class SolveTask:
     on_start: Callable[[SolveTask], None] | None = None
     state: TaskState = TaskState.queued
     submitted_at: float = field(default_factory=time.time)
+    #: `time.monotonic` when submitted and when the slot began sending it to its worker
+    queued_at: float = field(default_factory=time.monotonic)
+    sent_at: float | None = None
     started_at: float | None = None
     finished_at: float | None = None
     incumbent: PlanJSON | None = None
@@ -444,6 +555,7 @@ class SolverPool:
         if isinstance(payload, LateBound):
             payload = payload.resolve(worker.proc.pid or 0)
         # Writing a large payload to the pipe may wait for the worker: in a thread.
+        task.sent_at = time.monotonic()
         await asyncio.to_thread(_send, worker.conn, (task.id, payload))
         deadline = time.monotonic() + task.time_limit_s + self.grace_s
         cancel_wait = asyncio.ensure_future(task._cancel.wait())
@@ -477,13 +589,29 @@ class SolverPool:
                 elif msg[0] == "incumbent":
                     task.incumbent = PlanJSON(*msg[2:5])
                 elif msg[0] == "done":
-                    self._finish(task, PlanJSON(*msg[2:5]), None)
+                    final = PlanJSON(msg[2], msg[3], msg[4], *task_stages(task, msg[5]))
+                    self._finish(task, final, None)
                     return True
                 else:
                     self._finish(task, None, _worker_error(msg[2], msg[3]))
                     return True
         finally:
             cancel_wait.cancel()
+
+
+def task_stages(task: SolveTask, times: WorkerTimes, answered_at: float | None = None
+                ) -> tuple[dict[str, float], dict[str, float]]:
+    """Wall seconds by stage of a finished task, in order, and the worker's CPU seconds of
+    its own stages: `queue` (submitted to sent to its worker), `hop` (pickled, through the
+    pipe, in the worker's hands), the worker's stages (`WorkerTimes`), `back` (through the
+    pipe to this process's event loop, at `answered_at`, default now)."""
+    answered_at = time.monotonic() if answered_at is None else answered_at
+    sent_at = task.sent_at if task.sent_at is not None else times.received_at
+    wall = {"queue": sent_at - task.queued_at, "hop": times.received_at - sent_at}
+    wall.update((name, seconds) for name, seconds, _ in times.stages)
+    wall["back"] = answered_at - times.sent_at
+    return ({k: max(0.0, v) for k, v in wall.items()},
+            {name: cpu for name, _, cpu in times.stages})
 
 
 def _send(conn: Connection, msg: tuple[Any, ...]) -> None:

@@ -43,7 +43,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -206,17 +206,25 @@ class SessionService:
         raise SessionChanged(f"session {session_id!r} kept changing on other replicas "
                              f"({EVENT_RETRIES} tries); send the events again")
 
-    async def plan(self, session_id: str, time_limit_s: float | None) -> str:
+    async def plan(self, session_id: str, time_limit_s: float | None) -> PlanJSON:
         """Plan the session's state on the worker pool (a worker that holds the session
         gets only the events since its copy: api/session_worker.py), commit the plan and
-        return its JSON (as the worker wrote it); 409 when the session changed meanwhile."""
+        return its JSON (as the worker wrote it); 409 when the session changed meanwhile.
+        The answer's `stages`: `session` (waiting for the session's lock, loading it
+        unless cached), `dispatch` (choosing what to send, a resend after a stale
+        answer), the pool's (api/pool.py `task_stages`), `commit` (the plan parsed and
+        committed here) and `store` (the change written to the store)."""
+        began = time.monotonic()
         async with self._lock(session_id):
             live = await self.get(session_id)
             version = live.session.version
+            got = time.monotonic()
             result, pid = await self._solve(session_id, live.session, time_limit_s)
             draft = PlanningSession(live.session.request, live.session.last_plan, version)
+            solved = time.monotonic()
             # the worker validated the plan against this very state (same version)
             await asyncio.to_thread(_commit, draft, result)
+            committed = time.monotonic()
             if not await self._write(session_id, LiveSession(draft, live.created_at,
                                                              time.time()), live,
                                      "P" + result.json):
@@ -226,7 +234,11 @@ class SessionService:
                     f"planned (from version {version}); the plan was not committed: "
                     "plan again")
             self.holders.planned(session_id, pid, draft.version)
-        return result.json
+        stages = {"session": got - began,
+                  "dispatch": max(0.0, solved - got - sum(result.stages.values())),
+                  **result.stages,
+                  "commit": committed - solved, "store": time.monotonic() - committed}
+        return replace(result, stages=stages)
 
     async def _solve(self, session_id: str, session: PlanningSession,
                      time_limit_s: float | None) -> tuple[PlanJSON, int]:

@@ -17,10 +17,19 @@ CPU counts every thread it runs):
 - check: `solver.validate.validate_plan` (the same validation `solver.plan` ran);
 - serialise: the Plan to JSON.
 
+The cyclic collector is paused for all of them, as a solver worker runs a task.
+
 With `--http` the same body is also posted to `POST /v1/plans` of a server started on a
 free loopback port (one worker, idle between posts), and `service overhead` is the HTTP
 wall time less the plan's own `solve_time_s` (everything the service adds: the HTTP stack,
-the validation, the pipes, the serialisation).
+the validation, the pipes, the serialisation). Each answer's `Server-Timing` header
+(api/routers/plans.py `server_timing`) splits that overhead by stage, medians over the
+posts: `http` (the client's wall time less the route's `total`: the HTTP stack, both
+ways), `read` (the body, in the API process), `intake`, `queue` and `hop` (to the
+worker), the worker's `validate` (or `unpickle`), `beyond solve_time_s` (the planner call
+less the plan's own `solve_time_s`), `serialise`, `back` (to the API process) and `route`
+(the rest of the route's time); with the worker's CPU of its stages and the API process's
+CPU per post (/proc).
 
 Sessions (`--sessions-size`, M by default): a `solver.session.PlanningSession` opened on
 the instance and planned once (not measured), then per round a batch of `--events` random
@@ -32,7 +41,9 @@ service instead (`POST /v1/sessions`, then per round `POST .../events` and `POST
 .../plan` to a server on a loopback port, timed from the client), with an in-process
 session kept in step for the cold solves; `plan less its solve_time_s` is then what the
 service adds to a session plan (the hand-over to the worker, committing the plan, writing
-the session to the store). CPU per plan: in process this process's CPU time and, for the
+the session to the store), split into its parts by the answer's Server-Timing (`overhead
+part` rows: `session`, `dispatch`, `commit` and `store` are the session service's own,
+api/sessions.py). CPU per plan: in process this process's CPU time and, for the
 warm plans (solver/warm.py), the median CPU of each of their steps; through the service the
 solver worker's and the API process's CPU read from /proc around each post (`--worker-nice`
 sets the workers' niceness, 5 by default as in the service). Percentiles are nearest-rank
@@ -75,6 +86,9 @@ from models.events import (
 _STRICT: TypeAdapter[PlanRequest] = TypeAdapter(PlanRequest)
 
 STAGES = ("validate", "hand-over", "compile", "solve", "check", "serialise")
+#: The parts of the service overhead of one post, in the order of its path (module doc).
+SERVICE_PARTS = ("http", "read", "intake", "queue", "hop", "validate", "unpickle",
+                 "beyond solve_time_s", "serialise", "back", "route")
 
 
 @dataclass
@@ -95,6 +109,12 @@ class PlanLatency:
     #: `--baseline`, of the baseline's, posted alternately
     overheads_s: list[float] = field(default_factory=list)
     baseline_overheads_s: list[float] = field(default_factory=list)
+    #: per post of this server: wall seconds of each part of the overhead (SERVICE_PARTS,
+    #: from the Server-Timing header), the worker's CPU seconds of its stages, and the API
+    #: process's CPU seconds
+    service: dict[str, list[float]] = field(default_factory=dict)
+    service_cpu: dict[str, list[float]] = field(default_factory=dict)
+    api_cpu_s: list[float] = field(default_factory=list)
 
     @property
     def total_s(self) -> float:
@@ -137,6 +157,9 @@ class SessionLatency:
     warm: int = 0
     cold_fallbacks: int = 0
     carried: int = 0
+    #: through the service: wall seconds of each part of each plan's overhead (its wall
+    #: less its solve_time_s), from the answer's Server-Timing (`service_parts`)
+    service: dict[str, list[float]] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -148,7 +171,16 @@ def _timer(out: dict[str, float], cpu: dict[str, float], name: str) -> Iterator[
 
 
 def time_stages(body: bytes) -> tuple[dict[str, float], dict[str, float], Plan]:
-    """Each stage of one request body: wall seconds, CPU seconds, and the plan."""
+    """Each stage of one request body: wall seconds, CPU seconds, and the plan; with the
+    cyclic collector paused throughout, as a solver worker runs a task (api/pool.py)."""
+    from solver.gcpause import gc_paused
+
+    with gc_paused():
+        return _time_stages(body)
+
+
+def _time_stages(body: bytes) -> tuple[dict[str, float], dict[str, float], Plan]:
+    """`time_stages` (the collector paused by the caller)."""
     from models.instance import compile_jobs, forget_compiled
     from solver import plan
     from solver.validate import validate_plan
@@ -172,6 +204,7 @@ def time_stages(body: bytes) -> tuple[dict[str, float], dict[str, float], Plan]:
     c["solve"] = max(0.0, c["solve"] - c["check"])
     with _timer(t, c, "serialise"):
         result.model_dump_json()
+    forget_compiled(request)
     return t, c, result
 
 
@@ -185,9 +218,9 @@ def _body(size: str, time_limit: float, seed: int) -> bytes:
 
 
 def measure_plan(size: str, time_limit: float, seed: int, repeats: int,
-                 url: str | None, baseline_url: str | None = None) -> PlanLatency:
-    """Median stage times over `repeats` runs; one HTTP post per repeat when `url` (and,
-    alternately with it, to `baseline_url`, after one warm-up post to each)."""
+                 server: LocalServer | None, baseline_url: str | None = None) -> PlanLatency:
+    """Median stage times over `repeats` runs; one HTTP post per repeat to `server` when
+    given (and, alternately with it, to `baseline_url`), after one warm-up post to each."""
     body = _body(size, time_limit, seed)
     runs: list[dict[str, float]] = []
     cpus: list[dict[str, float]] = []
@@ -200,40 +233,85 @@ def measure_plan(size: str, time_limit: float, seed: int, repeats: int,
     stages = {s: statistics.median(r[s] for r in runs) for s in STAGES}
     row = PlanLatency(size, time_limit, len(body) / 2**20, stages, result.status, result.gap,
                       cpu={s: statistics.median(c[s] for c in cpus) for s in STAGES})
-    if url is not None:
-        _post_alternately(row, body, time_limit, repeats, url, baseline_url)
+    if server is not None:
+        _post_alternately(row, body, time_limit, repeats, server, baseline_url)
     return row
 
 
+def parse_server_timing(value: str) -> dict[str, tuple[float, float | None]]:
+    """A `Server-Timing` header (api/routers/plans.py `server_timing`) as seconds by
+    stage: (wall, CPU when the header gives it as `desc="cpu=..."`)."""
+    out: dict[str, tuple[float, float | None]] = {}
+    for metric in value.split(","):
+        name, *params = (part.strip() for part in metric.split(";"))
+        fields = dict(p.partition("=")[::2] for p in params)
+        if not name or "dur" not in fields:
+            continue
+        cpu = fields.get("desc", "").strip('"').partition("cpu=")[2]
+        out[name] = (float(fields["dur"]) / 1000, float(cpu) / 1000 if cpu else None)
+    return out
+
+
+def service_parts(wall_s: float, solve_time_s: float,
+                  timing: dict[str, tuple[float, float | None]]) -> dict[str, float]:
+    """The service overhead of one post (`wall_s` less `solve_time_s`) split into
+    SERVICE_PARTS, in seconds (module doc); the parts add up to the overhead."""
+    stages = {k: w for k, (w, _) in timing.items()}
+    total = stages.pop("total", wall_s)
+    parts = {"http": wall_s - total}
+    parts.update((k, v) for k, v in stages.items() if k != "solve")
+    parts["beyond solve_time_s"] = stages.get("solve", solve_time_s) - solve_time_s
+    parts["route"] = total - sum(stages.values())
+    return parts
+
+
 def _post_alternately(row: PlanLatency, body: bytes, time_limit: float, repeats: int,
-                      url: str, baseline_url: str | None) -> None:
-    """Post `body` `repeats` times to `url` (and as often to `baseline_url`, alternating
-    which goes first); record walls and overheads in `row`."""
+                      server: LocalServer, baseline_url: str | None) -> None:
+    """Post `body` `repeats` times to `server` (and as often to `baseline_url`,
+    alternating which goes first); record walls, overheads and their parts in `row`."""
     import httpx
 
-    targets = {"this": url, **({"baseline": baseline_url} if baseline_url else {})}
+    targets = {"this": server.url, **({"baseline": baseline_url} if baseline_url else {})}
     walls: dict[str, list[float]] = {k: [] for k in targets}
     solves: dict[str, list[float]] = {k: [] for k in targets}
     with contextlib.ExitStack() as stack:
         clients = {k: stack.enter_context(httpx.Client(base_url=u, timeout=time_limit + 300))
                    for k, u in targets.items()}
         headers = {"Content-Type": "application/json"}
-        if baseline_url:  # both servers warmed up alike
-            for client in clients.values():
-                client.post("/v1/plans", content=body, headers=headers).raise_for_status()
+        for client in clients.values():  # warmed up alike
+            client.post("/v1/plans", content=body, headers=headers).raise_for_status()
         for i in range(repeats):
             for k in (list(clients) if i % 2 == 0 else list(clients)[::-1]):
+                api0 = server.cpu_s()[0]
                 t0 = time.perf_counter()
                 r = clients[k].post("/v1/plans", content=body, headers=headers)
                 walls[k].append(time.perf_counter() - t0)
+                api1 = server.cpu_s()[0]
                 r.raise_for_status()
                 solves[k].append(r.json()["solve_time_s"])
+                if k == "this":
+                    _record_parts(row, walls[k][-1], solves[k][-1], api1 - api0,
+                                  r.headers.get("server-timing", ""))
     row.http_s = statistics.median(walls["this"])
     row.http_solve_time_s = statistics.median(solves["this"])
     row.overheads_s = [w - s for w, s in zip(walls["this"], solves["this"], strict=True)]
     if baseline_url:
         row.baseline_overheads_s = [w - s for w, s in zip(walls["baseline"],
                                                           solves["baseline"], strict=True)]
+
+
+def _record_parts(row: PlanLatency, wall_s: float, solve_time_s: float, api_cpu_s: float,
+                  header: str) -> None:
+    """Add one post's overhead parts, its worker CPU by stage and its API CPU to `row`."""
+    timing = parse_server_timing(header)
+    if not timing:
+        return
+    for name, value in service_parts(wall_s, solve_time_s, timing).items():
+        row.service.setdefault(name, []).append(value)
+    for name, (_, cpu) in timing.items():
+        if cpu is not None:
+            row.service_cpu.setdefault(name, []).append(cpu)
+    row.api_cpu_s.append(api_cpu_s)
 
 
 # ---------------------------------------------------------------- sessions
@@ -303,6 +381,9 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
             session.apply(batch)
             state = session.planning_request(session_limit)
             warm, plan_s = remote.plan(session_limit)
+            for name, value in service_parts(plan_s, warm.solve_time_s,
+                                             remote.timing).items():
+                out.service.setdefault(name, []).append(value)
             out.plan_cpu_s.append(remote.worker_cpu)
             out.api_cpu_s.append(remote.api_cpu)
             out.apply_cpu_s.append(remote.apply_cpu)
@@ -350,6 +431,8 @@ class _RemoteSession:
 
         self.server = server
         self.api_cpu = self.worker_cpu = self.apply_cpu = 0.0
+        #: the last plan's Server-Timing
+        self.timing: dict[str, tuple[float, float | None]] = {}
         self.client = httpx.Client(base_url=server.url, timeout=first_limit + 600)
         r = self.client.post("/v1/sessions", content=session.request.model_dump_json(),
                              headers={"Content-Type": "application/json"})
@@ -378,6 +461,7 @@ class _RemoteSession:
         api1, worker1 = self.server.cpu_s()
         self.api_cpu, self.worker_cpu = api1 - api0, worker1 - worker0
         r.raise_for_status()
+        self.timing = parse_server_timing(r.headers.get("server-timing", ""))
         return Plan.model_validate_json(r.content), wall
 
     def close(self) -> None:
@@ -404,6 +488,8 @@ def format_plans(rows: list[PlanLatency]) -> str:
         lines.append(f"| {r.size} | {r.time_limit_s:g} | {r.body_mib:.1f} | "
                      + " | ".join(cells)
                      + f" | {r.total_s:.2f} s | {http} | {over} | {r.status} | {gap} |")
+    if any(r.service for r in rows):
+        lines += ["", format_service(rows)]
     compared = [r for r in rows if r.baseline_overheads_s]
     if compared:
         lines += ["", "Service overhead per post (wall less solve_time_s), posted alternately:",
@@ -412,6 +498,36 @@ def format_plans(rows: list[PlanLatency]) -> str:
             for name, v in (("this", r.overheads_s), ("baseline", r.baseline_overheads_s)):
                 lines.append(f"| {r.size} | {name} | {1000 * statistics.median(v):,.0f} ms | "
                              f"{1000 * min(v):,.0f} ms | {1000 * max(v):,.0f} ms |")
+    return "\n".join(lines)
+
+
+def format_service(rows: list[PlanLatency]) -> str:
+    """The service overhead's parts (module doc) as a Markdown table: per part the median
+    wall ms over the posts, its share of the overhead's median, and the worker's median
+    CPU ms where known; the parts' medians need not add up to the overhead's."""
+    parts = [p for p in SERVICE_PARTS if any(p in r.service for r in rows)]
+    lines = ["Service overhead by part, median over the posts (share of the median overhead; "
+             "worker CPU):",
+             "| size | posts | overhead | " + " | ".join(parts) + " | API CPU per post |",
+             "|" + "---|" * (len(parts) + 4)]
+    for r in rows:
+        if not r.service:
+            continue
+        over = statistics.median(r.overheads_s)
+        cells = []
+        for p in parts:
+            if p not in r.service:
+                cells.append("-")
+                continue
+            wall = statistics.median(r.service[p])
+            cpu_key = "solve" if p == "beyond solve_time_s" else p
+            cpu = (f", CPU {1000 * statistics.median(r.service_cpu[cpu_key]):,.1f}"
+                   if cpu_key in r.service_cpu and p != "beyond solve_time_s" else "")
+            cells.append(f"{1000 * wall:,.1f} ({100 * wall / over:.0f}%){cpu}"
+                         if over > 0 else f"{1000 * wall:,.1f}{cpu}")
+        api = (f"{1000 * statistics.median(r.api_cpu_s):,.0f} ms" if r.api_cpu_s else "-")
+        lines.append(f"| {r.size} | {len(r.overheads_s)} | {1000 * over:,.0f} ms | "
+                     + " | ".join(cells) + f" | {api} |")
     return "\n".join(lines)
 
 
@@ -434,6 +550,8 @@ def format_sessions(s: SessionLatency) -> str:
         f"| value / cold value | {percentile(s.ratios, 50):.4f} | "
         f"min {min(s.ratios):.4f} | |",
         *_cpu_rows(s),
+        *[f"| overhead part: {name} | {ms(percentile(v, 50))} | {ms(percentile(v, 99))} | "
+          f"{ms(max(v))} |" for name, v in s.service.items()],
         f"statuses: {', '.join(sorted(set(s.statuses)))}"
         + (f"; {s.warm} of {len(s.plan_s)} plans warm, {s.cold_fallbacks} of them answered "
            f"by the cold path, {s.carried} started from the last plan's carried state"
@@ -517,7 +635,7 @@ def latency_command(
     sess: SessionLatency | None = None
     with contextlib.ExitStack() as stack:
         stack.enter_context(contended(contend))
-        url = base_url = None
+        base_url = None
         server_settings: dict[str, Any] = {
             "workers": 1, "queue_size": 2,
             "max_time_limit_s": max([*limits, cold_limit, session_limit]) + 1,
@@ -526,13 +644,12 @@ def latency_command(
         server: LocalServer | None = None
         if (http and size_list) or (session_http and sessions_size):
             server = stack.enter_context(local_server(**server_settings))
-            url = server.url
             if baseline is not None:
                 base_url = stack.enter_context(local_server(
                     root=baseline.resolve(), **server_settings)).url
         for size, limit in zip(size_list, limits, strict=True):
-            rows.append(measure_plan(size, limit, seed, repeats, url if http else None,
-                                     base_url))
+            rows.append(measure_plan(size, limit, seed, repeats,
+                                     server if http else None, base_url))
             typer.echo(format_plans(rows[-1:]).splitlines()[2], err=True)
         if sessions_size:
             sess = measure_sessions(sessions_size.upper(), events, rounds, session_limit,

@@ -35,12 +35,15 @@ puts back a higher-class job that the step stopped where that serves no less gua
 `improve_levels(request, result, deadline)` raises the classes below the guarantees by
 exchanges (additive objectives), each kept only when no less guaranteed usage is served
 and the highest class that changes gains (`_rises`, on the jobs' terms, `Greedy.term`,
-before and after): `restore_running` keeps a stopped running job where it runs by taking out the
-jobs on its GPUs and, when its quota limit binds, jobs using that quota; `raise_classes`
-clears lower-class work off a node for an unplaced higher-class job; `refill_classes`
-trades a placed job for unplaced jobs of its class or higher worth more. The planner
+before and after): `raise_classes` clears lower-class work off a node for an unplaced
+higher-class job; `upgrade_classes` moves a placed job to a model where it is worth more
+by clearing a node of work of its class or lower, which goes back where it fits;
+`refill_classes` trades a placed job for unplaced jobs of its class or higher worth more;
+`restore_running` keeps a stopped running job where it runs by taking out the jobs on its
+GPUs and, when its quota limit binds, jobs using that quota. The planner
 (`solver.levels.level_search`) runs it within its time; it is not part of
-`settle_levels`, which every answer passes untimed.
+`settle_levels`, whose guarantee step (`reclaim_nodes`) runs until the driver's deadline
+and whose `restore_displaced` every answer passes untimed.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ REFILL_OFFER = 40
 #: for one of them
 RESTORE_TRIES = 100
 RESTORE_OUT = 96
+#: nodes costed between two looks at the deadline (`_clear_for`)
+_DEADLINE_NODES = 16
 
 
 def _occupants(g: Greedy, gids: list[int]) -> set[str]:
@@ -310,23 +315,30 @@ def _holds_guarantee_at(g: Greedy, info: JobInfo, pl: list[Placement] | None) ->
 
 
 def _reclaim_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]],
-                 tries: list[int]) -> bool:
+                 tries: list[int], deadline: float | None = None) -> bool:
     """Try the cheapest nodes to clear for job `info` on each model where it would serve
     more guarantee (module doc; `nodes`: model -> the nodes with GPUs of it; `tries`: the
-    clearings left, decremented); True when it was placed."""
-    return _clear_for(g, info, guarantee_models(g, info), nodes, tries, _try_node)
+    clearings left, decremented; until `deadline`); True when it was placed."""
+    return _clear_for(g, info, guarantee_models(g, info), nodes, tries, _try_node,
+                      deadline=deadline)
 
 
 def _clear_for(g: Greedy, info: JobInfo, models: list[str], nodes: dict[str, list[int]],
                tries: list[int], place: Callable[[Greedy, JobInfo, str, list[JobInfo]], bool],
-               below: int | None = None, moves_only: bool = False) -> bool:
+               below: int | None = None, moves_only: bool = False,
+               deadline: float | None = None) -> bool:
     """On each of `models` in turn, the `RECLAIM_NODES` cheapest nodes to clear for gang
     `info` (`_clear_cost`, of work of classes below `below` when given; with
     `moves_only`, only nodes where something is moved), each tried with `place` while
-    `tries` lasts; True when `info` was placed."""
+    `tries` lasts and until `deadline` (`time.monotonic()`, checked every
+    `_DEADLINE_NODES` nodes costed: L has hundreds per model); True when `info` was
+    placed."""
     for model in models:
         costs = []
-        for ni in nodes.get(model, []):
+        for k, ni in enumerate(nodes.get(model, [])):
+            if (deadline is not None and k % _DEADLINE_NODES == 0
+                    and time.monotonic() > deadline):
+                return False
             got = _clear_cost(g, info, ni, model, below=below)
             if got is not None and (got[1] or not moves_only):
                 costs.append((got[0], ni, got[1]))
@@ -361,9 +373,13 @@ def _model_nodes(g: Greedy) -> dict[str, list[int]]:
     return nodes
 
 
-def reclaim_nodes(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
+def reclaim_nodes(request: PlanRequest, result: HeuristicResult,
+                  deadline: float | None = None) -> HeuristicResult:
     """`result` with GPUs taken back for the jobs of tenants below their guarantees
-    (module doc); `result` itself when nothing changes."""
+    (module doc), until `deadline` (`time.monotonic()`; L: 1.5-2 CPU s when nothing is
+    found); `result` itself when nothing changes."""
+    if deadline is not None and time.monotonic() > deadline:
+        return result
     quotas = request.cluster.quotas
     if not quotas or not any(g > 0 for q in quotas.values() for g in q.guaranteed.values()):
         return result
@@ -376,11 +392,11 @@ def reclaim_nodes(request: PlanRequest, result: HeuristicResult) -> HeuristicRes
     failed: set[tuple[str, int]] = set()
     for info in _reclaim_candidates(g):
         shape = (info.job.tenant, info.gpus)
-        if tries[0] <= 0:
+        if tries[0] <= 0 or (deadline is not None and time.monotonic() > deadline):
             break
         if shape in failed or info.name in g.state.placed:
             continue
-        if _reclaim_one(g, info, nodes, tries):
+        if _reclaim_one(g, info, nodes, tries, deadline):
             done = True
         else:
             failed.add(shape)
@@ -430,12 +446,12 @@ def _try_class_node(g: Greedy, info: JobInfo, model: str, occupants: list[JobInf
 
 
 def _raise_one(g: Greedy, info: JobInfo, nodes: dict[str, list[int]],
-               tries: list[int]) -> bool:
+               tries: list[int], deadline: float | None = None) -> bool:
     """Try the cheapest nodes to clear of lower-class work for `info` on each of its
     models, best first (`nodes`: model -> its nodes; `tries`: the clearings left,
-    decremented); True when it was placed."""
+    decremented; until `deadline`); True when it was placed."""
     return _clear_for(g, info, g.ranked_models(info), nodes, tries, _try_class_node,
-                      below=info.job.priority, moves_only=True)
+                      below=info.job.priority, moves_only=True, deadline=deadline)
 
 
 def raise_classes(request: PlanRequest, result: HeuristicResult,
@@ -474,7 +490,97 @@ def raise_classes(request: PlanRequest, result: HeuristicResult,
             break
         if shape in failed or info.name in st.placed:
             continue
-        if g.place(info) or _raise_one(g, info, nodes, tries):
+        if g.place(info) or _raise_one(g, info, nodes, tries, deadline):
+            done = True
+        else:
+            failed.add(shape)
+    return g.result() if done else result
+
+
+def _try_upgrade(g: Greedy, x: JobInfo, model: str, occupants: list[JobInfo]) -> bool:
+    """Move placed job `x` to `model` on GPUs cleared of `occupants` (of `x`'s class or
+    lower), which are put back where they fit (`x`'s old GPUs included), highest class
+    first; kept when no less guaranteed usage is served and the classes rise (`_rises`),
+    else undone."""
+    st = g.state
+    before = guaranteed_served(st.quotas, st.quota_used)
+    old = {x.name: st.remove(x) or []}
+    old.update((o.name, st.remove(o) or []) for o in occupants)
+    found = g.find(x, [model])
+    if found is not None:
+        st.place(x, found)
+        for o in sorted(occupants, key=lambda o: (-o.job.priority, -o.density, o.name)):
+            g.place(o)
+        deltas: dict[int, float] = {}
+        for n, pl in old.items():
+            o = g.by_name[n]
+            deltas[o.job.priority] = (deltas.get(o.job.priority, 0.0)
+                                      + g.term(o, st.placed.get(n)) - g.term(o, pl))
+        after = guaranteed_served(st.quotas, st.quota_used)
+        if after >= before - 1e-9 * max(1.0, before) and _rises(deltas):
+            for o in occupants:
+                if o.name not in st.placed and not o.current:
+                    g.reasons[o.name] = ("lower_priority", f"its GPUs went to {x.name}, "
+                                         f"worth more to class {x.job.priority} there")
+            return True
+        for n in old:
+            st.remove(g.by_name[n])
+    for n, pl in old.items():
+        if pl:
+            st.place(g.by_name[n], pl)
+    return False
+
+
+def upgrade_classes(request: PlanRequest, result: HeuristicResult,
+                    deadline: float | None = None) -> HeuristicResult:
+    """`result` with placed jobs moved to models where they are worth more to their class
+    (additive objectives). Best fit fills the fastest model with the jobs that come first
+    (the highest class, then by value per GPU), which need not be those that gain most
+    there: on M, class-1000 8-GPU gangs worth 0.9-2.2 more on H200 sit on H100 while
+    1-GPU jobs of their class, worth 0.1-0.3 more on H200, hold it. For each placed
+    whole-GPU job `x` of at most one node (not pinned, nor running without
+    `allow_preemption`), highest class first, then the largest gain, and each model where
+    its term (`Greedy.term`: migration and topology costs included) is higher than where
+    it is: the few nodes of that model cheapest to clear of jobs of `x`'s class or lower
+    (`_clear_for`) are tried; the occupants go back where they fit, `x`'s old GPUs
+    included. A move is kept when the guaranteed usage served does not drop and the
+    highest class that changes gains (`_rises`). After a failure, the other jobs of that
+    class and size moving between the same models are skipped (on M the
+    class-1000 8-GPU gangs alone used up every try). At most RAISE_TRIES clearings,
+    until `deadline`. `result` itself when nothing changes."""
+    if (not lexicographic_levels(request)
+            or request.policy.objective in ("fairness", "priority_fifo")):
+        return result
+    g = _greedy_of(request, result)
+    st = g.state
+    most = max((len(n.gpus) for n in st.nodes), default=0)
+    cands: list[tuple[int, float, str, str]] = []
+    for i in g.infos:
+        pl = st.placed.get(i.name)
+        if (not pl or i.shape != "whole" or i.elastic or i.gpus > most or _stays(g, i)):
+            continue
+        now, here = g.term(i, pl), st.model_of(pl)
+        for m in g.ranked_models(i):
+            gain = g.value_on(i, m) - (request.policy.migration_cost if i.current else 0.0)
+            if m != here and gain - now > HOST_TOL:
+                cands.append((-i.job.priority, now - gain, i.name, m))
+    cands.sort()
+    nodes = _model_nodes(g)
+    tries = [RAISE_TRIES]
+    failed: set[tuple[int, int, str, str]] = set()
+    done = False
+    for _, _, name, model in cands:
+        if tries[0] <= 0 or (deadline is not None and time.monotonic() > deadline):
+            break
+        x = g.by_name[name]
+        pl = st.placed.get(name)
+        if not pl or st.model_of(pl) == model:
+            continue
+        shape = (x.job.priority, x.gpus, st.model_of(pl), model)
+        if shape in failed:
+            continue
+        if _clear_for(g, x, [model], nodes, tries, _try_upgrade,
+                      below=x.job.priority + 1, deadline=deadline):
             done = True
         else:
             failed.add(shape)
@@ -723,12 +829,15 @@ def restore_running(request: PlanRequest, result: HeuristicResult,
 
 def improve_levels(request: PlanRequest, result: HeuristicResult,
                    deadline: float | None = None) -> HeuristicResult:
-    """`result` after `restore_running`, `raise_classes` and `refill_classes` (each until
-    `deadline`), then `restore_displaced`; `result` itself unless that ranks higher by
+    """`result` after `raise_classes`, `upgrade_classes`, `refill_classes` and
+    `restore_running` (each until `deadline`; the costliest, restore_running, last: on
+    M it takes 0.3 of the 0.5 CPU s, and the order gives the same levels or better), then
+    `restore_displaced`; `result` itself unless that ranks higher by
     `models.objective.level_key` (each step's own test works on the jobs it moves: this
     one checks the whole plan)."""
-    out = refill_classes(request, raise_classes(
-        request, restore_running(request, result, deadline), deadline), deadline)
+    out = result
+    for step in (raise_classes, upgrade_classes, refill_classes, restore_running):
+        out = step(request, out, deadline)
     out = restore_displaced(request, out)
     if out is result or level_key(request, out.placements) <= level_key(
             request, result.placements):
@@ -736,6 +845,9 @@ def improve_levels(request: PlanRequest, result: HeuristicResult,
     return out
 
 
-def settle_levels(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
-    """`result` after `reclaim_nodes`, then `restore_displaced` (module doc)."""
-    return restore_displaced(request, reclaim_nodes(request, result))
+def settle_levels(request: PlanRequest, result: HeuristicResult,
+                  deadline: float | None = None) -> HeuristicResult:
+    """`result` after `reclaim_nodes` (until `deadline`, a `time.monotonic()` instant: it
+    only raises the guarantees served), then `restore_displaced`, untimed: every plan
+    must pass the validator's `priority` rule (module doc)."""
+    return restore_displaced(request, reclaim_nodes(request, result, deadline))

@@ -140,7 +140,8 @@ def _outcome(ctx: Context) -> Outcome:
     ctx.portfolio.reasons()   # needed at the end; also a first measure of the load
     out = PLANNERS[request.policy.solver](ctx)
     if out.status != "infeasible":
-        kept = settle_levels(request, out.result)
+        kept = settle_levels(request, out.result,
+                             None if ctx.budget.deterministic else ctx.budget.until())
         if kept is not out.result:
             out = dataclasses.replace(out, result=kept)
     if out.status != "infeasible" and _breaks_running(request, out.result):

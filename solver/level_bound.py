@@ -2,8 +2,9 @@
 levels above it held at the plan's values.
 
 The aggregated LP of solver/bound.py (pools, node patterns, gang rows, GPU memory, quota
-limits) is built once with its job groups split by priority class as well, and three
-row families are added:
+limits, the domain rows of required topology levels and the usable rows of pools where
+running jobs hold unusable GPUs) is built once with its job groups split by priority
+class as well, and three row families are added:
 
     usage[t, k]:  sum over the options counting toward key (t, k) of quota * x - s[t, k] >= 0
                   0 <= s[t, k] <= guaranteed(t, k)              (served: min(usage, G))
@@ -29,6 +30,14 @@ and the MIP's dual bound is used, as in solver/bound.py.
 The bounds of the class levels are for the additive objectives; with `fairness` (a class
 level is a minimum share, then a throughput) only the quota level gets one. A level whose
 LP does not finish within the time left gets None.
+
+How tight a lower level's bound can be depends on the levels above: their rows hold the
+plan's values, and every unit a higher level is below its own bound is room the LP may
+spend on the lower one. On M (benchmarks/QUOTAS.md, session 8) the LP trades about 100 of
+class 100 per unit of class 1000 (class 100's bound 1,560 with class 1000 held at 1,321.7,
+1,295 at class 1000's own bound of 1,323.8): a lower level's gap measures the plan
+against what the LP could do with the higher levels' slack, not against the
+lexicographic optimum.
 """
 
 from __future__ import annotations
@@ -59,9 +68,10 @@ class _ClassKey(agg.GroupKey):
     priority: int
 
     def __new__(cls, options: tuple[agg.Option, ...], tenant: str, fixed: bool,
-                single_k: int, priority: int) -> _ClassKey:
+                single_k: int, priority: int, levels: tuple[str, ...] = (),
+                stranded: tuple[tuple[agg.Pool, int], ...] = ()) -> _ClassKey:
         """The key of a class-`priority` group."""
-        self = super().__new__(cls, options, tenant, fixed, single_k)
+        self = super().__new__(cls, options, tenant, fixed, single_k, levels, stranded)
         self.priority = priority
         return self
 
@@ -102,7 +112,7 @@ def _groups(request: PlanRequest, state: ClusterState, caps: agg._Capacity
         if not e.options:
             continue
         key = _ClassKey(tuple(sorted(e.options.values())), job.tenant, e.fixed, e.single_k,
-                        job.priority)
+                        job.priority, e.levels, e.stranded)
         slot = groups.setdefault(key, agg.GroupCount())
         slot.count += 1
         slot.fixed += e.fixed
@@ -126,6 +136,9 @@ def _build(request: PlanRequest) -> tuple[_Model, list[bool], int] | None:
                       False, {}, patterns)
     if quotas:
         agg._declare_quota_rows(lp, as_groups, quotas)
+    agg._declare_domain_rows(lp, as_groups, caps.domain_free)
+    for pool in sorted(caps.usable_cap):
+        lp.add_row("usable", pool, hi=caps.usable_cap[pool])
     gang_cols, _ = agg._job_columns(lp, as_groups, False, patterns, quotas)
     n_job_cols = lp.num_cols
     agg._pattern_columns(lp, patterns)
@@ -209,6 +222,12 @@ def level_bounds(request: PlanRequest, placements: Mapping[str, Sequence[Placeme
     if built is None:
         return [None] * len(values)
     model, gang_cols, n_job_cols = built
+    additive = request.policy.objective != "fairness"
+    if model.lp.num_cols == 0:
+        # no job can be placed (HiGHS calls the LP empty): every level's sum is 0
+        return [0.0 if name == "quota" else
+                model.const[int(name.split(" ", 1)[1])] if additive else None
+                for name, _ in values]
     gangs = [c for c in range(n_job_cols) if gang_cols[c]]
     lp = model.lp
     h = lp.to_highs()
@@ -220,7 +239,6 @@ def level_bounds(request: PlanRequest, placements: Mapping[str, Sequence[Placeme
     for name, _ in values[len(rows):]:
         p = int(name.split(" ", 1)[1])
         rows.append((lp.row("class", p), model.const[p]))
-    additive = request.policy.objective != "fairness"
     out: list[float | None] = []
     for i, (name, _) in enumerate(values):
         left = time_limit_s - (time.perf_counter() - t0)

@@ -106,10 +106,10 @@ def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placem
     for name, pls in placements.items():
         for p in pls:
             occupants.setdefault((p.node, p.gpu), []).append(name)
-    refine = len(infos) <= REFINE_MAX_JOBS
-    full = Greedy(request, infos)
+    # the plan's state, for the refinement only (L: 0.2 CPU s to build, unused beyond it)
+    full = Greedy(request, infos) if len(infos) <= REFINE_MAX_JOBS else None
     for name, pls in placements.items():
-        if pls and refine:
+        if pls and full is not None:
             full.state.place(by_name[name], list(pls))
     #: priority -> a placer over the jobs that outrank a job of that class
     protected: dict[int, Greedy] = {}
@@ -120,7 +120,7 @@ def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placem
         if job.current:
             _preempted_detail(request, info, by_name, occupants, placed_model, usage, out)
             continue
-        if not refine or out.get(info.name, INSUFFICIENT)[0] != INSUFFICIENT[0]:
+        if full is None or out.get(info.name, INSUFFICIENT)[0] != INSUFFICIENT[0]:
             continue
         key = job.priority
         if key not in protected:

@@ -374,9 +374,14 @@ LEVELS: dict[str, Callable[[Context, str, Compiled], Outcome]] = {
 
 
 #: Greedy restarts of `level_search` at most (seeds other than the policy's), and what
-#: improving a plan costs against one restart (M: 0.3 against 0.2 CPU s).
+#: a round of improving a plan costs against one restart (M: 0.3-0.5 against 0.1-0.15 CPU
+#: s, greedy and settling; at 1.5 the restarts left the first round too little at load
+#: 4-6 and it was cut)
 LEVEL_RESTARTS = 8
-IMPROVE_PER_PASS = 1.5
+IMPROVE_PER_PASS = 3.0
+#: Rounds of the exchanges at most: another round runs while the last one changed the plan
+#: and time is left (M: a second round added 8 to class 100, 1,169 to 1,177)
+IMPROVE_ROUNDS = 3
 
 
 def level_search(ctx: Context) -> HeuristicResult:
@@ -385,15 +390,16 @@ def level_search(ctx: Context) -> HeuristicResult:
     their turn), each settled (`heuristics.levels.settle_levels`), while a restart and the
     improvement after it still fit; then the exchanges of
     `heuristics.levels.improve_levels` on the best plan by the levels
-    (`Portfolio.offer`), which is returned. The restarts come first as they decide the top
+    (`Portfolio.offer`), again while a round changes it (at most IMPROVE_ROUNDS), and the
+    best is returned. The restarts come first as they decide the top
     level (the guaranteed usage served, M: 1,629.72-1,629.86 between seeds, from MIG and
     shares), which the exchanges never change; the exchanges then raise the classes (M,
     class 100: 961 to 1,007, 1,124 to 1,169). For the requests too large for the exact
     model, where the lexicographic walk of CP-SAT on a pruned model finds nothing in the
     time (M with quotas, classes and topology levels: no solution in 1.4 s of a 15 s
     budget; with 60 s a guaranteed usage of 1,442 against the greedy's 1,630).
-    Deterministic mode: each restart charges two passes to the work clock, the
-    improvement three, and no phase is cut by the wall clock."""
+    Deterministic mode: each restart charges two passes to the work clock, each round of
+    the improvement three, and no phase is cut by the wall clock."""
     req = ctx.request
     budget = ctx.budget
     det = budget.deterministic
@@ -411,12 +417,16 @@ def level_search(ctx: Context) -> HeuristicResult:
                               deadline=None if det else stop)
             if any(why[0] == "time_limit" for why in got.reasons.values()):
                 break   # cut at the deadline: not a plan worth settling
-            ctx.portfolio.offer(settle_levels(req, got))
+            ctx.portfolio.offer(settle_levels(req, got, None if det else stop))
         spent = time.monotonic() - t0
-    if budget.stopped():
-        return ctx.portfolio.start()
-    budget.charge(IMPROVE_PER_PASS * pass_cost)
-    with budget.python_phase():
-        ctx.portfolio.offer(improve_levels(req, ctx.portfolio.start(),
-                                           None if det else budget.until()))
+    for _ in range(IMPROVE_ROUNDS):
+        if budget.stopped():
+            break
+        budget.charge(IMPROVE_PER_PASS * pass_cost)
+        best = ctx.portfolio.start()
+        with budget.python_phase():
+            got = improve_levels(req, best, None if det else budget.until())
+        if got is best:
+            break
+        ctx.portfolio.offer(got)
     return ctx.portfolio.start()

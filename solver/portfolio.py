@@ -3,7 +3,8 @@
 One name: the *starting plan* (`Portfolio.start`) is the best heuristic plan known so far.
 It is first the best of the greedy plan (heuristics/greedy.py) and the LP relaxation
 rounded into plans (heuristics/lp_round.py; throughput-like objectives only, where the
-LP's choice is the objective's), its new shared jobs then re-packed exactly by GPU
+LP's choice is the objective's; with quotas or priority classes only on small requests,
+`LEVEL_ROUNDING_UP_TO`), its new shared jobs then re-packed exactly by GPU
 patterns when that ranks better (solver/share_packing.py). Later phases `offer` better
 plans (the local search's, an exact solve's when it seeds a wider one); the starting plan
 is what exact solves are warm-started from and what is returned when they find nothing.
@@ -34,6 +35,7 @@ from heuristics.result import HeuristicResult
 from models import Plan, PlanRequest, PlanStatus
 from models.instance import compile_jobs
 from models.objective import Evaluation, evaluate
+from models.rules import lexicographic_levels
 from solver.bound import Relaxation, relax
 from solver.budget import PASS_S_PER_JOB, Budget
 from solver.build import build_plan
@@ -147,6 +149,14 @@ class Incumbents:
             self.hook(plan)
         except Exception:  # an incumbent report must never break the solve
             log.exception("incumbent report failed")
+
+
+#: Jobs up to which requests with quotas or priority classes start from the rounded LP
+#: too. The rounding does not serve the levels (M, 1,500 jobs: its plans serve 1,552-1,588
+#: of guarantee against the greedy's 1,629.7, and are never the best start), and on the
+#: level search's path (solver/levels.py) the LP's 0.4 CPU s of M's 1.6 are worth more to
+#: the search; small requests keep it (cheap, and one more start for the exact solve).
+LEVEL_ROUNDING_UP_TO = 500
 
 
 class Portfolio:
@@ -336,11 +346,18 @@ class Portfolio:
         timing."""
         b = self.budget
         if (b.deterministic or len(self.request.jobs) <= BOTH_VARIANTS_UP_TO
-                or self.request.policy.objective not in LP_ROUND_OBJECTIVES):
+                or not self._rounds()):
             return False
         self.compiled()
         return b.fits(RELAX_SAFETY * self._relax_cpu()
                       + ROUND_MIN_SHARE * self._rounding_cpu())
+
+    def _rounds(self) -> bool:
+        """Whether the starting plan tries the rounded LP (module doc): throughput-like
+        objectives, with lexicographic levels only up to `LEVEL_ROUNDING_UP_TO` jobs."""
+        return (self.request.policy.objective in LP_ROUND_OBJECTIVES
+                and (len(self.request.jobs) <= LEVEL_ROUNDING_UP_TO
+                     or not lexicographic_levels(self.request)))
 
     def _first_start(self) -> tuple[HeuristicResult, bool]:
         """The best of the greedy plan and the rounded LP plans, and whether it is a
@@ -355,7 +372,7 @@ class Portfolio:
         lp_first = self._lp_first()
         if not lp_first:
             greedy = self.greedy()
-        if self.request.policy.objective in LP_ROUND_OBJECTIVES:
+        if self._rounds():
             self.bound()
             targets = self._relax.targets if self._relax is not None else {}
             rounded = self._roundings(targets, 1 if lp_first else len(ROUNDINGS))

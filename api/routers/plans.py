@@ -6,11 +6,16 @@ same 422s, so that large bodies never hold the API process's GIL. A synchronous 
 finds a solver worker idle sends its bytes to that worker instead, which runs the same
 checks before it solves (api/intake.py `RawRequest`). The OpenAPI schema still
 documents the body as a PlanRequest (`PLAN_REQUEST_BODY`).
+
+The answer carries a `Server-Timing` header (W3C Server Timing): where the request's time
+went in the service, in milliseconds by stage (`server_timing`), so that a client or a
+benchmark (benchmarks/latency.py) can tell the solve from what the service adds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request, Response
@@ -72,14 +77,43 @@ async def create_plan(request: Request, service: ServiceDep) -> Response:
 
     `policy.time_limit_s` is capped by the server's maximum (`GPUPLAN_MAX_TIME_LIMIT_S`);
     a solve that overruns it (plus a grace period) is stopped and answered 504. When every
-    worker is busy and the queue is full the answer is 429 with `Retry-After`.
+    worker is busy and the queue is full the answer is 429 with `Retry-After`. The
+    answer's `Server-Timing` header says where the time went, in milliseconds by stage
+    (reading the body, validating it, the solve, serialising the plan, the hops between
+    the processes).
     """
+    began = time.monotonic()
     body = await request.body()
     if not body or not is_json(request):
         raise unparsed_body_errors(_ADAPTER, body)
+    stages = {"read": time.monotonic() - began}
     if service.takes_raw_bodies:  # an idle worker validates it: no intake round trip
         result = await service.solve_body(body)
     else:
-        result = await service.solve(await service.prepare(body, False))
+        intake = time.monotonic()
+        prepared = await service.prepare(body, False)
+        stages["intake"] = time.monotonic() - intake
+        result = await service.solve(prepared)
+    stages.update(result.stages)
+    stages["total"] = time.monotonic() - began
     # The worker serialised a validated Plan: send its JSON as is (no re-encoding here).
-    return Response(content=result.json, media_type="application/json")
+    return Response(content=result.json, media_type="application/json",
+                    headers={"Server-Timing": server_timing(stages, result.cpu)})
+
+
+def server_timing(stages: Mapping[str, float], cpu: Mapping[str, float]) -> str:
+    """A `Server-Timing` header value: each stage's wall seconds as `name;dur=`
+    milliseconds, with the worker's CPU milliseconds of its own stages as
+    `desc="cpu=..."` (the CPU a loaded machine does not inflate).
+
+    Stages of `POST /v1/plans`, in order: `read` (the body, in the API process), `intake`
+    (validated and pickled in an intake process, when no worker was idle), `queue` (waiting
+    for a worker), `hop` (to the worker), `validate` (a raw body, in the worker) or
+    `unpickle` (the intake's request), `solve` (the planner call, whose plan's
+    `solve_time_s` is part of it), `serialise` (the plan's JSON), `back` (to the API
+    process), and `total` (from the route's start to the answer; the HTTP stack's own
+    time, before and after, is outside it)."""
+    return ", ".join(
+        f"{name};dur={1000 * seconds:.2f}"
+        + (f';desc="cpu={1000 * cpu[name]:.2f}"' if name in cpu else "")
+        for name, seconds in stages.items())

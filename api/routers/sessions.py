@@ -4,12 +4,14 @@
 (a batch of deltas, applied all or none; 409 naming the event that does not apply);
 `POST /v1/sessions/{id}/plan` -> the Plan, solved on the worker pool like `/v1/plans`
 and committed as the session's next starting point (409 when the session changed on another
-replica meanwhile); `GET` and `DELETE /v1/sessions/{id}`. The session service
+replica meanwhile; its `Server-Timing` header splits its time by stage, as for
+`/v1/plans`); `GET` and `DELETE /v1/sessions/{id}`. The session service
 (api/sessions.py) starts and stops with the app, through this router's lifespan.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated
@@ -20,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.errors import Unavailable, error_responses
 from api.routers.body import ThreadedBodyRoute
 from api.routers.deps import ServiceDep, SettingsDep, check_limits
-from api.routers.plans import PlanRequestBody
+from api.routers.plans import PlanRequestBody, server_timing
 from api.sessions import LiveSession, SessionService, SessionSettings
 from api.store import SolveService
 from models import Plan, PlanRequest
@@ -136,9 +138,12 @@ async def plan_session(session_id: str, sessions: SessionsDep, service: ServiceD
     `session_changed` (nothing committed) when another replica changed the session while
     it was solved."""
     del service  # the pool must be running (503 otherwise); the session service uses it
+    began = time.monotonic()
     limit = body.time_limit_s if body is not None else None
-    return Response(content=await sessions.plan(session_id, limit),
-                    media_type="application/json")
+    result = await sessions.plan(session_id, limit)
+    stages = {**result.stages, "total": time.monotonic() - began}
+    return Response(content=result.json, media_type="application/json",
+                    headers={"Server-Timing": server_timing(stages, result.cpu)})
 
 
 @router.delete("/{session_id}", status_code=status.HTTP_204_NO_CONTENT,

@@ -9,12 +9,32 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from api.store.base import StoreError
 from api.store.sql import SqlStore
+
+#: How long a connection waits for another's lock (and the switch to WAL mode is tried).
+WAIT_S = 30.0
+
+
+def _wal(db: sqlite3.Connection) -> None:
+    """Put the file in WAL mode. Processes opening a new file at the same moment each read
+    it and then need its exclusive lock for the switch; SQLite answers `database is locked`
+    at once instead of waiting when waiting could deadlock, so the switch is tried again
+    (for up to WAIT_S) until one has made it and the others find it done."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 class SqliteStore(SqlStore):
@@ -29,8 +49,8 @@ class SqliteStore(SqlStore):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(path), check_same_thread=False,
-                                       isolation_level=None, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
+                                       isolation_level=None, timeout=WAIT_S)
+            _wal(self._db)
         except (OSError, sqlite3.Error) as e:
             raise StoreError(f"cannot open {self.description}: {e}") from e
         self._lock = threading.Lock()

@@ -6,20 +6,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import pickle
 import signal
 from pathlib import Path
 
+import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from api.intake import PreparedRequest, cap_request, prepare_body
 from api.robustness import http_corpus
+from api.routers.body import suspect
 from api.settings import Settings
 from benchmarks.generator import generate
 from models import PlanRequest
 from tests.api.conftest import Server, wait_for
-from tests.api.test_service import tiny
+from tests.api.test_service import state_of, submit, tiny
 
 
 def test_a_body_is_prepared_once_capped_and_hashed() -> None:
@@ -54,6 +59,25 @@ def test_a_bad_body_comes_back_as_the_routes_errors(body: bytes, loc: tuple[obje
     out = prepare_body(body, Settings(max_jobs=10), record=False)
     assert isinstance(out, list) and loc in [e["loc"] for e in out]
     pickle.loads(pickle.dumps(out))  # they cross the process boundary
+
+
+@given(st.from_regex(r"-?(0|[1-9][0-9]{0,3})(\.[0-9]{1,3})?[eE][+-]?0{0,3}[0-9]{1,4}",
+                     fullmatch=True), st.sampled_from(["{{\"w\": {}}}", "[1, {}]", "{}"]))
+def test_every_number_python_reads_as_infinite_makes_a_body_suspect(number: str,
+                                                                    where: str) -> None:
+    body = where.format(number).encode()
+    if not math.isfinite(float(number)):
+        assert suspect(body)
+    assert suspect(b'{"w": ' + number.encode() + b', "n": NaN}')
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    (b'{"name": "Ee123", "e999": 1.0, "x": 1e-05, "y": 2.5E+99}', False),
+    (b'{"a": -Infinity}', True),
+    (b'{"a": [1, 2E+0400]}', True),
+])
+def test_suspect_bodies(body: bytes, expected: bool) -> None:
+    assert suspect(body) is expected
 
 
 def test_a_killed_intake_process_is_replaced(fake_server: Server) -> None:
@@ -141,3 +165,27 @@ def test_an_idle_worker_validates_the_body_itself(fake_server: Server) -> None:
         finally:
             os.kill(pid, signal.SIGCONT)
         assert c.post("/v1/plans", json=tiny()).status_code == 200
+
+
+def _timing(r: httpx.Response) -> dict[str, float]:
+    """The answer's Server-Timing as milliseconds by stage."""
+    return {m.split(";")[0].strip(): float(m.split("dur=")[1].split(";")[0])
+            for m in r.headers["server-timing"].split(",")}
+
+
+def test_server_timing_names_the_path_a_plan_took(fake_server: Server) -> None:
+    """An idle worker validates the body itself; with every worker busy the body goes
+    through the intake and the worker unpickles it; either way the stages fit in the
+    total."""
+    with fake_server.client() as c:
+        idle = _timing(c.post("/v1/plans", json=tiny()))
+        busy = [submit(c, tiny("spin", time_limit=1.0)) for _ in range(2)]
+        wait_for(lambda: all(state_of(c, b) == "running" for b in busy))
+        queued = _timing(c.post("/v1/plans", json=tiny()))
+    assert list(idle) == ["read", "queue", "hop", "validate", "solve", "serialise", "back",
+                          "total"]
+    assert list(queued) == ["read", "intake", "queue", "hop", "unpickle", "solve",
+                            "serialise", "back", "total"]
+    for stages in (idle, queued):
+        assert stages["solve"] >= 50  # the fake planner spins for its 0.05 s limit
+        assert sum(v for k, v in stages.items() if k != "total") <= stages["total"] + 0.1

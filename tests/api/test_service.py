@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -297,3 +299,35 @@ def test_docs_are_offline(fake_server: Server) -> None:
         spec = c.get("/openapi.json").json()
     body = spec["paths"]["/v1/plans"]["post"]["requestBody"]["content"]["application/json"]
     assert next(iter(body["examples"])) == "small-mixed"
+
+
+def _threads(pid: int) -> dict[int, tuple[int, int]]:
+    """Each thread of process `pid`: (niceness, CPU ticks so far), from /proc."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            fields = (task / "stat").read_text().rpartition(")")[2].split()
+            # after the name: state is field 3, utime 14, stime 15, nice 19 (proc(5))
+            out[int(task.name)] = (int(fields[16]), int(fields[11]) + int(fields[12]))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_the_solve_runs_niced_and_the_workers_own_thread_does_not(fake_server: Server
+                                                                  ) -> None:
+    """The planner runs in a thread at the pool's niceness (5 by default); the worker's
+    main thread, which validates raw bodies and serialises plans, keeps the server's."""
+    assert fake_server.proc is not None
+    base = _threads(fake_server.proc.pid)[fake_server.proc.pid][0]
+    with fake_server.client() as c:
+        solve_id = submit(c, tiny("spin", time_limit=1.5))
+        wait_for(lambda: state_of(c, solve_id) == "running")
+        time.sleep(0.5)  # the fake planner burns CPU meanwhile
+        busiest = []
+        for pid in fake_server.worker_pids():
+            threads = _threads(pid)
+            assert threads[pid][0] == base  # the worker's own thread
+            busiest.append(max(threads.values(), key=lambda t: t[1]))
+        nice, ticks = max(busiest, key=lambda t: t[1])
+        assert ticks > 0 and nice == base + 5
+        wait_for(lambda: state_of(c, solve_id) == "done")

@@ -1,7 +1,8 @@
 """The level exchanges of heuristics/levels.py (`restore_running`, `raise_classes`,
-`refill_classes`, `improve_levels`): hand-made cases whose best plans are worked out by
-hand, and on random tiny requests with quotas, classes and topology levels, that no step lowers
-the plan lexicographically and that `improve_levels` adds no violation."""
+`upgrade_classes`, `refill_classes`, `improve_levels`): hand-made cases whose best plans
+are worked out by hand, and on random tiny requests with quotas, classes and topology
+levels, that no step lowers the plan lexicographically and that `improve_levels` adds no
+violation."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from heuristics.levels import (
     refill_classes,
     restore_running,
     settle_levels,
+    upgrade_classes,
 )
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
@@ -111,6 +113,27 @@ def test_raise_places_a_higher_class_job_on_lower_class_gpus() -> None:
     assert out.reasons["low"][0] == "lower_priority"
 
 
+def test_upgrade_swaps_a_gang_onto_the_model_where_it_gains_most() -> None:
+    # One 2-GPU A100 node, one 2-GPU V100 node. Class 100: a 2-GPU gang worth 2 on V100
+    # and 6 on A100, two 1-GPU jobs worth 1 on V100 and 1.5 on A100; the plan has the
+    # small jobs on A100 (3) and the gang on V100 (2): 5. Best by hand: the gang on A100,
+    # the small jobs on V100: 8. A class-0 job has no room in either plan.
+    a100 = "A100-SXM4-80GB"
+    gang = {"name": "gang", "gpus": 2, "single_node": True, "priority": 100,
+            "throughput": {V100: 1.0, a100: 3.0}}
+    small = [{"name": f"s{i}", "gpus": 1, "priority": 100,
+              "throughput": {V100: 1.0, a100: 1.5}} for i in range(2)]
+    low = {"name": "low", "gpus": 1, "throughput": {V100: 1.0}}
+    req = _request([node("fast", a100, 2), node("slow", V100, 2)], [gang, *small, low])
+    start = HeuristicResult({"gang": _on("slow", range(2)), "s0": _on("fast", range(1)),
+                             "s1": _on("fast", range(1, 2))}, {})
+    assert level_values(req, start.placements) == [("priority 100", 5.0), ("priority 0", 0.0)]
+    out = upgrade_classes(req, start)
+    assert violations(req, out) == []
+    assert out.placements["gang"] == _on("fast", range(2))
+    assert level_values(req, out.placements) == [("priority 100", 8.0), ("priority 0", 0.0)]
+
+
 def test_a_guarantee_is_never_traded_for_a_class() -> None:
     # As above, but the class-0 job is b's and b is guaranteed 2: placing the class-100
     # job (of tenant c, no guarantee) would serve less guarantee, the first level.
@@ -141,7 +164,8 @@ def test_each_exchange_keeps_the_plan_valid_and_never_lowers_it(seed: int) -> No
     # then asks CP-SAT): the steps must add no violation of their own
     known = set(violations(req, start))
     before = level_key(req, start.placements)
-    for step in (restore_running, raise_classes, refill_classes, improve_levels):
+    for step in (restore_running, raise_classes, upgrade_classes, refill_classes,
+                 improve_levels):
         out = step(req, start)
         assert level_key(req, out.placements) >= before, (seed, step.__name__)
         assert all(j.name in out.placements or j.name in out.reasons for j in req.jobs)

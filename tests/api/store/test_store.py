@@ -19,6 +19,7 @@ from api.pool import TaskState
 from api.store import SchemaTooNew, SolveRecord, StoreError, open_store
 from api.store.postgres import PostgresStore, redact
 from api.store.sql import LATEST, MIGRATIONS
+from api.store.sqlite import _wal
 from models import Plan, PlanRequest
 from tests.api.conftest import REPO
 
@@ -254,3 +255,22 @@ def test_bad_urls_fail_in_one_line(tmp_path: Path) -> None:
     assert "hunter2" not in str(info.value) and "\n" not in str(info.value)
     assert str(info.value).startswith("cannot connect to postgresql://u@127.0.0.1:")
     assert redact(url) == url.replace(":hunter2", "")
+
+
+def test_connections_opening_a_new_sqlite_file_together_all_switch_to_wal(tmp_path: Path
+                                                                          ) -> None:
+    """SQLite refuses the switch to WAL at once ("database is locked") to a connection
+    that would deadlock waiting for it; the store tries again instead of failing."""
+    def connect(path: Path) -> sqlite3.Connection:
+        db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
+                             timeout=30)
+        _wal(db)
+        return db
+
+    for i in range(20):
+        path = tmp_path / f"s{i}.db"
+        with ThreadPoolExecutor(8) as ex:
+            dbs = list(ex.map(lambda _, p=path: connect(p), range(8)))
+        assert {db.execute("PRAGMA journal_mode").fetchone()[0] for db in dbs} == {"wal"}
+        for db in dbs:
+            db.close()
