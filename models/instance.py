@@ -319,6 +319,37 @@ def _mig_size(job: Job, catalog: Mapping[str, GpuModel], profiles: dict[str, lis
     return best
 
 
+#: One GPU as a fresh `ClusterState` sees it: (index, model, usable, MIG enabled, memory
+#: GiB (1e18 when the catalog has none), current MIG instances).
+GpuFacts = tuple[int, str, bool, bool, float, frozenset[Instance]]
+#: One node: (name, topology domain, schedulable, CPU millicores, memory GiB, its GPUs).
+NodeFacts = tuple[str, str | None, bool, float | None, float | None, list[GpuFacts]]
+
+
+def cluster_facts(request: PlanRequest) -> list[NodeFacts]:
+    """What a fresh `ClusterState` reads of each node and GPU, in cluster order, computed
+    once per request object (`per_request`): the greedy, the LP bound and every rounding
+    build a state, and on 16,384 GPUs reading the facts again cost about half of it."""
+    return per_request(request, "cluster_facts", _cluster_facts)
+
+
+def _cluster_facts(request: PlanRequest) -> list[NodeFacts]:
+    catalog = request.cluster.catalog()
+    return [node_facts(node, catalog) for node in request.cluster.nodes]
+
+
+def node_facts(node: Node, catalog: Mapping[str, GpuModel]) -> NodeFacts:
+    """What a fresh `ClusterState` reads of `node` and its GPUs (`cluster_facts`)."""
+    gpus: list[GpuFacts] = []
+    for gpu in node.gpus:
+        spec = catalog[gpu.model]
+        gpus.append((gpu.index, gpu.model, usable(node, gpu), gpu.mig_enabled,
+                     spec.memory_gib if spec.memory_gib else 1e18,
+                     frozenset(m.key() for m in gpu.mig_instances)))
+    return (node.name, node.topology_domain, node.schedulable, node.cpu_millicores,
+            node.memory_gib, gpus)
+
+
 @dataclass(slots=True)
 class GpuSlot:
     """One GPU and what occupies it."""
@@ -414,33 +445,35 @@ class ClusterState:
         # Assignments: job -> (placements, node -> number of its GPUs there).
         self.placed: dict[str, list[Placement]] = {}
         self._host: dict[str, tuple[float, float, int]] = {}
-        for node in request.cluster.nodes:
-            self.add_node(node)
+        for facts in cluster_facts(request):
+            self._add_node(facts)
 
-    def add_node(self, node: Node) -> None:
-        """Append `node`, all its GPUs free (the constructor adds every node of the
-        request; a planning session adds the nodes that joined to a carried state)."""
+    def _add_node(self, facts: NodeFacts) -> None:
+        """Append a node (`NodeFacts`), all its GPUs free."""
+        name, domain, schedulable, cpu, mem, gpus = facts
         ni = len(self.nodes)
-        slot = NodeSlot(ni, node.name, node.topology_domain, node.schedulable,
-                        node.cpu_millicores, node.memory_gib, [])
+        slot = NodeSlot(ni, name, domain, schedulable, cpu, mem, [])
         self.nodes.append(slot)
-        self.node_of[node.name] = ni
-        self.free_gpus.append({})
-        for gpu in node.gpus:
+        self.node_of[name] = ni
+        free: dict[str, set[int]] = {}
+        self.free_gpus.append(free)
+        for index, model, ok, mig, gpu_mem, current in gpus:
             gid = len(self.gpus)
-            spec = self.catalog[gpu.model]
-            g = GpuSlot(gid, ni, gpu.index, gpu.model, usable(node, gpu),
-                        gpu.mig_enabled, spec.memory_gib if spec.memory_gib else 1e18,
-                        mig_current=frozenset(m.key() for m in gpu.mig_instances))
+            g = GpuSlot(gid, ni, index, model, ok, mig, gpu_mem, mig_current=current)
             self.gpus.append(g)
             slot.gpus.append(gid)
-            self.gid_of[(node.name, gpu.index)] = gid
-            if g.mig:
+            self.gid_of[(name, index)] = gid
+            if mig:
                 self._index_add(g)
-            elif g.usable:   # every GPU is free before any placement
-                self.free_gpus[ni].setdefault(g.model, set()).add(gid)
-        for model, free in self.free_gpus[ni].items():
-            self._set_free_count(ni, model, 0, len(free))
+            elif ok:   # every GPU is free before any placement
+                free.setdefault(model, set()).add(gid)
+        for model, gids in free.items():
+            self._set_free_count(ni, model, 0, len(gids))
+
+    def add_node(self, node: Node) -> None:
+        """Append `node`, all its GPUs free: a planning session adds the nodes that
+        joined to a carried state (solver/warm.py)."""
+        self._add_node(node_facts(node, self.catalog))
 
     def refresh_node(self, node: Node) -> None:
         """Node `node` (known by name) after it was cordoned or uncordoned, or its GPUs'

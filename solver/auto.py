@@ -14,11 +14,13 @@ is returned at once as optimal. Every non-optimal answer carries the LP bound.
 
 from __future__ import annotations
 
+import time
+
 from heuristics.local_search import improve
 from heuristics.result import HeuristicResult
 from models import PlanRequest, PlanStatus
 from models.rules import lexicographic_levels
-from solver.budget import MOVES_PER_S
+from solver.budget import MOVES_PER_S, SEARCH_SETUP_CPU_PER_JOB, SEARCH_TAIL_CPU_PER_JOB
 from solver.context import Context
 from solver.exact import compile_model, exact_outcome
 from solver.formulation import Compiled
@@ -58,7 +60,10 @@ def local_search(ctx: Context, share: float = 1.0, cap_s: float | None = None
     `cap_s` seconds; in deterministic mode, the moves that much budget buys)."""
     budget = ctx.budget
     start = ctx.portfolio.start()
-    if budget.stopped(need=0.01):
+    # its setup and final comparison are not time-boxed (L: 0.8 s of CPU before a move)
+    need = 0.01 if budget.deterministic else budget.estimate(
+        SEARCH_SETUP_CPU_PER_JOB * len(ctx.request.jobs))
+    if budget.stopped(need=max(0.01, need)):
         return start
     limit = moves(ctx.request)
     if budget.deterministic:
@@ -66,8 +71,12 @@ def local_search(ctx: Context, share: float = 1.0, cap_s: float | None = None
         limit = max(1, min(limit, int(MOVES_PER_S * (span if cap_s is None
                                                       else min(span, cap_s)))))
         budget.charge(limit / MOVES_PER_S)
+    deadline = budget.until(share, cap_s)
+    if not budget.deterministic:   # leave room for its tail (reading out, comparing)
+        deadline = max(time.monotonic(), deadline - budget.estimate(
+            SEARCH_TAIL_CPU_PER_JOB * len(ctx.request.jobs)))
     with budget.python_phase():
-        out = improve(ctx.request, start, deadline=budget.until(share, cap_s),
+        out = improve(ctx.request, start, deadline=deadline,
                       seed=ctx.request.policy.seed, max_moves=limit, cancel=budget.cancel)
     budget.check_wall()
     return out

@@ -32,19 +32,19 @@ from models import PlanRequest
 from models.rules import lexicographic_levels
 from solver.linear import Limits
 
-#: CPU seconds to finish a plan per job and GPU (build and validate it), and per job
-#: again (the work between the last phase's deadline and finishing: the last comparisons
-#: of plans, restoring displaced jobs, a cut pass keeping the running jobs it did not
-#: reach); measured with the collector paused. After the finishing work was made cheaper
-#: (2026-12-01: fragmentation read from the placements, ...), L (16,384 GPUs / 20,000
-#: jobs) builds in 0.2 s and validates in 0.25-0.3 s of CPU (it was 0.5 and 0.45 s: the
-#: old 2.8e-5 kept back twice what finishing took, and L at 2-3 s stopped early). The
-#: estimate is scaled by the measured pace, and replaced by the real cost once a plan is
-#: built (an incumbent report).
-#: XL grows faster (build 2.0 s, validation 2.5 s, and a cut pass keeping 27,000 running
-#: jobs after its deadline): the per-job term stays at 1.5e-5 for it.
-FINISH_CPU_PER_ITEM = 1.5e-5
-FINISH_CPU_PER_JOB = 1.5e-5
+#: CPU seconds to finish a plan (build and validate it, and the work between the last
+#: phase's deadline and finishing: the last comparisons of plans, restoring displaced
+#: jobs, a cut pass keeping the running jobs it did not reach), measured with the
+#: collector paused, per item (job or GPU) and per item squared (the dict and set work
+#: of 20,000-80,000 placements grows faster than the items). Quiet measures: M (1,024
+#: GPUs / 1,500 jobs) 0.035-0.05 s, L (16,384 / 20,000) about 0.6 s, XL (65,536 / 80,000)
+#: about 3.0 s; the form gives 0.04, 0.6 and 3.0. The earlier form (1.5e-5 per item and
+#: again per job: 0.06, 0.85 and 3.4 s) kept back about 0.35 s more than L needs, the
+#: room L at 3 s lacked for the LP and a whole rounding. The estimate is scaled by the
+#: measured pace, and replaced by the real cost once a plan is built (an incumbent
+#: report).
+FINISH_CPU_PER_ITEM = 1.51e-5
+FINISH_CPU_PER_ITEM2 = 3.78e-11
 #: Fixed seconds kept back on top of the measured finishing cost (returning, logging).
 FINISH_MARGIN_S = 0.1
 #: Safety factor on the finishing estimate (1.25 overran L at 5 s by 0.4 s when the
@@ -73,6 +73,23 @@ DET_UNITS_PER_S = 0.05
 #: Deterministic mode: budget seconds charged per job for each pass of a starting
 #: heuristic (greedy, rounding, the LP relaxation), as a loaded machine takes.
 PASS_S_PER_JOB = 5e-4
+#: The local search's fixed part per job (loading the plan into its own state, ordering
+#: the jobs per model, comparing the result with the plan it started from), which runs
+#: whatever its deadline: 2.8-3.5 times compiling the jobs in the same process (M 0.04 s,
+#: L 0.8-0.9 s at load 5 with no move made), so about L 0.6 s at the compile prior's
+#: pace. It starts only when that fits before the finishing reserve: on L at 3 s, started
+#: 0.13 s before it, it returned 0.6 s past it and the plan 0.37 s past the limit.
+SEARCH_SETUP_CPU_PER_JOB = 3e-5
+#: ... and its tail after its deadline (its plan read out, compared with the one it
+#: started from): L about 0.15 s. Its deadline is brought forward by it.
+SEARCH_TAIL_CPU_PER_JOB = 7.5e-6
+#: A starting pass cut at its deadline (greedy or rounding) still keeps the running jobs
+#: it did not reach where they run and reads out its plan (`Greedy.keep_cut_running`):
+#: about L 0.2 s past the deadline, as a pass that keeps them all first costs. The first
+#: rounding starts only when that fits beside its share, and is cut that much earlier
+#: (L at 3 s under load: a rounding started 0.29 s before its deadline returned 0.79 s
+#: past it, and the plan 0.74 s past the limit).
+CUT_TAIL_CPU_PER_JOB = 1e-5
 #: Deterministic mode: local-search moves per second of budget (a loaded 2-core machine
 #: does about 65 a second on M, 115 on 300 jobs).
 MOVES_PER_S = 60
@@ -81,8 +98,9 @@ MOVES_PER_S = 60
 def finish_prior(jobs: int, gpus: int) -> float:
     """CPU seconds to finish a plan of `jobs` jobs on `gpus` GPUs (build and validate it,
     and the work between the last phase's deadline and finishing), before any was
-    measured (`FINISH_CPU_PER_ITEM`, `FINISH_CPU_PER_JOB`)."""
-    return FINISH_CPU_PER_ITEM * (jobs + gpus) + FINISH_CPU_PER_JOB * jobs
+    measured (`FINISH_CPU_PER_ITEM`, `FINISH_CPU_PER_ITEM2`)."""
+    items = jobs + gpus
+    return FINISH_CPU_PER_ITEM * items + FINISH_CPU_PER_ITEM2 * items * items
 
 
 @dataclass

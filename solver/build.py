@@ -6,12 +6,14 @@ Every backend (exact or heuristic) ends here, so the bookkeeping is written once
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from heuristics.fragmentation import fragmentation
 from heuristics.result import HeuristicResult
 from models import (
     Assignment,
     Gpu,
+    GpuModel,
     Instance,
     MigChange,
     MigInstance,
@@ -47,26 +49,61 @@ def final_layouts(
     kept when they fit beside those (fewer reconfigurations, in current-layout order), and
     nothing else is created.
     """
-    catalog = request.cluster.catalog()
     used: dict[tuple[str, int], set[Instance]] = {}
     for pls in placements.values():
         for p in pls:
             if p.mig is not None:
                 used.setdefault((p.node, p.gpu), set()).add(p.mig.key())
     out: dict[tuple[str, int], frozenset[Instance]] = {}
-    for node, gpu in mig_gpus(request):
-        key = (node.name, gpu.index)
-        model = catalog[gpu.model]
-        layout = set(used.get(key, set()))
-        current = [m.key() for m in gpu.mig_instances]
-        if not request.policy.allow_mig_reconfiguration:
-            layout |= set(current)
-        else:
-            for inst in current:
-                if inst not in layout and is_valid_layout(model, [*layout, inst]):
-                    layout.add(inst)
-        out[key] = frozenset(layout)
+    for g in _mig_facts(request):
+        hosting = used.get(g.key)
+        out[g.key] = g.idle if hosting is None else _layout(request, g.model, g.current,
+                                                              hosting)
     return out
+
+
+def _layout(request: PlanRequest, model: GpuModel, current: list[Instance],
+            used: set[Instance]) -> frozenset[Instance]:
+    """The final layout of one MIG GPU whose instances `used` host jobs (`final_layouts`)."""
+    layout = set(used)
+    if not request.policy.allow_mig_reconfiguration:
+        layout |= set(current)
+        return frozenset(layout)
+    every = layout | set(current)
+    if is_valid_layout(model, every):
+        # every part of a valid layout is valid: the loop below would keep them all
+        return frozenset(every)
+    for inst in current:
+        if inst not in layout and is_valid_layout(model, [*layout, inst]):
+            layout.add(inst)
+    return frozenset(layout)
+
+
+class _MigGpu(NamedTuple):
+    """What finishing reads of one MIG GPU, the same for every plan of a request."""
+
+    key: tuple[str, int]
+    model: GpuModel
+    current: list[Instance]
+    #: the current instances as a set
+    now: frozenset[Instance]
+    #: the final layout when it hosts no job
+    idle: frozenset[Instance]
+
+
+def _mig_facts(request: PlanRequest) -> list[_MigGpu]:
+    """Per MIG GPU, in cluster order, what `final_layouts` and `mig_changes` read of it
+    (computed once per request, so that a plan pays only for the MIG GPUs it uses)."""
+    def build(r: PlanRequest) -> list[_MigGpu]:
+        catalog = r.cluster.catalog()
+        out = []
+        for node, gpu in mig_gpus(r):
+            model = catalog[gpu.model]
+            current = [m.key() for m in gpu.mig_instances]
+            out.append(_MigGpu((node.name, gpu.index), model, current, frozenset(current),
+                               _layout(r, model, current, set())))
+        return out
+    return per_request(request, "mig_facts", build)
 
 
 def mig_changes(
@@ -74,20 +111,17 @@ def mig_changes(
 ) -> list[MigChange]:
     """Per MIG GPU, the instances to destroy and create to reach its final layout."""
     out: list[MigChange] = []
-    for node, gpu in mig_gpus(request):
-        key = (node.name, gpu.index)
-        if key not in layouts:
+    for g in _mig_facts(request):
+        fin = layouts.get(g.key)
+        if fin is None or fin == g.now:
             continue
-        cur = {m.key() for m in gpu.mig_instances}
-        fin = layouts[key]
-        destroy = sorted(cur - fin, key=lambda i: (i.start, i.profile))
-        create = sorted(fin - cur, key=lambda i: (i.start, i.profile))
-        if destroy or create:
-            out.append(MigChange(
-                node=node.name, gpu=gpu.index,
-                destroy=[MigInstance(profile=i.profile, start=i.start) for i in destroy],
-                create=[MigInstance(profile=i.profile, start=i.start) for i in create],
-            ))
+        destroy = sorted(g.now - fin, key=lambda i: (i.start, i.profile))
+        create = sorted(fin - g.now, key=lambda i: (i.start, i.profile))
+        out.append(MigChange(
+            node=g.key[0], gpu=g.key[1],
+            destroy=[MigInstance(profile=i.profile, start=i.start) for i in destroy],
+            create=[MigInstance(profile=i.profile, start=i.start) for i in create],
+        ))
     return out
 
 
@@ -96,7 +130,8 @@ def plan_stats(
 ) -> dict[str, float | int]:
     """gpus_total, gpus_allocated, utilization and job counts (docs/semantics.md)."""
     catalog = request.cluster.catalog()
-    models = {(n.name, g.index): g.model for n in request.cluster.nodes for g in n.gpus}
+    models = per_request(request, "gpu_models", lambda r: {
+        (n.name, g.index): g.model for n in r.cluster.nodes for g in n.gpus})
     total = len(models)
     alloc: dict[tuple[str, int], float] = {}
     for pls in placements.values():

@@ -37,7 +37,7 @@ from models.instance import compile_jobs
 from models.objective import Evaluation, evaluate
 from models.rules import lexicographic_levels
 from solver.bound import Relaxation, relax
-from solver.budget import PASS_S_PER_JOB, Budget
+from solver.budget import CUT_TAIL_CPU_PER_JOB, PASS_S_PER_JOB, Budget
 from solver.build import build_plan
 from solver.outcome import LP_ROUND_OBJECTIVES, label, rank
 from solver.quick_bound import quick_bound
@@ -208,6 +208,11 @@ class Portfolio:
         return RELAX_CPU_S + self._jobs_cpu(
             RELAX_CPU_PER_JOB + (RELAX_RESOLVE_CPU_PER_JOB if large else 0.0))
 
+    def _cut_tail(self) -> float:
+        """The prior of what a starting pass cut at its deadline still does past it
+        (`budget.CUT_TAIL_CPU_PER_JOB`)."""
+        return self._jobs_cpu(CUT_TAIL_CPU_PER_JOB)
+
     def _rounding_cpu(self) -> float:
         """The prior of one rounding pass on this request."""
         n = len(self.request.jobs)
@@ -350,7 +355,7 @@ class Portfolio:
             return False
         self.compiled()
         return b.fits(RELAX_SAFETY * self._relax_cpu()
-                      + ROUND_MIN_SHARE * self._rounding_cpu())
+                      + ROUND_MIN_SHARE * self._rounding_cpu() + self._cut_tail())
 
     def _rounds(self) -> bool:
         """Whether the starting plan tries the rounded LP (module doc): throughput-like
@@ -402,14 +407,16 @@ class Portfolio:
         for k, variant in enumerate(ROUNDINGS[first:upto], start=first):
             # the first rounding is anytime (cut, it keeps the running jobs it did not
             # reach): a share of it is worth running; a further variant must fit whole
-            need = prior * (ROUND_MIN_SHARE if k == 0 else 1.0)
+            # ... and its tail when cut (budget.CUT_TAIL_CPU_PER_JOB) must fit too
+            need = prior * (ROUND_MIN_SHARE if k == 0 else 1.0) + self._cut_tail()
             if not targets or (self.budget.stopped() if self.budget.deterministic
                                else not self.budget.fits(need)):
                 break
             out.append(self._run(partial(
                 plan_lp_round, self.request, targets, variant=variant,
                 sizes=self._relax.amounts if self._relax is not None else None,
-                deadline=self._heuristic_deadline()), prior))
+                deadline=self._heuristic_deadline(self.budget.estimate(self._cut_tail()))),
+                prior))
         return out
 
     def _run(self, make: Callable[[], HeuristicResult], prior_cpu_s: float = 0.0

@@ -133,6 +133,8 @@ class _Ctx:
     factors: dict[str, float] = field(default_factory=dict)
     out: list[Violation] = field(default_factory=list)
     _on_gpus: list[tuple[str, Placement, Gpu]] | None = None
+    _running: tuple[list[str], list[str]] | None = None
+    _models: dict[str, tuple[str, GpuModel]] | None = None
 
     def add(self, rule: str, message: str, *, job: str | None = None,
             node: str | None = None, gpu: int | None = None) -> None:
@@ -175,23 +177,23 @@ def _where(p: Placement) -> str:
 
 
 def _check_accounting(c: _Ctx) -> None:
-    seen: Counter[str] = Counter()
+    seen: dict[str, int] = {}
     for a in c.plan.assignments:
-        seen[a.job] += 1
+        seen[a.job] = seen.get(a.job, 0) + 1
         if a.job not in c.jobs:
             c.add("accounting", "assignment of a job that is not in the request", job=a.job)
         elif not a.placements:
             c.add("accounting", "assignment with no placements", job=a.job)
     for u in c.plan.unplaced:
-        seen[u.job] += 1
+        seen[u.job] = seen.get(u.job, 0) + 1
         if u.job not in c.jobs:
             c.add("accounting", "unplaced entry for a job that is not in the request", job=u.job)
     for name in c.jobs:
-        if seen[name] == 0:
+        n = seen.get(name, 0)
+        if n == 0:
             c.add("accounting", "job appears in neither assignments nor unplaced", job=name)
-        elif seen[name] > 1:
-            c.add("accounting", f"job appears {seen[name]} times in assignments/unplaced",
-                  job=name)
+        elif n > 1:
+            c.add("accounting", f"job appears {n} times in assignments/unplaced", job=name)
     if c.plan.status == "infeasible" and c.plan.assignments:
         c.add("accounting", f"status infeasible but {len(c.plan.assignments)} assignments")
 
@@ -200,6 +202,8 @@ def _check_accounting(c: _Ctx) -> None:
 
 
 def _check_eligibility(c: _Ctx) -> None:
+    # model eligibility per (job, model), asked once per gang rather than per GPU
+    eligible: dict[tuple[str, str], bool] = {}
     for name, pls in c.placed.items():
         job = c.jobs[name]
         kept = name in c.kept
@@ -207,49 +211,58 @@ def _check_eligibility(c: _Ctx) -> None:
             c.add("eligibility", f"a {job.shape} job takes exactly one placement, got {len(pls)}",
                   job=name)
         for p in pls:
-            _check_placement(c, job, p, kept)
+            _check_placement(c, job, p, kept, eligible)
 
 
-def _check_placement(c: _Ctx, job: Job, p: Placement, kept: bool) -> None:
-    def bad(msg: str) -> None:
-        c.add("eligibility", f"{_where(p)}: {msg}", job=job.name, node=p.node, gpu=p.gpu)
+def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
+    c.add("eligibility", f"{_where(p)}: {msg}", job=job.name, node=p.node, gpu=p.gpu)
 
+
+def _check_placement(c: _Ctx, job: Job, p: Placement, kept: bool,
+                     eligible: dict[tuple[str, str], bool]) -> None:
     node = c.nodes.get(p.node)
     gpu = c.gpus.get((p.node, p.gpu))
     if node is None or gpu is None:
-        bad("no such node" if node is None else "no such GPU on this node")
+        _bad_placement(c, job, p, "no such node" if node is None else "no such GPU on this node")
         return
     if not kept:
         if not node.schedulable:
-            bad("node is not schedulable")
+            _bad_placement(c, job, p, "node is not schedulable")
         if not gpu.healthy:
-            bad("GPU is not healthy")
+            _bad_placement(c, job, p, "GPU is not healthy")
     spec = c.catalog.get(gpu.model)
     if spec is None:
-        bad(f"GPU model {gpu.model!r} is not in the catalog")
+        _bad_placement(c, job, p, f"GPU model {gpu.model!r} is not in the catalog")
         return
-    if not kept and not model_eligible(job, gpu.model, spec):
-        bad(f"model {gpu.model} is not eligible for the job")
+    if not kept:
+        ok = eligible.get((job.name, gpu.model))
+        if ok is None:
+            ok = eligible[(job.name, gpu.model)] = model_eligible(job, gpu.model, spec)
+        if not ok:
+            _bad_placement(c, job, p, f"model {gpu.model} is not eligible for the job")
     # The placement's kind must match the job's shape and the GPU's MIG mode. A fraction on
     # a MIG GPU is reported by the `shared` rule (contract invariant 5).
-    if job.shape == "whole":
+    shape = job.shape
+    if shape == "whole":
         if p.mig is not None or p.fraction is not None:
-            bad("a whole-GPU job's placement carries a MIG instance or a fraction")
+            _bad_placement(c, job, p, "a whole-GPU job's placement carries a MIG instance or "
+                           "a fraction")
         elif gpu.mig_enabled:
-            bad("whole-GPU placement on a MIG-enabled GPU")
-    elif job.shape == "share":
+            _bad_placement(c, job, p, "whole-GPU placement on a MIG-enabled GPU")
+    elif shape == "share":
         if p.fraction is None:
-            bad("a shared job's placement needs a fraction")
+            _bad_placement(c, job, p, "a shared job's placement needs a fraction")
         else:
             allowed = [job.gpu_share] + [q.fraction for q in job.current or [] if kept]
             if not any(f is not None and abs(p.fraction - f) <= CAPACITY_TOL for f in allowed):
-                bad(f"fraction {p.fraction} differs from the job's gpu_share {job.gpu_share}")
+                _bad_placement(c, job, p, f"fraction {p.fraction} differs from the job's "
+                               f"gpu_share {job.gpu_share}")
     elif p.mig is None:
-        bad("a MIG job's placement needs a MIG instance")
+        _bad_placement(c, job, p, "a MIG job's placement needs a MIG instance")
     elif not gpu.mig_enabled:
-        bad("MIG placement on a GPU without MIG mode")
+        _bad_placement(c, job, p, "MIG placement on a GPU without MIG mode")
     elif not kept:
-        _check_mig_covers(job, p, spec, bad)
+        _check_mig_covers(job, p, spec, lambda msg: _bad_placement(c, job, p, msg))
 
 
 def _check_mig_covers(job: Job, p: Placement, spec: GpuModel,
@@ -272,17 +285,21 @@ def _check_mig_covers(job: Job, p: Placement, spec: GpuModel,
 
 
 def _check_whole_gpu(c: _Ctx) -> None:
-    holders: dict[GpuKey, set[str]] = defaultdict(set)
+    holder: dict[GpuKey, str] = {}          # the first whole-GPU job on each GPU
+    more: dict[GpuKey, set[str]] = {}       # GPUs with several, all their jobs
     for name, pls in c.placed.items():
         job = c.jobs[name]
         if job.shape != "whole":
             continue
         for p in pls:
             if p.mig is None and p.fraction is None:
-                holders[(p.node, p.gpu)].add(name)
+                key = (p.node, p.gpu)
+                first = holder.setdefault(key, name)
+                if first != name:
+                    more.setdefault(key, {first}).add(name)
         _check_gang(c, job, pls)
-    for (node, idx), names in sorted(holders.items()):
-        if len(names) > 1 and (node, idx) in c.gpus:
+    for (node, idx), names in sorted(more.items()):
+        if (node, idx) in c.gpus:
             c.add("whole_gpu", f"whole GPU hosts {len(names)} whole-GPU jobs: "
                   f"{', '.join(sorted(names))}", node=node, gpu=idx)
 
@@ -514,10 +531,13 @@ def _check_host_resources(c: _Ctx) -> None:
 
 
 def _running_outcome(c: _Ctx) -> tuple[list[str], list[str]]:
-    """(moved, stopped) running jobs, in request order."""
-    moved = [n for n, j in c.jobs.items() if j.current and n in c.placed and n not in c.kept]
-    stopped = [n for n, j in c.jobs.items() if j.current and n not in c.placed]
-    return moved, stopped
+    """(moved, stopped) running jobs, in request order (derived once per plan: the running
+    and objective checks both read it)."""
+    if c._running is None:
+        running = [n for n, j in c.jobs.items() if j.current]
+        c._running = ([n for n in running if n in c.placed and n not in c.kept],
+                      [n for n in running if n not in c.placed])
+    return c._running
 
 
 def _check_running(c: _Ctx) -> None:
@@ -620,13 +640,16 @@ _ADDITIVE: Mapping[str, Callable[[Job, str, GpuModel, int], float]] = {
 
 
 def _placed_models(c: _Ctx) -> dict[str, tuple[str, GpuModel]]:
-    """Placed job -> the model of its first placement (jobs on unknown GPUs are skipped)."""
-    out: dict[str, tuple[str, GpuModel]] = {}
-    for name, pls in c.placed.items():
-        got = c.model_of((pls[0].node, pls[0].gpu))
-        if got is not None:
-            out[name] = got
-    return out
+    """Placed job -> the model of its first placement (jobs on unknown GPUs are skipped);
+    derived once per plan (several checks read it; callers do not change it)."""
+    if c._models is None:
+        out: dict[str, tuple[str, GpuModel]] = {}
+        for name, pls in c.placed.items():
+            got = c.model_of((pls[0].node, pls[0].gpu))
+            if got is not None:
+                out[name] = got
+        c._models = out
+    return c._models
 
 
 def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]],

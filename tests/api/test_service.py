@@ -140,8 +140,10 @@ def test_cancel_running_kills_worker(fake_server: Server) -> None:
         r = c.delete(f"/v1/solves/{solve_id}")
         assert r.status_code == 200
         assert r.json()["state"] == "cancelled"
-        # the worker that ran it was killed and replaced: one PID changed
-        after = wait_for(lambda: len(p := set(fake_server.worker_pids())) == 2 and p)
+        # the worker that ran it was killed and replaced: one PID changed (the kill
+        # follows the answer, so wait for the pool to change, not just to have two)
+        after = wait_for(lambda: len(p := set(fake_server.worker_pids())) == 2
+                         and p != before and p)
         assert len(before - after) == 1
         # cancelling again leaves it cancelled
         assert c.delete(f"/v1/solves/{solve_id}").json()["state"] == "cancelled"

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+import solver.auto as auto_mod
 from benchmarks.generator import generate_custom
 from heuristics.fragmentation import fragmentation, fragmentation_of_state
 from heuristics.greedy import Greedy, plan_greedy
@@ -16,9 +17,11 @@ from heuristics.lp_round import VARIANTS, plan_lp_round
 from heuristics.result import HeuristicResult
 from models import PlanRequest
 from models.instance import ClusterState, compile_jobs
+from models.objective import evaluate
 from solver.bound import relax
 from solver.budget import Budget
 from solver.build import build_plan
+from solver.context import Context
 from solver.gcpause import gc_paused
 from solver.validate import validate_plan
 
@@ -40,7 +43,7 @@ def _left_out_but_free(req: PlanRequest, result: HeuristicResult) -> list[str]:
             state.place(infos[name], list(pls))
     return [n for n, why in result.reasons.items()
             if why[0] == "time_limit" and infos[n].current
-            and state.conflicts(infos[n], infos[n].current) is None]
+            and state.conflicts(infos[n], infos[n].current or []) is None]
 
 
 @pytest.mark.parametrize("seed", [0, 3])
@@ -93,3 +96,22 @@ def test_the_finishing_reserve_covers_building_and_validating() -> None:
         spent = time.process_time() - t0
     reserve = Budget.of(req).finish_reserve()
     assert spent <= reserve <= 10 * spent + 0.2, (spent, reserve)
+
+
+def test_local_search_starts_only_when_its_setup_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local search's setup is not time-boxed: when the budget left before the
+    finishing reserve cannot hold it, the starting plan comes back untouched; when it
+    can, the search runs and returns a valid plan at least as good."""
+    req = generate_custom(128, 190, 0)
+    req.policy.time_limit_s = 30.0
+    req.policy.objective = "fairness"   # the starting plan is the greedy one (no LP)
+    ctx = Context.start(req, None, None)
+    start = ctx.portfolio.start()
+    searched = auto_mod.local_search(ctx, cap_s=0.2)
+    assert validate_plan(req, build_plan(req, searched, status="heuristic",
+                                         solver="heuristic")) == []
+    assert (evaluate(req, searched.placements).objective_value
+            >= evaluate(req, start.placements).objective_value - 1e-9)
+    # a setup that needs more than the 30 s budget: skipped
+    monkeypatch.setattr(auto_mod, "SEARCH_SETUP_CPU_PER_JOB", 1.0)
+    assert auto_mod.local_search(ctx, cap_s=0.2) is ctx.portfolio.start()
