@@ -278,3 +278,21 @@ def test_a_search_that_finds_nothing_rests_for_longer_each_time(
     assert ran == [True, False, True, False, False, False, True]
     assert session.memo is not None and session.memo.rested == 4
     assert session.memo.search_idle == 0 and session.memo.search_wait == 0
+
+
+def test_committing_a_plan_parsed_from_its_json_builds_the_same_state() -> None:
+    """The service commits the worker's plan parsed back from JSON (no placement object
+    in common with the state): the state is the one committing the plan itself builds,
+    and the jobs whose placement did not change keep their objects."""
+    from solver.session import commit_plan
+
+    session = _session(generate_custom(64, 80, seed=7))
+    session.plan(0.3)
+    session.apply(random_events(session.request, random.Random(7), 10, "p"))
+    state = session.planning_request(0.2)
+    result = warm_plan(state, WarmMemo())
+    parsed = Plan.model_validate_json(result.model_dump_json())
+    direct, via_json = commit_plan(state, result), commit_plan(state, parsed)
+    assert via_json == direct
+    kept = [a is b for a, b in zip(state.jobs, via_json.jobs, strict=True)]
+    assert any(kept) and not all(kept)
