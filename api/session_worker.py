@@ -35,7 +35,8 @@ from solver.gcpause import gc_paused
 from solver.session import PlanningSession
 
 #: Sessions a worker keeps between plans (the least recently planned go first); one of
-#: 16,384 GPUs / 20,000 jobs takes about 95 MiB in memory.
+#: 16,384 GPUs / 20,000 jobs takes about 95 MiB in memory, and 15 MiB more for the
+#: compiled jobs and placer its next warm plan starts from (solver/warm.py).
 HELD = 4
 #: Event batches the API process keeps per session for its holder (beyond them, or when
 #: they are not all kept, the whole state is sent).

@@ -152,9 +152,11 @@ class SessionLatency:
     apply_cpu_s: list[float] = field(default_factory=list)
     #: in process: CPU seconds of each step of each warm plan (solver/warm.py), by step
     steps_cpu_s: dict[str, list[float]] = field(default_factory=dict)
-    #: in process: plans that started warm, and those of them the cold path answered
+    #: in process: plans that started warm, those of them the cold path answered, and
+    #: those that started from the last plan's carried compiled jobs and placer
     warm: int = 0
     cold_fallbacks: int = 0
+    carried: int = 0
     #: through the service: wall seconds of each part of each plan's overhead (its wall
     #: less its solve_time_s), from the answer's Server-Timing (`service_parts`)
     service: dict[str, list[float]] = field(default_factory=dict)
@@ -394,6 +396,7 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
             state = session.planning_request(session_limit)
             is_warm = session.warm(session_limit)
             fallbacks = session.memo.cold if session.memo is not None else 0
+            carried = session.memo.carried if session.memo is not None else 0
             t0, c0 = time.perf_counter(), time.process_time()
             warm = session.plan(session_limit)
             plan_s = time.perf_counter() - t0
@@ -401,6 +404,7 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
             if is_warm and session.memo is not None:
                 out.warm += 1
                 out.cold_fallbacks += session.memo.cold - fallbacks
+                out.carried += session.memo.carried - carried
                 for step, cpu in session.memo.last_steps.items():
                     out.steps_cpu_s.setdefault(step, []).append(cpu)
         out.plan_s.append(plan_s)
@@ -550,7 +554,8 @@ def format_sessions(s: SessionLatency) -> str:
           f"{ms(max(v))} |" for name, v in s.service.items()],
         f"statuses: {', '.join(sorted(set(s.statuses)))}"
         + (f"; {s.warm} of {len(s.plan_s)} plans warm, {s.cold_fallbacks} of them answered "
-           "by the cold path" if s.via == "in-process" else ""),
+           f"by the cold path, {s.carried} started from the last plan's carried state"
+           if s.via == "in-process" else ""),
         *(["CPU per step of the warm plans, median: " + ", ".join(
             f"{k} {ms(percentile(v, 50))}" for k, v in s.steps_cpu_s.items())]
           if s.steps_cpu_s else []),

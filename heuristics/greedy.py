@@ -152,6 +152,7 @@ class Greedy:
         self._topology: Topology | None = None
         self._groups: dict[tuple[str, ...], list[tuple[tuple[str, ...], list[int]]]] = {}
         self._mig_orders: dict[tuple[str, tuple[str, ...]], _MigOrder] = {}
+        self._fit_keys: dict[str, tuple[object, ...]] = {}
 
     # ------------------------------------------------------------ topology
     @property
@@ -270,11 +271,13 @@ class Greedy:
         self.reasons.pop(info.name, None)
         return True
 
-    def keep_running(self, *, preemptible: bool = True) -> list[JobInfo]:
+    def keep_running(self, *, preemptible: bool = True,
+                     among: Iterable[JobInfo] | None = None) -> list[JobInfo]:
         """Keep non-preemptible running jobs, then (if `preemptible`) the preemptible ones,
-        densest first; returns the running jobs that could not be kept."""
+        densest first; returns the running jobs that could not be kept. `among`: only
+        those jobs (default: every job)."""
         failed: list[JobInfo] = []
-        running = [i for i in self.infos if i.current]
+        running = [i for i in (self.infos if among is None else among) if i.current]
         for info in running:
             if not info.preemptible and not self.try_keep(info):
                 self.reasons[info.name] = (
@@ -298,6 +301,56 @@ class Greedy:
             if (info.current and info.name not in self.state.placed
                     and self.reasons.get(info.name, ("",))[0] == "time_limit"):
                 self.try_keep(info)
+
+    def rebase(self, request: PlanRequest, infos: list[JobInfo],
+               changed: Iterable[str], nodes_changed: bool) -> None:
+        """Make this placer, with the occupancy it holds, the placer of `request`: the
+        next state of a planning session, whose jobs `infos` are compiled against the same
+        catalog, objective and quotas (solver/warm.py). The occupancy (`state`) must have
+        been brought to `request` by the caller (jobs that left or changed taken out,
+        nodes added or refreshed). `changed`: the jobs whose JobInfo changed or that left
+        (their cached ranking goes); `nodes_changed`: nodes joined or changed, so the
+        topology caches go. The reasons and bonuses of the last pass are cleared; the
+        typical speeds that break ranking ties are kept from the first state."""
+        self.request = request
+        self.infos = infos
+        self.by_name = {i.name: i for i in infos}
+        self.state.request = request
+        self.coloc = Colocation(request, infos)
+        self.geometry = mig_geometry(request)
+        self._static = None
+        self.reasons = {}
+        self.bonus = {}
+        for name in changed:
+            self._ranked.pop(name, None)
+            self._fit_keys.pop(name, None)
+        if nodes_changed:
+            self._domain_nodes = {}
+            for n in self.state.nodes:
+                self._domain_nodes.setdefault(n.domain, []).append(n.idx)
+            self._topology = None
+            self._groups = {}
+
+    def fit_key(self, info: JobInfo) -> tuple[object, ...] | None:
+        """What `find` asks of a pending job (shape, sizes, GPU and host demands, eligible
+        models with their MIG profiles, topology requirements, the tenant under quotas):
+        jobs with equal keys fit in the same states, so once one finds no place the others
+        find none until capacity is freed (`place_sequence`). None for the jobs whose
+        place also depends on their values: running jobs (kept or moved by value), gangs
+        with a preferred topology level (its cost) and shared jobs with a co-location
+        class (the value they add)."""
+        if info.current or info.name in self.coloc.cls or preferred_level(info.job):
+            return None
+        key = self._fit_keys.get(info.name)
+        if key is None:
+            job = info.job
+            key = self._fit_keys[info.name] = (
+                info.shape, tuple(info.sizes), info.share, info.gpu_mem, info.cpu,
+                info.host_mem, tuple(sorted((m, tuple(info.profiles.get(m, ())))
+                                            for m in info.values)),
+                job.single_node, required_levels(job),
+                job.tenant if self.state.quotas else None)
+        return key
 
     # ------------------------------------------------------------ finding places
     def find(self, info: JobInfo, models: Iterable[str] | None = None) -> list[Placement] | None:
@@ -660,6 +713,11 @@ class Greedy:
         if grows:
             heap = self._growth_heap()
         placed: list[JobInfo] = []
+        # fit keys (`fit_key`) that found no place, with the first such job's reason: the
+        # state only fills up meanwhile, except when a gang grows elsewhere (it frees its
+        # old GPUs). Equal keys have equal static reasons but for their details' wording,
+        # so only the reason of no static one is shared.
+        full: dict[tuple[object, ...], tuple[str, str]] = {}
         for n, info in enumerate(seq):
             if stop is not None and stop(n):
                 break
@@ -667,7 +725,14 @@ class Greedy:
                 bonus = self.bonus.get(info.name, 0.0)
                 density = info.density + bonus / info.size
                 while heap and -heap[0][0] > density + 1e-12:
-                    self._grow_top(heap)
+                    if self._grow_top(heap):
+                        full.clear()
+            key = self.fit_key(info)
+            why = full.get(key) if key is not None else None
+            if why is not None:
+                self.reasons[info.name] = why if why == INSUFFICIENT else \
+                    self.why_unplaced(info)
+                continue
             if self.place(info):
                 placed.append(info)
                 if grows and info.elastic:
@@ -676,6 +741,8 @@ class Greedy:
                         heapq.heappush(heap, (-gain[0], info.name))
             else:
                 self.reasons[info.name] = self.why_unplaced(info)
+                if key is not None:
+                    full[key] = self.reasons[info.name]
         return placed
 
     def _growth_heap(self) -> list[tuple[float, str]]:
@@ -889,11 +956,32 @@ def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | 
                  deadline: float | None, keep_running: bool) -> HeuristicResult:
     """One greedy pass (see `plan_greedy`)."""
     g = Greedy(request)
-    policy = request.policy
-    fifo = policy.objective == "priority_fifo"
-    keep_all = (keep_running and not fifo) or not policy.allow_preemption
+    keep_all = keeps_all_running(request, keep_running)
     # Keep running jobs: all of them first unless they take their turn in the order.
     failed = g.keep_running(preemptible=keep_all)
+    return place_pending(g, failed, order=order, seed=seed, deadline=deadline,
+                         keep_all=keep_all)
+
+
+def keeps_all_running(request: PlanRequest, keep_running: bool) -> bool:
+    """Whether a pass keeps every running job up front (`plan_greedy`'s `keep_running`;
+    priority_fifo gives the preemptible ones their turn in the order, unless preemption
+    is not allowed)."""
+    policy = request.policy
+    return (keep_running and policy.objective != "priority_fifo") \
+        or not policy.allow_preemption
+
+
+def place_pending(g: Greedy, failed: list[JobInfo], *, order: Sequence[str] | None,
+                  seed: int | None, deadline: float | None, keep_all: bool
+                  ) -> HeuristicResult:
+    """The rest of a greedy pass once the running jobs were kept (`failed`: those that
+    could not be; `keep_all`: `keeps_all_running`): the other jobs placed in the policy's
+    order, then the growth of elastic gangs (see `plan_greedy`). A planning session calls
+    it on a placer carried from its last plan (solver/warm.py)."""
+    request = g.request
+    policy = request.policy
+    fifo = policy.objective == "priority_fifo"
     if not keep_all and not fifo:
         bonus = policy.preemption_cost if policy.objective != "fairness" else 0.0
         for info in g.infos:

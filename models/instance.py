@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
-from models import GpuModel, Instance, Job, MigInstance, Placement, PlanRequest
+from models import GpuModel, Instance, Job, MigInstance, Node, Placement, PlanRequest
 from models.capacity import usable
 from models.catalog import MIG_COMPUTE_SLICES, instance_positions, is_valid_layout
 from models.objective import objective_value_of, values_on
@@ -71,9 +71,11 @@ T = TypeVar("T")
 
 @dataclass(slots=True)
 class JobInfo:
-    """A job compiled against the cluster: shape, eligible present models and values."""
+    """A job compiled against the cluster: shape, eligible present models and values. It
+    depends on the job, the catalog, the objective and the models the cluster has in each
+    MIG mode, not on the job's position in the request (a planning session reuses it from
+    one state to the next: solver/warm.py)."""
 
-    idx: int
     job: Job
     name: str
     shape: str
@@ -253,7 +255,13 @@ def _eligible(job: Job, pool: Sequence[str], catalog: Mapping[str, GpuModel]
     return models, profiles, size
 
 
-def _compile(request: PlanRequest) -> list[JobInfo]:
+def compile_some(request: PlanRequest, jobs: Sequence[Job]) -> list[JobInfo]:
+    """A JobInfo per job of `jobs`, compiled against `request`'s cluster and policy as
+    `compile_jobs` compiles the request's own (not cached)."""
+    return _compile(request, jobs)
+
+
+def _compile(request: PlanRequest, jobs: Sequence[Job] | None = None) -> list[JobInfo]:
     catalog = request.cluster.catalog()
     objective = request.policy.objective
     whole_models: set[str] = set()
@@ -265,7 +273,7 @@ def _compile(request: PlanRequest) -> list[JobInfo]:
     mig_sorted = sorted(mig_models)
     eligible: dict[tuple[object, ...], tuple[list[str], dict[str, list[str]], float]] = {}
     out: list[JobInfo] = []
-    for i, job in enumerate(request.jobs):
+    for job in request.jobs if jobs is None else jobs:
         shape = job.shape
         key = _eligibility_key(job)
         hit = eligible.get(key)
@@ -288,7 +296,7 @@ def _compile(request: PlanRequest) -> list[JobInfo]:
         else:
             size = mig_size
         out.append(JobInfo(
-            idx=i, job=job, name=job.name, shape=shape, gpus=job.gpus or 1,
+            job=job, name=job.name, shape=shape, gpus=job.gpus or 1,
             share=job.gpu_share or 0.0, gpu_mem=job.gpu_memory_gib or 0.0,
             cpu=job.cpu_millicores or 0.0, host_mem=job.host_memory_gib or 0.0,
             values=values, obj_values=obj, profiles={m: list(p) for m, p in profiles.items()},
@@ -327,17 +335,19 @@ def cluster_facts(request: PlanRequest) -> list[NodeFacts]:
 
 def _cluster_facts(request: PlanRequest) -> list[NodeFacts]:
     catalog = request.cluster.catalog()
-    out: list[NodeFacts] = []
-    for node in request.cluster.nodes:
-        gpus: list[GpuFacts] = []
-        for gpu in node.gpus:
-            spec = catalog[gpu.model]
-            gpus.append((gpu.index, gpu.model, usable(node, gpu), gpu.mig_enabled,
-                         spec.memory_gib if spec.memory_gib else 1e18,
-                         frozenset(m.key() for m in gpu.mig_instances)))
-        out.append((node.name, node.topology_domain, node.schedulable, node.cpu_millicores,
-                    node.memory_gib, gpus))
-    return out
+    return [node_facts(node, catalog) for node in request.cluster.nodes]
+
+
+def node_facts(node: Node, catalog: Mapping[str, GpuModel]) -> NodeFacts:
+    """What a fresh `ClusterState` reads of `node` and its GPUs (`cluster_facts`)."""
+    gpus: list[GpuFacts] = []
+    for gpu in node.gpus:
+        spec = catalog[gpu.model]
+        gpus.append((gpu.index, gpu.model, usable(node, gpu), gpu.mig_enabled,
+                     spec.memory_gib if spec.memory_gib else 1e18,
+                     frozenset(m.key() for m in gpu.mig_instances)))
+    return (node.name, node.topology_domain, node.schedulable, node.cpu_millicores,
+            node.memory_gib, gpus)
 
 
 @dataclass(slots=True)
@@ -435,25 +445,52 @@ class ClusterState:
         # Assignments: job -> (placements, node -> number of its GPUs there).
         self.placed: dict[str, list[Placement]] = {}
         self._host: dict[str, tuple[float, float, int]] = {}
-        for name, domain, schedulable, cpu, mem, gpus in cluster_facts(request):
-            ni = len(self.nodes)
-            slot = NodeSlot(ni, name, domain, schedulable, cpu, mem, [])
-            self.nodes.append(slot)
-            self.node_of[name] = ni
-            free: dict[str, set[int]] = {}
-            self.free_gpus.append(free)
-            for index, model, ok, mig, gpu_mem, current in gpus:
-                gid = len(self.gpus)
-                g = GpuSlot(gid, ni, index, model, ok, mig, gpu_mem, mig_current=current)
-                self.gpus.append(g)
-                slot.gpus.append(gid)
-                self.gid_of[(name, index)] = gid
-                if mig:
-                    self._index_add(g)
-                elif ok:   # every GPU is free before any placement
-                    free.setdefault(model, set()).add(gid)
-            for model, gids in free.items():
-                self._set_free_count(ni, model, 0, len(gids))
+        for facts in cluster_facts(request):
+            self._add_node(facts)
+
+    def _add_node(self, facts: NodeFacts) -> None:
+        """Append a node (`NodeFacts`), all its GPUs free."""
+        name, domain, schedulable, cpu, mem, gpus = facts
+        ni = len(self.nodes)
+        slot = NodeSlot(ni, name, domain, schedulable, cpu, mem, [])
+        self.nodes.append(slot)
+        self.node_of[name] = ni
+        free: dict[str, set[int]] = {}
+        self.free_gpus.append(free)
+        for index, model, ok, mig, gpu_mem, current in gpus:
+            gid = len(self.gpus)
+            g = GpuSlot(gid, ni, index, model, ok, mig, gpu_mem, mig_current=current)
+            self.gpus.append(g)
+            slot.gpus.append(gid)
+            self.gid_of[(name, index)] = gid
+            if mig:
+                self._index_add(g)
+            elif ok:   # every GPU is free before any placement
+                free.setdefault(model, set()).add(gid)
+        for model, gids in free.items():
+            self._set_free_count(ni, model, 0, len(gids))
+
+    def add_node(self, node: Node) -> None:
+        """Append `node`, all its GPUs free: a planning session adds the nodes that
+        joined to a carried state (solver/warm.py)."""
+        self._add_node(node_facts(node, self.catalog))
+
+    def refresh_node(self, node: Node) -> None:
+        """Node `node` (known by name) after it was cordoned or uncordoned, or its GPUs'
+        health or MIG layouts changed; nothing else of it may differ (same GPUs, models
+        and MIG modes). The jobs on it stay: a planning session updates a carried state
+        by the deltas (solver/warm.py), after taking out the jobs the deltas released."""
+        slot = self.nodes[self.node_of[node.name]]
+        slot.schedulable = node.schedulable
+        for gpu in node.gpus:
+            g = self.gpus[self.gid_of[(node.name, gpu.index)]]
+            ok = usable(node, gpu)
+            current = frozenset(m.key() for m in gpu.mig_instances) if g.mig \
+                else g.mig_current
+            if ok != g.usable or current != g.mig_current:
+                self._index_remove(g)
+                g.usable, g.mig_current = ok, current
+                self._index_add(g)
 
     # ----------------------------------------------------------------- indexes
     def _set_free_count(self, ni: int, model: str, old: int, new: int) -> None:

@@ -26,14 +26,18 @@ hint and local search starts from them; moving them costs `policy.migration_cost
 plan, warm or cold, is validated against the session's current state.
 
 What is reused and what is rebuilt: the request objects of unchanged jobs and nodes are
-shared between versions (an event rebuilds only what it touches, then the request's
-cross-checks run once over the new request). Committing a plan that was validated
-against the current state (`commit(plan, checked=True)`: the session's own plans and the
-service's) copies only the jobs whose placement changed and the GPUs whose MIG layout
-changed, without running the request's cross-checks again: the validator has checked
-every placement and layout the commit writes. The jobs are compiled again for every
-plan (`models.instance.compile_jobs`, cached per request object); a warm plan reuses the
-last plan's MIG geometry (solver/warm.py).
+shared between versions (an event rebuilds only what it touches), and the request's
+cross-checks run on what the batch changed (`_Draft._changes_pass`: the jobs and nodes
+that joined or changed, the jobs running on a changed node), or on the whole request
+when that finds an error, so that the error names its field path. Committing a plan
+that was validated against the current state (`commit(plan, checked=True)`: the
+session's own plans and the service's) copies only the jobs whose placement changed and
+the GPUs whose MIG layout changed, without running the request's cross-checks again: the
+validator has checked every placement and layout the commit writes. A warm plan that
+follows the session's last warm plan starts from that plan's compiled jobs and placer
+(its occupancy), brought forward by the deltas, which it finds by name and by these
+shared objects (solver/warm.py); it needs the plan it carries from to be the one
+committed (`last_plan`).
 """
 
 from __future__ import annotations
@@ -44,7 +48,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from models import Gpu, Job, MigChange, MigInstance, Node, Placement, Plan, PlanRequest
+from models import (
+    Cluster,
+    Gpu,
+    Job,
+    MigChange,
+    MigInstance,
+    Node,
+    Placement,
+    Plan,
+    PlanRequest,
+)
 from models.catalog import layout_violations
 from models.events import (
     Event,
@@ -125,16 +139,47 @@ class _Draft:
             if job.current and not all(keep(p) for p in job.current):
                 self.jobs[name] = job.model_copy(update={"current": None})
 
-    def request(self, checked: bool = False) -> PlanRequest:
-        """The edited state as a request (the request's cross-checks run here, unless
-        `checked`: these very events were applied to this very state before and passed
-        them, as in a worker's copy of a session: api/session_worker.py)."""
+    def request(self, checked: bool = False, whole: bool = False) -> PlanRequest:
+        """The edited state as a request. The request's cross-checks run here, on what
+        the events changed (`_changes_pass`) or, with `whole` or when that finds an
+        error, on the whole request (whose errors name their field paths); not at all
+        when `checked`: these very events were applied to this very state before and
+        passed them, as in a worker's copy of a session (api/session_worker.py)."""
         cluster = self.base.cluster.model_copy(update={"nodes": list(self.nodes.values())})
         jobs = list(self.jobs.values())
-        if checked:
+        if checked or (not whole and self._changes_pass(cluster, jobs)):
             return self.base.model_copy(update={"cluster": cluster, "jobs": jobs})
         return PlanRequest(cluster=cluster, jobs=jobs, policy=self.base.policy,
                            interference=self.base.interference)
+
+    def _changes_pass(self, cluster: Cluster, jobs: list[Job]) -> bool:
+        """Whether the request's cross-checks pass on what the events changed, when the
+        state they were applied to passed them: the jobs that joined or changed, and those
+        running on a node that changed, against the nodes they name; the nodes that
+        joined or changed. The cross-checks are per node, per job against the nodes its
+        current placement names, and on cluster-wide fields the events do not touch
+        (models/request.py `_request_errors`); the one across jobs, unique names, holds
+        by construction (the draft keys jobs and nodes by name). At 16,384 GPUs / 20,000
+        jobs this is what makes applying a batch cheap: the whole request's checks cost
+        0.15-0.3 s of CPU. False (the caller then checks the whole request) when the base
+        was not checked or a changed part fails."""
+        if not self.base._cross_checked:
+            return False
+        before = {n.name: n for n in self.base.cluster.nodes}
+        touched = {n.name for n in cluster.nodes if before.get(n.name) is not n}
+        touched |= before.keys() - self.nodes.keys()
+        old = {j.name: j for j in self.base.jobs}
+        changed = [j for j in jobs if old.get(j.name) is not j or (
+            touched and j.current and any(p.node in touched for p in j.current))]
+        named = touched | {p.node for j in changed for p in j.current or []}
+        part = cluster.model_copy(update={"nodes": [n for n in cluster.nodes
+                                                    if n.name in named]})
+        try:
+            PlanRequest(cluster=part, jobs=changed, policy=self.base.policy,
+                        interference=self.base.interference)
+        except ValidationError:
+            return False
+        return True
 
 
 # ---------------------------------------------------------------- one handler per kind
@@ -258,7 +303,7 @@ def apply_events(request: PlanRequest, events: Sequence[Event], *, checked: bool
     for i, event in enumerate(events):
         HANDLERS[event.kind](draft, event)
         try:
-            draft.request()
+            draft.request(whole=True)
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err["loc"])
@@ -331,8 +376,9 @@ def commit_plan(request: PlanRequest, plan: Plan, *, checked: bool = False) -> P
     changes = {(c.node, c.gpu): c for c in plan.mig_changes}
     nodes = request.cluster.nodes
     if changes:
-        nodes = [_with_mig_changes(n, changes) for n in nodes]
-    jobs = [j if j.current == placed.get(j.name)
+        touched = {node for node, _ in changes}
+        nodes = [_with_mig_changes(n, changes) if n.name in touched else n for n in nodes]
+    jobs = [j if _same(j.current, placed.get(j.name))
             else j.model_copy(update={"current": placed.get(j.name)})
             for j in request.jobs]
     cluster = request.cluster.model_copy(update={"nodes": nodes}) if changes \
@@ -343,6 +389,18 @@ def commit_plan(request: PlanRequest, plan: Plan, *, checked: bool = False) -> P
         return request.model_copy(update={"cluster": cluster, "jobs": jobs})
     return PlanRequest(cluster=cluster, jobs=jobs, policy=request.policy,
                        interference=request.interference)
+
+
+def _same(a: list[Placement] | None, b: list[Placement] | None) -> bool:
+    """Whether two placement lists are equal, element by element: by identity, else by
+    their fields (what pydantic's `==` compares, without its per-call checks: a plan
+    parsed from JSON has no placement object in common with the state, and at 20,000
+    jobs comparing them with `==` cost a fifth of committing it)."""
+    if a is b:
+        return True
+    if a is None or b is None or len(a) != len(b):
+        return False
+    return all(x is y or x.__dict__ == y.__dict__ for x, y in zip(a, b, strict=True))
 
 
 def _with_mig_changes(node: Node, changes: dict[tuple[str, int], MigChange]) -> Node:
@@ -440,7 +498,7 @@ class PlanningSession:
 
             if self.memo is None:
                 self.memo = WarmMemo()
-            result = warm_plan(request, self.memo)
+            result = warm_plan(request, self.memo, last=self.last_plan)
         else:
             solve: Planner
             if planner is None:

@@ -54,6 +54,8 @@ def test_the_state_goes_once_then_only_the_batches_and_both_copies_agree() -> No
         assert held.version == api.version
         assert held.request == api.request
         assert held.memo is not None and held.memo.plans == r + 1  # planned warm
+        # from the second warm plan on, from the last one's carried jobs and placer
+        assert held.memo.carried == r
     # another worker has no copy: the whole state goes to it
     assert holders.dispatch("s", api, 0.5, 10.0, 1).resolve(12).state is not None
 

@@ -3,15 +3,16 @@ plans after events that are valid and as good as a cold solve of the same state.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from models import Gpu, Job, Plan, PlanRequest
-from models.events import Event, EventBatch
+from models.events import Event, EventBatch, JobUpdated
 from solver import plan
-from solver.session import EventError, PlanningSession, apply_events, diff_events
+from solver.session import EventError, PlanningSession, _Draft, apply_events, diff_events
 from solver.validate import validate_plan
 
 EVENTS: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
@@ -270,3 +271,81 @@ def test_events_keep_the_requests_interference_pairs() -> None:
         after = apply_events(req, batch, checked=checked)
         assert after.interference == req.interference
         assert [j.name for j in after.jobs] == ["run", "small"]
+
+
+# ------------------------------------------------------------------ checks on what changed
+
+
+def _breaking(req: PlanRequest, rng: random.Random, tag: str) -> list[Event]:
+    """Deltas the handlers accept but the request's cross-checks refuse (one of them)."""
+    node = rng.choice(req.cluster.nodes)
+    mig = [(n.name, g.index) for n in req.cluster.nodes for g in n.gpus if g.mig_enabled]
+    whole = [(n.name, g.index) for n in req.cluster.nodes for g in n.gpus if not g.mig_enabled]
+    pick = rng.randrange(5)
+    if pick == 0:  # a current placement on a GPU the node does not have
+        return events({"kind": "job_submitted", "job": {
+            "name": f"bad-{tag}", "gpus": 1, "current": [{"node": node.name, "gpu": 99}]}})
+    if pick == 1:  # a model no catalog has
+        return events({"kind": "node_added", "node": {
+            "name": f"bad-{tag}", "gpus": [{"index": 0, "model": "Voodoo-5"}]}})
+    if pick == 2 and mig:  # a whole-GPU placement on a MIG GPU
+        n, g = rng.choice(mig)
+        return events({"kind": "job_submitted", "job": {
+            "name": f"bad-{tag}", "gpus": 1, "current": [{"node": n, "gpu": g}]}})
+    if pick == 3 and whole:  # a MIG placement on a non-MIG GPU
+        n, g = rng.choice(whole)
+        return events({"kind": "job_submitted", "job": {
+            "name": f"bad-{tag}", "mig_profile": "1g.10gb",
+            "current": [{"node": n, "gpu": g, "mig": {"profile": "1g.10gb", "start": 0}}]}})
+    job = rng.choice(req.jobs)  # an unknown model in a job's throughput map
+    return [JobUpdated(job=job.model_copy(update={"throughput": {"Voodoo-5": 1.0}}))]
+
+
+def _outcome(req: PlanRequest, batch: list[Event]) -> object:
+    try:
+        return apply_events(req, batch).model_dump()
+    except EventError as e:
+        return (e.index, e.kind, e.reason)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_checking_what_changed_accepts_and_refuses_what_the_whole_check_does(
+        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's cross-checks run on the jobs and nodes it changed (`_Draft`): on random
+    batches, some with an event the checks refuse inserted at a random place, the state
+    or the error (index, kind, reason) is the one the whole request's checks give."""
+    from benchmarks.generator import generate_custom
+    from benchmarks.latency import random_events
+
+    req = generate_custom(64, 80, seed=seed)
+    rng = random.Random(seed)
+    passed: list[bool] = []
+    real = _Draft._changes_pass
+
+    def spy(self: _Draft, *args: Any) -> bool:
+        passed.append(real(self, *args))
+        return passed[-1]
+
+    for r in range(6):
+        batch = random_events(req, rng, 10, f"r{r}")
+        if r % 2:
+            at = rng.randrange(len(batch) + 1)
+            batch[at:at] = _breaking(req, rng, f"{r}")
+        else:  # a job reported running on a GPU nothing holds
+            held = {(p.node, p.gpu) for j in req.jobs for p in j.current or []}
+            n, g = rng.choice([(n.name, g.index) for n in req.cluster.nodes for g in n.gpus
+                               if not g.mig_enabled and (n.name, g.index) not in held])
+            batch += events({"kind": "job_submitted", "job": {
+                "name": f"run-{r}", "gpus": 1, "current": [{"node": n, "gpu": g}]}})
+        with monkeypatch.context() as m:
+            m.setattr(_Draft, "_changes_pass", spy)
+            fast = _outcome(req, batch)
+        with monkeypatch.context() as m:
+            m.setattr(_Draft, "_changes_pass", lambda *a: False)
+            assert _outcome(req, batch) == fast
+        assert isinstance(fast, tuple) == bool(r % 2)
+        # a valid batch is settled by the checks on what it changed alone
+        assert passed[0] is not bool(r % 2)
+        passed.clear()
+        if not r % 2:
+            req = apply_events(req, batch)

@@ -5,12 +5,16 @@ keeping the running jobs alone, and the cold path where the warm start does not 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Mapping
 
 import pytest
 
 from benchmarks.generator import generate, generate_custom
 from benchmarks.latency import random_events
-from models import Plan, PlanRequest
+from heuristics.result import HeuristicResult
+from models import MigInstance, Plan, PlanRequest, Quota
+from models.events import Event, GpuHealthy, JobUpdated, MigLayoutChanged, NodeRemoved
+from models.instance import ClusterState, compile_jobs
 from models.objective import evaluate
 from solver import plan as cold_plan
 from solver.session import PlanningSession
@@ -120,3 +124,176 @@ def test_a_committed_warm_plan_equals_a_checked_commit() -> None:
     checked = commit_plan(state, result)
     assert session.request == checked
     assert PlanRequest.model_validate(session.request.model_dump()) == checked
+
+
+def _occupancy(st: ClusterState) -> dict[str, object]:
+    """What a placer's occupancy says, comparable between two states built apart (empty
+    index entries and float noise left out)."""
+    def r(x: float) -> float:
+        return round(x, 9)
+
+    def sets(by_model: Mapping[str, Iterable[set[int]]]) -> dict[str, dict[int, set[int]]]:
+        out = {m: {c: s for c, s in enumerate(b) if s} for m, b in by_model.items()}
+        return {m: b for m, b in out.items() if b}
+    return {
+        "placed": {n: sorted(p.model_dump_json() for p in pl) for n, pl in st.placed.items()},
+        "nodes": [(n.name, n.schedulable, r(n.cpu_used), r(n.mem_used)) for n in st.nodes],
+        "gpus": [(g.node, g.index, g.usable, g.whole_job, r(g.share_used), r(g.share_mem),
+                  sorted(g.share_jobs), sorted(g.mig_used.items()), sorted(g.mig_current))
+                 for g in st.gpus],
+        "free": [{m: s for m, s in f.items() if s} for f in st.free_gpus],
+        "buckets": sets(st.buckets),
+        "model_free": {k: v for k, v in st.model_free.items() if v},
+        "domain_free": {k: v for k, v in st.domain_free.items() if v},
+        "shared": sets(st.share_index),
+        "mig": {m: {k: v for k, v in g.items() if v} for m, g in st.mig_index.items()
+                if any(g.values())},
+        "quota": ({k: r(v) for k, v in st.quota_used.items() if r(v)},
+                  {k: r(v) for k, v in st.quota_fixed.items() if r(v)}),
+    }
+
+
+def _fresh(req: PlanRequest, result: Plan) -> ClusterState:
+    """The occupancy of `result` on `req` built from nothing."""
+    st = ClusterState(req)
+    infos = {i.name: i for i in compile_jobs(req)}
+    for a in result.assignments:
+        st.place(infos[a.job], list(a.placements))
+    return st
+
+
+def _more_events(req: PlanRequest, rng: random.Random, tag: str) -> list[Event]:
+    """The deltas `random_events` does not send: a running job reported elsewhere (on
+    its own GPUs, reordered) or with another weight, a GPU healthy again, a MIG layout
+    changed where no job runs."""
+    out: list[Event] = []
+    running = [j for j in req.jobs if j.current]
+    if running:
+        j = rng.choice(running)
+        out.append(JobUpdated(job=j.model_copy(update={"weight": j.weight * 2})))
+    sick = [(n.name, g.index) for n in req.cluster.nodes for g in n.gpus if not g.healthy]
+    if sick:
+        node, index = rng.choice(sick)
+        out.append(GpuHealthy(node=node, gpu=index))
+    used = {(p.node, p.gpu) for j in running for p in j.current or []}
+    idle_mig = [(n.name, g) for n in req.cluster.nodes for g in n.gpus
+                if g.mig_enabled and (n.name, g.index) not in used]
+    if idle_mig:
+        node, gpu = rng.choice(idle_mig)
+        small = min(req.cluster.catalog()[gpu.model].mig_profiles,
+                    key=lambda p: p.compute_slices)
+        out.append(MigLayoutChanged(node=node, gpu=gpu.index, mig_enabled=True, mig_instances=[
+            MigInstance(profile=small.name, start=s) for s in small.starts[:2]]))
+    return out
+
+
+@pytest.mark.parametrize("quotas", [False, True])
+def test_the_carried_placer_follows_every_kind_of_delta(quotas: bool) -> None:
+    """From the second warm plan on, the compiled jobs and the placer's occupancy come
+    from the last plan, brought forward by the deltas: each plan is valid and accounts
+    for every job, and the carried occupancy equals one built from nothing for the plan
+    (every index, host and quota count), across finishes, arrivals, cancellations,
+    resizes, updates, GPU health, cordons, MIG layouts and new nodes. With quotas, a
+    tenant's limit binds and its non-preemptible jobs count apart; the levels' pass
+    (quotas) then moves jobs after the greedy, which the carried occupancy follows."""
+    req = generate_custom(96, 120, seed=4)
+    if quotas:
+        jobs = [j.model_copy(update={"preemptible": False}) if k % 5 == 0 else j
+                for k, j in enumerate(req.jobs)]
+        cluster = req.cluster.model_copy(update={"quotas": {
+            "team-0": Quota(limit={"*": 10}), "team-1": Quota(guaranteed={"*": 4},
+                                                              limit={"*": 6})}})
+        req = PlanRequest.model_validate(req.model_copy(
+            update={"cluster": cluster, "jobs": jobs}).model_dump())
+    session = _session(req)
+    session.plan(0.3)
+    rng = random.Random(4)
+    for r in range(4):
+        batch = random_events(session.request, rng, 12, f"r{r}")
+        session.apply(batch)
+        session.apply(_more_events(session.request, rng, f"m{r}"))
+        state = session.request
+        result = session.plan(0.1)
+        _accounted(state, result)
+        memo = session.memo
+        assert memo is not None and memo.carried == r  # the first warm plan starts afresh
+        carry = memo.carry
+        assert carry is not None and carry.plan is result and carry.greedy is not None
+        assert _occupancy(carry.greedy.state) == _occupancy(_fresh(carry.request, result))
+
+
+def test_what_the_carried_state_cannot_follow_is_planned_afresh() -> None:
+    """A node removed, or a plan the session did not make warm: the next plan compiles
+    and places from scratch (valid, every job accounted for), and the one after it
+    starts from the carried state again."""
+    session = _session(generate_custom(96, 120, seed=6))
+    session.plan(0.3)
+    session.plan(0.1)
+    session.plan(0.1)
+    memo = session.memo
+    assert memo is not None and memo.carried == 1
+    node = session.request.cluster.nodes[0].name
+    session.apply([NodeRemoved(node=node)])
+    _accounted(session.request, session.plan(0.1))
+    assert memo.carried == 1
+    _accounted(session.request, session.plan(0.1))
+    assert memo.carried == 2
+    session.plan(0.3, planner=cold_plan)
+    _accounted(session.request, session.plan(0.1))
+    assert memo.carried == 2
+    _accounted(session.request, session.plan(0.1))
+    assert memo.carried == 3
+
+
+def test_a_search_that_finds_nothing_rests_for_longer_each_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local search of a warm plan that found nothing better rests for the next
+    plan, after a second fruitless search for three plans; one that improves the plan
+    runs again at the next plan. Every plan is valid either way."""
+    import solver.warm as warm
+
+    calls: list[int] = []
+    finds = {"better": False}
+
+    def counted(request: PlanRequest, result: HeuristicResult, **kw: object
+                ) -> HeuristicResult:
+        """A search that returns its start (found nothing) or an equal new plan."""
+        calls.append(len(calls))
+        if not finds["better"]:
+            return result
+        return HeuristicResult(dict(result.placements), dict(result.reasons))
+
+    monkeypatch.setattr(warm, "improve", counted)
+    session = _session(generate_custom(48, 60, seed=2))
+    session.plan(0.2)
+    ran = []
+    for r in range(7):
+        if r == 6:
+            finds["better"] = True
+        before = len(calls)
+        state = session.request
+        _accounted(state, session.plan(2.0))
+        ran.append(len(calls) > before)
+    # searched, rested 1, searched, rested 3, searched (and found: no rest)
+    assert ran == [True, False, True, False, False, False, True]
+    assert session.memo is not None and session.memo.rested == 4
+    assert session.memo.search_idle == 0 and session.memo.search_wait == 0
+
+
+def test_committing_a_plan_parsed_from_its_json_builds_the_same_state() -> None:
+    """The service commits the worker's plan parsed back from JSON (no placement object
+    in common with the state): the state is the one committing the plan itself builds,
+    and the jobs whose placement did not change keep their objects."""
+    from solver.session import commit_plan
+
+    session = _session(generate_custom(64, 80, seed=7))
+    session.plan(0.3)
+    session.apply(random_events(session.request, random.Random(7), 10, "p"))
+    state = session.planning_request(0.2)
+    result = warm_plan(state, WarmMemo())
+    parsed = Plan.model_validate_json(result.model_dump_json())
+    direct, via_json = commit_plan(state, result), commit_plan(state, parsed)
+    assert via_json == direct
+    pairs = list(zip(state.jobs, via_json.jobs, strict=True))
+    assert [a is b for a, b in pairs] == [a.current == b.current for a, b in pairs]
+    assert any(a.current and a is b for a, b in pairs)  # running jobs kept as they were
