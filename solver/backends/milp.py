@@ -28,6 +28,9 @@ from solver.quiet import new_highs, quiet_stdout
 
 #: Seconds past its deadline after which a CBC solve is killed.
 KILL_GRACE_S = 0.1
+#: Seconds a killed solve's thread is waited for (its CBC killed again as often as it
+#: starts one) before it is left to finish on its own.
+KILL_WAIT_S = 5.0
 
 
 def _cbc_children() -> list[int]:
@@ -70,10 +73,14 @@ def _run_with_deadline(fn: Callable[[], object], deadline: float, *, kill: bool,
             break
         th.join(min(0.05, max(0.0, stop_at - time.perf_counter())))
     if th.is_alive() and kill:
-        for pid in _cbc_children():
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        th.join(5.0)
+        # PuLP may still be writing the model when the deadline passes and start CBC
+        # after the first kill: keep killing what it starts until the thread gives up
+        give_up = time.perf_counter() + KILL_WAIT_S
+        while th.is_alive() and time.perf_counter() < give_up:
+            for pid in _cbc_children():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            th.join(0.02)
         return False
     th.join()
     err = box.get("error")

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from benchmarks.generator import generate_custom
 from models import Plan, PlanRequest
 from solver import plan
 from solver.backends import BACKENDS
+from solver.backends.milp import _run_with_deadline
 from solver.formulation import compile_request
 from solver.linear import Limits
 from solver.validate import validate_plan
@@ -223,3 +226,20 @@ def test_an_overrun_limit_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
     notes = [line for line in late.explanation if "was overrun" in line]
     assert len(notes) == 1
     assert "time limit of 5 s" in notes[0] and "40 jobs and 32 GPUs" in notes[0]
+
+
+def test_a_cbc_started_after_the_deadline_is_killed_too(tmp_path: Path) -> None:
+    """PuLP can still be writing the model when the deadline passes and start CBC after
+    the first kill: that CBC is killed as soon as it starts, and the call returns."""
+    cbc = tmp_path / "cbc"   # a process whose name is `cbc`, as PuLP's solver's is
+    cbc.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    codes: list[int] = []
+
+    def late_solve() -> None:
+        time.sleep(0.5)   # past the deadline and the first kill
+        codes.append(subprocess.run([str(cbc), "60"], check=False).returncode)
+
+    t0 = time.monotonic()
+    assert _run_with_deadline(late_solve, time.perf_counter() + 0.1, kill=True) is False
+    assert time.monotonic() - t0 < 4.0   # not the CBC's 60 s, nor the 5 s wait
+    assert codes == [-9]
