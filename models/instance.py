@@ -261,14 +261,21 @@ def compile_some(request: PlanRequest, jobs: Sequence[Job]) -> list[JobInfo]:
     return _compile(request, jobs)
 
 
+def models_by_mode(request: PlanRequest) -> tuple[frozenset[str], frozenset[str]]:
+    """The GPU models of `request`'s cluster on non-MIG and on MIG GPUs: what a compiled
+    job depends on of the cluster (a planning session recompiles when they change)."""
+    whole: set[str] = set()
+    mig: set[str] = set()
+    for node in request.cluster.nodes:
+        for gpu in node.gpus:
+            (mig if gpu.mig_enabled else whole).add(gpu.model)
+    return frozenset(whole), frozenset(mig)
+
+
 def _compile(request: PlanRequest, jobs: Sequence[Job] | None = None) -> list[JobInfo]:
     catalog = request.cluster.catalog()
     objective = request.policy.objective
-    whole_models: set[str] = set()
-    mig_models: set[str] = set()
-    for node in request.cluster.nodes:
-        for gpu in node.gpus:
-            (mig_models if gpu.mig_enabled else whole_models).add(gpu.model)
+    whole_models, mig_models = models_by_mode(request)
     whole_sorted = sorted(whole_models)
     mig_sorted = sorted(mig_models)
     eligible: dict[tuple[object, ...], tuple[list[str], dict[str, list[str]], float]] = {}

@@ -77,6 +77,7 @@ from models.instance import (
     compile_jobs,
     compile_some,
     mig_geometry,
+    models_by_mode,
     per_request,
 )
 from models.rules import lexicographic_levels
@@ -324,7 +325,7 @@ def _start(request: PlanRequest, clock: _Clock, memo: WarmMemo, steps: dict[str,
             infos, present = ahead.infos, ahead.present
             per_request(request, "jobs", lambda _r: infos)
         else:
-            infos, present = compile_jobs(request), _present(request)
+            infos, present = compile_jobs(request), models_by_mode(request)
     keep_all = keeps_all_running(request, True)
     with _Step(steps, "greedy", clock):
         if ahead is not None and ahead.greedy is not None and keep_all:
@@ -362,16 +363,6 @@ def _context(request: PlanRequest) -> tuple[object, ...]:
     c, p = request.cluster, request.policy
     return (c.gpu_models, c.topology_levels, c.quotas, request.interference, p.objective,
             p.allow_mig_reconfiguration)
-
-
-def _present(request: PlanRequest) -> tuple[frozenset[str], frozenset[str]]:
-    """The GPU models of `request`'s cluster on non-MIG and on MIG GPUs."""
-    whole: set[str] = set()
-    mig: set[str] = set()
-    for node in request.cluster.nodes:
-        for gpu in node.gpus:
-            (mig if gpu.mig_enabled else whole).add(gpu.model)
-    return frozenset(whole), frozenset(mig)
 
 
 def _carry_over(request: PlanRequest, first: _Pass, moved: bool, plan: Plan) -> _Carry:
