@@ -68,6 +68,7 @@ from threading import Event
 from heuristics.greedy import Greedy, keeps_all_running, place_pending
 from heuristics.levels import settle_levels
 from heuristics.local_search import improve
+from heuristics.lp_round import plan_lp_round
 from heuristics.result import HeuristicResult
 from models import Job, Node, Plan, PlanRequest
 from models.instance import (
@@ -82,13 +83,14 @@ from models.instance import (
 )
 from models.rules import lexicographic_levels
 from solver.auto import EXACT_VARS, estimate_vars
+from solver.bound import Relaxation, relax
 from solver.budget import FINISH_MARGIN_S, finish_prior
 from solver.build import build_plan
 from solver.driver import PlanningError, note_overrun
 from solver.driver import plan as cold_plan
 from solver.gcpause import gc_paused
-from solver.outcome import label
-from solver.portfolio import QUICK_CPU_PER_JOB
+from solver.outcome import LP_ROUND_OBJECTIVES, label, rank
+from solver.portfolio import QUICK_CPU_PER_JOB, RELAX_CPU_PER_JOB, ROUNDING_CPU_PER_JOB
 from solver.quick_bound import quick_bound
 from solver.reasons import hard_conflicts
 from solver.validate import validate_plan
@@ -117,6 +119,15 @@ PACE_MIN_CPU_S = 0.01
 #: finishing reserve would stop it earlier: placing the new work is what a session plan
 #: is for (finishing then runs past the limit by at most the rest of its reserve).
 GREEDY_SHARE = 0.6
+#: The LP relaxation of a session's state before it was measured, CPU seconds per job
+#: (grouping, rows, one LP solve; the integer re-solve runs only when its slice is worth
+#: it): M (1,500 jobs) 0.08-0.17 s. The portfolio's prior adds a fixed 0.1 s for the
+#: first solve of a process; a session has paid that already.
+REPACK_RELAX_CPU_PER_JOB = RELAX_CPU_PER_JOB
+#: One rounding of the LP's targets before it was measured: M 0.03-0.15 s.
+REPACK_ROUND_CPU_PER_JOB = 2 * ROUNDING_CPU_PER_JOB
+#: Safety factor on the estimated cost of the LP and of the rounding (`_repack`).
+REPACK_SAFETY = 1.3
 
 
 @dataclass
@@ -188,6 +199,13 @@ class WarmMemo:
     #: started from them
     carry: _Carry | None = None
     carried: int = 0
+    #: the LP's CPU seconds and a rounding's (`_repack`, None: not measured yet), the
+    #: targets of an LP whose rounding did not fit beside it (job -> model, and the
+    #: elastic gangs' sizes), for the next plan, and the plans whose rounding won
+    relax_cpu: float | None = None
+    round_cpu: float | None = None
+    targets: tuple[dict[str, str], dict[str, float]] | None = None
+    repacked: int = 0
 
 
 class _Clock:
@@ -268,9 +286,11 @@ def warm_plan(request: PlanRequest, memo: WarmMemo | None = None, *,
             return _cold(request, clock, memo, cancel)
         steps: dict[str, float] = {}
         first = _start(request, clock, memo, steps, carry)
-        bound = _bound(request, clock, memo, steps)
+        result, bound = _repack(request, first.result, clock, memo, steps)
+        if bound is None:
+            bound = _bound(request, clock, memo, steps)
         rested = memo.rested
-        result = _search(request, first.result, clock, memo, steps)
+        result = _search(request, result, clock, memo, steps)
         if lexicographic_levels(request):
             result = settle_levels(request, result)
         plan = _finish(request, result, bound, clock, memo, steps,
@@ -509,6 +529,58 @@ def _holds(st: ClusterState, old: JobInfo, new: JobInfo) -> bool:
     if placed != new.current:
         return False
     return not st.quotas or old.pinned == new.pinned
+
+
+def _repack(request: PlanRequest, result: HeuristicResult, clock: _Clock, memo: WarmMemo,
+            steps: dict[str, float]) -> tuple[HeuristicResult, float | None]:
+    """`result`, or the LP's targets rounded into a plan (heuristics/lp_round.py) when
+    that ranks higher; and the LP's bound when the LP ran in this plan (module doc, step
+    2). The LP runs when its measured cost fits in the time left; the rounding follows
+    in the same plan when it fits too, else in the next plan on these targets (then one
+    plan old: the jobs that left are skipped, the new ones placed by best fit), which
+    then runs no LP."""
+    pending, memo.targets = memo.targets, None
+    if clock.cancelled() or request.policy.objective not in LP_ROUND_OBJECTIVES or \
+            lexicographic_levels(request):
+        return result, None
+    bound = None
+    if pending is None:
+        rel = _relax(request, clock, memo, steps)
+        if rel is None or not rel.targets:
+            return result, rel.bound if rel is not None else None
+        bound, pending = rel.bound, (rel.targets, rel.amounts)
+    prior = memo.round_cpu if memo.round_cpu is not None else \
+        REPACK_ROUND_CPU_PER_JOB * len(request.jobs)
+    stop = clock.deadline - _reserve(request, clock, memo)
+    if stop - time.monotonic() < REPACK_SAFETY * prior * clock.pace:
+        if bound is not None:  # the LP's targets wait for the next plan
+            memo.targets = pending
+        return result, bound
+    targets, sizes = pending
+    with _Step(steps, "round", clock):
+        rounded = plan_lp_round(request, targets, deadline=stop, sizes=sizes)
+        better = rank(request, rounded.placements) > rank(request, result.placements)
+    memo.round_cpu = steps["round"]
+    if better:
+        memo.repacked += 1
+        return rounded, bound
+    return result, bound
+
+
+def _relax(request: PlanRequest, clock: _Clock, memo: WarmMemo,
+           steps: dict[str, float]) -> Relaxation | None:
+    """The LP relaxation of `request` (solver/bound.py) when its measured cost fits in
+    the time left; None when it does not (or the relaxation is infeasible)."""
+    prior = REPACK_RELAX_CPU_PER_JOB * len(request.jobs) * clock.pace
+    est = memo.relax_cpu * clock.pace if memo.relax_cpu is not None else prior
+    room = clock.deadline - _reserve(request, clock, memo) - time.monotonic()
+    if room < REPACK_SAFETY * est:
+        return None
+    with _Step(steps, "relax", clock):
+        # HiGHS's share of the room: what the grouping and rows (Python) leave of it
+        rel = relax(request, time_limit_s=max(0.05, room - prior), nearest=True)
+    memo.relax_cpu = steps["relax"]
+    return rel
 
 
 def _bound(request: PlanRequest, clock: _Clock, memo: WarmMemo,
