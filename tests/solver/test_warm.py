@@ -297,3 +297,46 @@ def test_committing_a_plan_parsed_from_its_json_builds_the_same_state() -> None:
     pairs = list(zip(state.jobs, via_json.jobs, strict=True))
     assert [a is b for a, b in pairs] == [a.current == b.current for a, b in pairs]
     assert any(a.current and a is b for a, b in pairs)  # running jobs kept as they were
+
+
+def _two_nodes() -> PlanRequest:
+    """Two nodes of four H100s, a one-GPU job running on each."""
+    return PlanRequest.model_validate({
+        "cluster": {"nodes": [
+            {"name": f"n{k}", "gpus": [{"index": i, "model": "H100-SXM5-80GB"}
+                                       for i in range(4)]} for k in (1, 2)]},
+        "jobs": [{"name": f"s{k}", "gpus": 1, "current": [{"node": f"n{k}", "gpu": 0}]}
+                 for k in (1, 2)],
+        "policy": {"solver": "heuristic", "time_limit_s": 1, "seed": 1},
+    })
+
+
+def test_a_warm_plan_migrates_a_running_job_when_the_lp_says_it_pays() -> None:
+    """A four-GPU gang arrives where each node has three GPUs free: keeping both running
+    jobs leaves it out, moving one of them (for the migration cost) places it. The warm
+    plan's LP re-pack finds that plan, which is the proven optimum of the state; the
+    placer carried to the next plan follows the move."""
+    session = PlanningSession(_two_nodes())
+    session.plan()
+    session.apply(events({"kind": "job_submitted", "job": {"name": "gang", "gpus": 4,
+                                                           "weight": 3}}))
+    state = session.request
+    result = session.plan(0.2)
+    _accounted(state, result)
+    optimum = cold_plan(state.model_copy(update={"policy": state.policy.model_copy(
+        update={"solver": "cp_sat", "time_limit_s": 10})}))
+    assert optimum.status == "optimal"
+    assert result.objective_value == pytest.approx(optimum.objective_value, abs=1e-6)
+    assert "gang" in {a.job for a in result.assignments} and len(result.migrated) == 1
+    memo = session.memo
+    assert memo is not None and memo.repacked == 1 and "relax" in memo.last_steps
+    carry = memo.carry
+    assert carry is not None and carry.greedy is not None
+    assert _occupancy(carry.greedy.state) == _occupancy(_fresh(carry.request, result))
+    # the next plan starts from the carried placer, at the re-packed placements
+    session.apply(events({"kind": "job_submitted", "job": {"name": "late", "gpus": 2}}))
+    state = session.request
+    nxt = session.plan(0.2)
+    _accounted(state, nxt)
+    assert memo.carried == 1 and "late" in {a.job for a in nxt.assignments}
+    assert not nxt.migrated and not nxt.preempted
