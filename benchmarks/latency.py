@@ -157,6 +157,9 @@ class SessionLatency:
     warm: int = 0
     cold_fallbacks: int = 0
     carried: int = 0
+    #: in process: warm plans that solved the LP, and those re-packed toward its targets
+    lp: int = 0
+    repacked: int = 0
     #: through the service: wall seconds of each part of each plan's overhead (its wall
     #: less its solve_time_s), from the answer's Server-Timing (`service_parts`)
     service: dict[str, list[float]] = field(default_factory=dict)
@@ -397,6 +400,7 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
             is_warm = session.warm(session_limit)
             fallbacks = session.memo.cold if session.memo is not None else 0
             carried = session.memo.carried if session.memo is not None else 0
+            repacked = session.memo.repacked if session.memo is not None else 0
             t0, c0 = time.perf_counter(), time.process_time()
             warm = session.plan(session_limit)
             plan_s = time.perf_counter() - t0
@@ -405,6 +409,8 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
                 out.warm += 1
                 out.cold_fallbacks += session.memo.cold - fallbacks
                 out.carried += session.memo.carried - carried
+                out.repacked += session.memo.repacked - repacked
+                out.lp += "relax" in session.memo.last_steps
                 for step, cpu in session.memo.last_steps.items():
                     out.steps_cpu_s.setdefault(step, []).append(cpu)
         out.plan_s.append(plan_s)
@@ -554,7 +560,8 @@ def format_sessions(s: SessionLatency) -> str:
           f"{ms(max(v))} |" for name, v in s.service.items()],
         f"statuses: {', '.join(sorted(set(s.statuses)))}"
         + (f"; {s.warm} of {len(s.plan_s)} plans warm, {s.cold_fallbacks} of them answered "
-           f"by the cold path, {s.carried} started from the last plan's carried state"
+           f"by the cold path, {s.carried} started from the last plan's carried state, "
+           f"{s.lp} solved the LP, {s.repacked} re-packed toward its targets"
            if s.via == "in-process" else ""),
         *(["CPU per step of the warm plans, median: " + ", ".join(
             f"{k} {ms(percentile(v, 50))}" for k, v in s.steps_cpu_s.items())]
