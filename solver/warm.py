@@ -22,12 +22,16 @@ from the state instead:
    next `TARGETS_MAX_AGE` plans; the rounded plan replaces the greedy pass's when it
    ranks higher (`solver.outcome.rank`: migration and preemption costs included). At M
    the LP costs 0.06-0.11 s of CPU and a rounding 0.03-0.07 s, so at 0.25 s they
-   alternate: one plan solves the LP (and carries its bound), the next rounds;
+   share a plan on a quiet machine, and alternate when the machine is slower: one plan
+   solves the LP (and carries its bound), the next rounds;
 3. the quick bound (solver/quick_bound.py) when no LP ran and its measured cost fits;
-4. the local search (heuristics/local_search.py) improves the plan for what is left of
-   the limit, once the search's own start-up (loading the plan into its state) is
-   known to fit: it is measured on each plan and kept in the `WarmMemo`; a search that
-   found nothing better rests for a few plans (`_search`);
+4. in a plan that ran neither the LP nor a rounding, the local search
+   (heuristics/local_search.py) improves the plan for what is left of the limit, once
+   the search's own start-up (loading the plan into its state) is known to fit: it is
+   measured on each plan and kept in the `WarmMemo`; a search that found nothing better
+   rests for a few plans (`_search`). After the LP and a rounding (0.15-0.2 s of CPU at
+   M) a search filled the rest of a 0.25 s plan, and the plan's building and
+   validation, dearer than the last one's, then ran it 0.07 s over;
 5. quotas and priority classes: `heuristics.levels.settle_levels`, as the driver does
    (requests with levels skip step 2: the rounding does not serve them);
 6. the plan is built (solver/build.py) and checked by the validator (solver/validate.py)
@@ -311,7 +315,8 @@ def warm_plan(request: PlanRequest, memo: WarmMemo | None = None, *,
         if bound is None:
             bound = _bound(request, clock, memo, steps)
         rested = memo.rested
-        result = _search(request, result, clock, memo, steps)
+        if "relax" not in steps and "round" not in steps:
+            result = _search(request, result, clock, memo, steps)
         if lexicographic_levels(request):
             result = settle_levels(request, result)
         plan = _finish(request, result, bound, clock, memo, steps,
