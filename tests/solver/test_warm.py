@@ -342,3 +342,22 @@ def test_a_warm_plan_migrates_a_running_job_when_the_lp_says_it_pays() -> None:
     _accounted(state, nxt)
     assert memo.carried == 1 and "late" in {a.job for a in nxt.assignments}
     assert not nxt.migrated and not nxt.preempted
+
+
+def test_the_lp_counts_a_warm_repack_rounds_go_to_the_nearest_integer() -> None:
+    """`relax(nearest=True)`'s targets: each option's LP count rounded to the nearest
+    integer (a gang the LP gave at least half is placed), options of higher value first,
+    never more jobs than the group has; the default keeps the integer parts."""
+    from solver.bound import GroupCount, GroupKey, Option, _targets
+
+    def opt(model: str, coef: float) -> Option:
+        return Option(("whole", model), 4.0, coef, 0.0, 0.0, True)
+
+    gangs = GroupKey((opt("H100", 9.0), opt("A100", 5.0)), "", False, 4)
+    single = GroupKey((opt("H100", 3.0), opt("A100", 2.0)), "", False, 4)
+    groups = {gangs: GroupCount(3), single: GroupCount(1)}
+    members = {gangs: ["g1", "g2", "g3"], single: ["s"]}
+    cols = [1.6, 0.4, 0.7, 0.6]  # per group, per option, in order
+    assert _targets(groups, members, cols) == {"g1": "H100"}
+    assert _targets(groups, members, cols, nearest=True) == {
+        "g1": "H100", "g2": "H100", "s": "H100"}
