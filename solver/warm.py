@@ -575,7 +575,9 @@ def _repack(request: PlanRequest, result: HeuristicResult, clock: _Clock, memo: 
         age = 0
         rel = _relax(request, clock, memo, steps)
         if rel is None or not rel.targets:
-            return result, rel.bound if rel is not None else None
+            # no LP solution within its time (the capacity-free fallback, looser than
+            # the quick bound) or nothing to round: the quick bound may stand in
+            return result, None
         bound, pending = rel.bound, (rel.targets, rel.amounts)
     prior = memo.round_cpu if memo.round_cpu is not None else \
         REPACK_ROUND_CPU_PER_JOB * len(request.jobs)
