@@ -7,9 +7,10 @@ the database, not in one process. `SessionService` is what the routes call: it a
 batches (all or none; 409 naming the event otherwise), solves through the service's worker
 pool like `POST /v1/plans` and commits each plan to the session.
 
-Concurrency: each row has a version, raised by one at every change, and a change is written
-only over the version it was computed from (`SolveStore.session_update`). Calls on one
-session in one replica wait for each other (a lock per session); across replicas:
+Concurrency: each session's head row has a version, raised by one at every change, and a
+change is written only over the version it was computed from (`SolveStore.session_append`).
+Calls on one session in one replica wait for each other (a lock per session); across
+replicas:
 
 - an event batch that loses the race is applied again to the newer state (a few times),
   which is what applying the two batches one after the other means; if it no longer
