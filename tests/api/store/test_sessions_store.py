@@ -52,6 +52,7 @@ def test_sessions_round_trip_version_and_expire(db_url: str) -> None:
 
 
 def test_two_replicas_racing_for_one_version_exactly_one_wins(db_url: str) -> None:
+    """Whole writes, then appended changes: of two at once over one version, one wins."""
     stores = [open_store(db_url), open_store(db_url)]
     try:
         stores[0].session_create(_session("s", 0, 1.0))
@@ -74,6 +75,26 @@ def test_two_replicas_racing_for_one_version_exactly_one_wins(db_url: str) -> No
             rec = stores[1].session_get("s")
             assert rec is not None and rec.version == version
             assert rec.request_json == f'{{"by": {won.index(True)}}}'
+        for version in range(21, 41):  # changes appended: one wins, one row each
+            start = threading.Barrier(2)
+            won = [False, False]
+
+            def append(i: int, version: int = version, start: threading.Barrier = start,
+                       won: list[bool] = won) -> None:
+                start.wait()
+                won[i] = stores[i].session_append("s", version - 1, float(version),
+                                                  f"E{{\"by\": {i}}}")
+
+            threads = [threading.Thread(target=append, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            assert sum(won) == 1, (version, won)
+            rec = stores[0].session_get("s")
+            assert rec is not None and rec.version == version
+            lines = rec.pending.splitlines()
+            assert len(lines) == version - 20 and lines[-1] == f'E{{"by": {won.index(True)}}}'
     finally:
         for s in stores:
             s.close()
