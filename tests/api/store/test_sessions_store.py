@@ -204,3 +204,38 @@ def test_a_schema_5_store_upgrades_in_place_and_keeps_its_sessions(
         assert store.session_get("stale") is None and store.session_head("kept") is not None
     finally:
         store.close()
+
+
+def test_reads_while_another_store_folds_are_whole(db_url: str) -> None:
+    """A read meets folds on another connection (each drops the changes it wrote into the
+    state): every read is still one version's state and exactly the changes after it."""
+    writer, reader = open_store(db_url), open_store(db_url)
+    try:
+        writer.session_create(_session("s", 0, 1.0))
+        for v in range(1, 31):
+            assert writer.session_append("s", v - 1, 1.0 + v, f"E{v}")
+        done = threading.Event()
+
+        def fold() -> None:
+            try:
+                for v in range(1, 31):
+                    assert writer.session_fold("s", v, f'{{"at": {v}}}', None)
+            finally:
+                done.set()
+
+        folding = threading.Thread(target=fold)
+        folding.start()
+        reads = 0
+        while not done.is_set() or reads == 0:
+            rec = reader.session_get("s")
+            assert rec is not None and rec.version == 30
+            base = 0 if rec.request_json == '{"jobs": []}' else \
+                int(rec.request_json.removeprefix('{"at": ').removesuffix("}"))
+            assert rec.pending.splitlines() == [f"E{v}" for v in range(base + 1, 31)]
+            reads += 1
+        folding.join(30)
+        final = reader.session_get("s")
+        assert final is not None and (final.request_json, final.pending) == ('{"at": 30}', "")
+    finally:
+        writer.close()
+        reader.close()
