@@ -16,6 +16,7 @@ from models import Placement, PlanRequest
 from models.objective import level_values
 from solver import plan
 from solver.level_bound import level_bounds
+from solver.level_report import level_gap
 from tests.solver.brute import _plans, _within_limits, levels_key
 from tests.solver.strategies import random_levels_request
 
@@ -116,3 +117,30 @@ def test_proven_levels_are_held_and_the_bounds_meet_the_optimum() -> None:
                                        ("priority 0", 3.0)]
     bounds = level_bounds(req, best, time_limit_s=5.0)
     assert [pytest.approx(b, abs=1e-4) for b in bounds] == [1.0, 0.0, 3.0]
+
+
+def test_the_gap_of_a_level_is_relative_to_its_range_from_placing_none() -> None:
+    # Three 1-GPU nodes, each running a class-0 job worth 1 that costs 1 to stop: with
+    # none of them placed class 0 is at -3. Two class-1 jobs take two nodes: the optimum
+    # keeps one running job, class 0 at 1 - 2 = -1, which is also its bound once class 1
+    # is proven. A plan at -1 against a bound of 1 is half way: (1 - (-1)) / (1 - (-3)),
+    # where a gap relative to the bound or the value alone would say 200%.
+    v100 = "V100-32GB"
+    nodes = [{"name": f"n{i}", "gpus": [{"index": 0, "model": v100}]} for i in range(3)]
+    jobs = [{"name": f"r{i}", "gpus": 1, "throughput": {v100: 1.0},
+             "current": [{"node": f"n{i}", "gpu": 0}]} for i in range(3)]
+    jobs += [{"name": f"hi{i}", "gpus": 1, "priority": 1, "throughput": {v100: 1.0}}
+             for i in (1, 2)]
+    req = PlanRequest.model_validate({
+        "cluster": {"nodes": nodes}, "jobs": jobs,
+        "policy": {"objective": "throughput", "preemption_cost": 1.0}})
+    best = {"r0": [Placement(node="n0", gpu=0)], "hi1": [Placement(node="n1", gpu=0)],
+            "hi2": [Placement(node="n2", gpu=0)]}
+    assert level_values(req, best) == [("priority 1", 2.0), ("priority 0", -1.0)]
+    assert level_values(req, {}) == [("priority 1", 0.0), ("priority 0", -3.0)]
+    bounds = level_bounds(req, best, time_limit_s=5.0)
+    assert bounds[0] == pytest.approx(2.0, abs=1e-4)
+    assert bounds[1] == pytest.approx(-1.0, abs=1e-4)
+    assert level_gap(-1.0, 1.0, -3.0) == pytest.approx(0.5)
+    assert level_gap(-3.0, -1.0, -3.0) == pytest.approx(1.0)  # nothing of the range
+    assert level_gap(-1.0, bounds[1], -3.0) == pytest.approx(0.0, abs=1e-4)
