@@ -74,6 +74,7 @@ def _candidates(g: Greedy, scope: set[str]
     """(job, its placements or spot, placed now) of step 1 (module doc)."""
     st = g.state
     out: list[tuple[JobInfo, list[Placement], bool]] = []
+    full: set[tuple[object, ...]] = set()
     for info in g.infos:
         if info.job.tenant not in scope or info.shape == "whole" or len(out) >= FIT_MAX_JOBS:
             continue
@@ -82,8 +83,12 @@ def _candidates(g: Greedy, scope: set[str]
             if may_move(g, info):
                 out.append((info, pl, True))
         elif not info.pinned and info.values:
-            spot = find_beside_limits(g, info)
-            if spot is not None:
+            shape = (info.shape, info.job.gpu_share, info.job.mig_profile, repr(info.job.mig),
+                     info.gpu_mem, tuple(g.ranked_models(info)))
+            spot = None if shape in full else find_beside_limits(g, info)
+            if spot is None:
+                full.add(shape)  # the GPUs only fill up: the same shape finds none either
+            else:
                 st.place(info, spot)  # beside the next ones' spots
                 out.append((info, spot, False))
     for info, _, placed in out:
@@ -233,8 +238,12 @@ def fit_guarantees(request: PlanRequest, result: HeuristicResult,
     (`time.monotonic()`); `result` itself when nothing better is found."""
     if not request.cluster.quotas:
         return result
-    stop = time.monotonic() + 10 * FIT_TIME_S if deadline is None else deadline
+    t0 = time.monotonic()
+    stop = t0 + 10 * FIT_TIME_S if deadline is None else deadline
     g = placer_of(request, result)
+    # what comes after the solves (a placer, the restore, two level keys): about twice
+    # what building this placer took
+    stop -= 2 * (time.monotonic() - t0)
     st = g.state
     scope = _scope(g)
     if not scope:

@@ -383,26 +383,26 @@ IMPROVE_PER_PASS = 3.0
 #: Rounds of the exchanges at most: another round runs while the last one changed the plan
 #: and time is left (M: a second round added 8 to class 100, 1,169 to 1,177)
 IMPROVE_ROUNDS = 3
-#: What the restarts leave for `solver.level_fit.fit_guarantees` (wall s; M: 0.6-1.2 s),
-#: and its share of what is left when it starts (the exchanges get the rest)
+#: What the restarts and the exchanges leave for `solver.level_fit.fit_guarantees`
+#: (wall s; M: 0.6-1.5 s)
 FIT_RESERVE_S = 1.2
-FIT_SHARE = 0.6
 
 
 def level_search(ctx: Context) -> HeuristicResult:
     """The starting plan improved for the levels of contract 5.3 / 5.4 until the deadline:
     greedy restarts with other seeds (best fit in a perturbed order, running jobs taking
     their turn), each settled (`heuristics.levels.settle_levels`), while a restart and the
-    improvement after it still fit (and FIT_RESERVE_S with quotas); then
-    `solver.level_fit.fit_guarantees` on the best plan by the levels (`Portfolio.offer`;
-    with quotas, not in deterministic mode: its MIP solves are cut by the wall clock) and
-    the exchanges of `heuristics.levels.improve_levels` on the best, again while a round
-    changes it (at most IMPROVE_ROUNDS), and the best is returned. The restarts come
-    first as they decide the top level (the guaranteed usage served, M: 1,629.72-1,629.86
-    between seeds, from MIG and shares; `fit_guarantees` then serves the guarantees
-    exactly, M: 1,630), which the exchanges never lower; the exchanges then raise the
-    classes (M,
-    class 100: 961 to 1,007, 1,124 to 1,169). For the requests too large for the exact
+    improvement after it still fit (and FIT_RESERVE_S with quotas); then the exchanges
+    of `heuristics.levels.improve_levels` on the best plan by the levels
+    (`Portfolio.offer`), again while a round changes it (at most IMPROVE_ROUNDS) and
+    FIT_RESERVE_S is left; last, with quotas and not in deterministic mode (its MIP solves
+    are cut by the wall clock), `solver.level_fit.fit_guarantees` on the best; the best is
+    returned. The restarts come first as they decide the top level (the guaranteed usage
+    served, M: 1,629.72-1,629.86 between seeds, from MIG and shares), which the exchanges
+    never lower; `fit_guarantees` serves the guarantees exactly (M: 1,630, taking from
+    the classes only what that needs: run first, it left the exchanges a plan they
+    raised by 10 instead of 50 on class 100); the exchanges raise the classes (M, class
+    100: 961 to 1,007, 1,124 to 1,169). For the requests too large for the exact
     model, where the lexicographic walk of CP-SAT on a pruned model finds nothing in the
     time (M with quotas, classes and topology levels: no solution in 1.4 s of a 15 s
     budget; with 60 s a guaranteed usage of 1,442 against the greedy's 1,630).
@@ -429,11 +429,8 @@ def level_search(ctx: Context) -> HeuristicResult:
                 break   # cut at the deadline: not a plan worth settling
             ctx.portfolio.offer(settle_levels(req, got, None if det else stop))
         spent = time.monotonic() - t0
-    if fit and not budget.stopped(need=FIT_RESERVE_S / 2):
-        ctx.portfolio.offer(fit_guarantees(req, ctx.portfolio.start(),
-                                           budget.until(share=FIT_SHARE)))
     for _ in range(IMPROVE_ROUNDS):
-        if budget.stopped():
+        if budget.stopped(need=FIT_RESERVE_S if fit else 0.0):
             break
         budget.charge(IMPROVE_PER_PASS * pass_cost)
         best = ctx.portfolio.start()
@@ -442,4 +439,6 @@ def level_search(ctx: Context) -> HeuristicResult:
         if got is best:
             break
         ctx.portfolio.offer(got)
+    if fit and not budget.stopped():
+        ctx.portfolio.offer(fit_guarantees(req, ctx.portfolio.start(), budget.until()))
     return ctx.portfolio.start()
