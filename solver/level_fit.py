@@ -242,8 +242,9 @@ def fit_guarantees(request: PlanRequest, result: HeuristicResult,
     stop = t0 + 10 * FIT_TIME_S if deadline is None else deadline
     g = placer_of(request, result)
     # what comes after the solves (a placer, the restore, two level keys): about twice
-    # what building this placer took
-    stop -= 2 * (time.monotonic() - t0)
+    # what building this placer took, counted three times (M under load had ended at the
+    # limit with twice)
+    stop -= 3 * (time.monotonic() - t0)
     st = g.state
     scope = _scope(g)
     if not scope:
