@@ -19,17 +19,24 @@ is a subset-sum over the children's small jobs, which no single exchange makes.
    after the other beside the plan and each other, quota limits aside
    (`heuristics.levels.find_beside_limits`; a subset of a packing is a packing, so any
    choice of them fits the GPUs).
-2. A HiGHS MIP with one 0/1 column per candidate: the served part s(t, k) of each
-   guaranteed key in scope, s <= guaranteed, s <= the usage of the jobs outside the
-   candidates plus the chosen ones; each limit of the scope kept (at least the usage now).
-   It maximises sum s, then, holding that, each class's terms of the candidates from the
-   highest class down (what each job adds to its class kept or placed, `Greedy.term`).
+2. A HiGHS MIP with one 0/1 column per candidate, the usages counted exactly in units of
+   1/Q of a GPU (Q the least common denominator of the sizes, the usages and the
+   guarantees, at most MAX_SCALE; none: no fit): the served part s(t, k) of each
+   guaranteed key, s <= guaranteed, s <= the usage of the jobs outside the candidates
+   plus the chosen ones; each limit kept (at least the usage now). It maximises sum s
+   (M: 0.03-0.06 s), then, holding that, each class's terms of the candidates from the
+   highest class down (what each job adds to its class kept or placed, `Greedy.term`),
+   each from a start that swaps left-out candidates back in for chosen ones of the same
+   tenant, model and size of a lower class or worth less (`_polish`: every row keeps
+   its value); HiGHS may only improve on that start.
 3. The choice is applied (jobs taken out first) and kept only when the guaranteed usage
    served rises and the plan ranks higher by `models.objective.level_key`, after
    `heuristics.levels.restore_displaced` (every answer passes it).
 
-The MIP has a few hundred columns at M; it is cut at the deadline (and FIT_TIME_S), when
-HiGHS's best choice so far is used if it serves more.
+The MIP has a few hundred columns at M; each solve is cut at FIT_TIME_S and at the
+deadline brought forward by the work after the solves, and keeps the best choice found.
+Lexicographic within these candidates only: whole-GPU jobs and moves to other spots are
+not in it.
 """
 
 from __future__ import annotations
