@@ -13,9 +13,12 @@ written to a file.
 `--tenants-quota N --priority-classes K` add quotas on N tenants and K priority classes
 (contract 5.3 / 5.4; `benchmarks.generator.with_levels`); the note then gives the
 guaranteed usage served against the sum of the guarantees (its upper bound), how many
-of the highest class's jobs are placed, and each level's value against its bound given
-the levels above it held (`stats.levels[].bound`, solver/level_bound.py; computed after
-the plan, outside its time, when the plan had no time left for it: marked `*`).
+of the highest class's jobs are placed, and each level's value against its bound, a
+proven bound of the lexicographic optimum's value there (`stats.levels[].bound`,
+solver/level_bound.py; computed after the plan, outside its time, when the plan had no
+time left for it: marked `*`), with the gap of `solver.level_report.level_gap` (relative
+to the range between the bound and the level's value with none of its jobs placed, as a
+class's value includes its costs and may be negative).
 
 `--contend N` runs every measurement beside N busy processes pinned round robin to the
 cores (benchmarks/contend.py), started before the first run and stopped after the last,
@@ -97,16 +100,19 @@ def _levels_note(request: PlanRequest, placed: set[str], levels: object,
 def _level_gaps(request: PlanRequest, levels: list[dict[str, Any]],
                 placements: Mapping[str, Sequence[Placement]]) -> str:
     """`; levels value/bound ...` per level (module doc)."""
+    from models.objective import level_values
     from solver.level_bound import level_bounds
+    from solver.level_report import level_gap
 
     later = ""
     bounds = [item.get("bound") for item in levels]
     if any(b is None for b in bounds):
         bounds, later = list(level_bounds(request, placements, 30.0)), "*"
+    empty = [v for _, v in level_values(request, {})]
     out = []
-    for item, b in zip(levels, bounds, strict=False):
+    for item, b, e in zip(levels, bounds, empty, strict=False):
         v = float(item["value"])
-        gap = "" if b is None else f" ({max(0.0, b - v) / max(1.0, abs(b)):.1%})"
+        gap = "" if b is None else f" ({level_gap(v, b, e):.1%})"
         out.append(f"{item['level']} {v:,.1f}/{'-' if b is None else f'{b:,.1f}'}{gap}")
     return "; levels value/bound" + later + ": " + ", ".join(out)
 

@@ -158,6 +158,28 @@ def _greedy_of(request: PlanRequest, result: HeuristicResult) -> Greedy:
     return g
 
 
+def placer_of(request: PlanRequest, result: HeuristicResult) -> Greedy:
+    """A placer holding `result` (kept running jobs first) and its reasons, for the level
+    steps of the solver (solver/level_fit.py)."""
+    return _greedy_of(request, result)
+
+
+def may_move(g: Greedy, info: JobInfo) -> bool:
+    """Whether placed job `info` may be taken out of its GPUs (not `_stays`)."""
+    return not _stays(g, info)
+
+
+def find_beside_limits(g: Greedy, info: JobInfo) -> list[Placement] | None:
+    """`info`'s best fit in the current state on its best-ranked model where one fits,
+    the quota limits aside (the caller keeps them)."""
+    finder = Greedy._FINDERS[info.shape]
+    for m in g.ranked_models(info):
+        found = finder(g, info, m)
+        if found is not None:
+            return found
+    return None
+
+
 def restore_displaced(request: PlanRequest, result: HeuristicResult) -> HeuristicResult:
     """`result` with every displaced higher-class running job kept (module doc)."""
     policy = request.policy

@@ -1,5 +1,5 @@
-"""A proven bound for each lexicographic level of a plan (contract 5.3 / 5.4), given the
-levels above it held at the plan's values.
+"""A proven upper bound on each lexicographic level of the lexicographic optimum
+(contract 5.3 / 5.4), from a plan's values.
 
 The aggregated LP of solver/bound.py (pools, node patterns, gang rows, GPU memory, quota
 limits, the domain rows of required topology levels and the usable rows of pools where
@@ -11,16 +11,30 @@ class as well, and three row families are added:
     served:       sum s >= held
     class[p]:     sum over class p's options of coef * x >= held - const_p
 
-For level l the rows of the levels above it are held at the plan's values (minus a
-tolerance of 1e-6 x (1 + |value| + jobs)), those below are free, and the LP maximises
-level l: the guaranteed usage served (sum s), or class p's objective over its own jobs
-(sum coef x + const_p, const_p = -preemption_cost per running job of class p). Every plan
-whose higher levels reach at least the plan's values maps to a feasible point of that LP
-of at least its level-l value (solver/bound.py's argument: capacities, eligibility and gang
-sizes are relaxed, coefficients only rounded up, the costs >= 0 dropped; min(usage, G) is
-what s can reach), so the optimum bounds level l over them. In particular, when a level's
-value meets its bound, no plan improves it without lowering a level above it: with the
-levels above proven the same way, the plan is lexicographically optimal down to it.
+The LP maximises level l: the guaranteed usage served (sum s), or class p's objective over
+its own jobs (sum coef x + const_p, const_p = -preemption_cost per running job of class p).
+Every plan maps to a feasible point of that LP of at least its level-l value (solver/
+bound.py's argument: capacities, eligibility and gang sizes are relaxed, coefficients only
+rounded up, the costs >= 0 dropped; min(usage, G) is what s can reach), so with no level
+held the optimum bounds level l over all plans.
+
+Which levels may be held. Let v* be the levels of the lexicographic optimum and v the
+plan's. The bound of level l must be at least v*_l, so the LP may hold a level above l only
+at a value v*_k is known to reach:
+
+- level 1: v*_1 >= v_1 always (the plan is a plan);
+- level k > 1: if the levels 1..k-1 are proven (their values meet their bounds, so
+  v*_i = v_i there), the plan is one of the plans the optimum is chosen from at level k,
+  so v*_k >= v_k; if one of them is not proven, the optimum may be above the plan there
+  and then anything at level k, and level k is not held.
+
+So the levels are held at the plan's values from the top down to the first level that is
+not proven, that one included, and no level below it (`proven`: the bound minus the value
+within the holding tolerance, 1e-6 x (1 + |value| + jobs), and the bound's margins). With
+every level proven down to l-1 the bound of level l is the LP's optimum given exactly the
+optimum's values above; below the first unproven level k, the bound of level l > k + 1
+only holds the levels 1..k, and is looser. When a level's bound is met, the plan is
+lexicographically optimal down to it.
 
 When gang columns come out fractional and the level's share of the time (what is left
 over the levels left) is not spent by the LP, the model is solved again with the gang
@@ -31,13 +45,9 @@ The bounds of the class levels are for the additive objectives; with `fairness` 
 level is a minimum share, then a throughput) only the quota level gets one. A level whose
 LP does not finish within the time left gets None.
 
-How tight a lower level's bound can be depends on the levels above: their rows hold the
-plan's values, and every unit a higher level is below its own bound is room the LP may
-spend on the lower one. On M (benchmarks/QUOTAS.md, session 8) the LP trades about 100 of
-class 100 per unit of class 1000 (class 100's bound 1,560 with class 1000 held at 1,321.7,
-1,295 at class 1000's own bound of 1,323.8): a lower level's gap measures the plan
-against what the LP could do with the higher levels' slack, not against the
-lexicographic optimum.
+How tight a lower level's bound can be depends on the levels above: every unit a held
+level is below its own bound is room the LP may spend on the lower one. On M
+(benchmarks/QUOTAS.md) the LP trades about 100 of class 100 per unit of class 1000.
 """
 
 from __future__ import annotations
@@ -240,37 +250,51 @@ def level_bounds(request: PlanRequest, placements: Mapping[str, Sequence[Placeme
         p = int(name.split(" ", 1)[1])
         rows.append((lp.row("class", p), model.const[p]))
     out: list[float | None] = []
+    held: list[tuple[int, float]] = []  # (row, value) of the levels held so far
+    holding = True  # every level above is proven: this one may be held (module doc)
     for i, (name, _) in enumerate(values):
         left = time_limit_s - (time.perf_counter() - t0)
         row, const = rows[i]
-        if left <= 0 or (name != "quota" and not additive):
-            out.append(None)
-            continue
+        got: float | None = None
         if row < 0:  # no guarantee at all: nothing to serve
-            out.append(0.0)
+            got = 0.0
+        elif left > 0 and (name == "quota" or additive):
+            cost = np.zeros(n)
+            if name == "quota":
+                cost[model.served] = 1.0
+            else:
+                for c, coef in model.class_cols[int(name.split(" ", 1)[1])].items():
+                    cost[c] = coef
+            share = left / (len(values) - i)
+            got = _solve(h, cost, left, False)
+            share -= time.perf_counter() - t0 - (time_limit_s - left)  # what the LP left
+            if (got is not None and gangs and share > 0.1
+                    and (mip is not None or _fractional(h, gangs))):
+                if mip is None:
+                    mip = _integral_copy(lp, gangs, held, len(request.jobs))
+                again = _solve(mip, cost, share, True)
+                got = got if again is None else min(got, again)
+            if got is not None:
+                got += const + _REL * abs(got + const) + _ABS
+        out.append(got)
+        if row < 0:
             continue
-        cost = np.zeros(n)
-        if name == "quota":
-            cost[model.served] = 1.0
-        else:
-            for c, coef in model.class_cols[int(name.split(" ", 1)[1])].items():
-                cost[c] = coef
-        share = left / (len(values) - i)
-        got = _solve(h, cost, left, False)
-        share -= time.perf_counter() - t0 - (time_limit_s - left)  # what the LP left
-        if (got is not None and gangs and share > 0.1
-                and (mip is not None or _fractional(h, gangs))):
-            if mip is None:
-                mip = _integral_copy(lp, gangs, [(rows[k][0], values[k][1] - rows[k][1])
-                                                 for k in range(i) if rows[k][0] >= 0],
-                                     len(request.jobs))
-            again = _solve(mip, cost, share, True)
-            got = got if again is None else min(got, again)
-        out.append(None if got is None else
-                   got + const + _REL * abs(got + const) + _ABS)
-        # hold this level at the plan's value for the levels below
+        if not holding or (name != "quota" and not additive):
+            holding = False  # a fairness class row is no sum of its value
+            continue
+        # every level above is proven, so the lexicographic optimum is at least the plan
+        # here: hold this level at the plan's value for the levels below
         v = values[i][1] - const
+        held.append((row, v))
         for model_h in (h, mip):
-            if model_h is not None and row >= 0:
+            if model_h is not None:
                 model_h.changeRowBounds(row, _held(v, len(request.jobs)), INF)
+        holding = got is not None and proven(values[i][1], got, len(request.jobs))
     return [b if b is None or math.isfinite(b) else None for b in out]
+
+
+def proven(value: float, bound: float, jobs: int) -> bool:
+    """Whether a level's `value` meets its `bound` (within the holding tolerance of
+    `_held` and the bound's own margins): then the lexicographic optimum has that value
+    there, as far as floats tell (module doc)."""
+    return bound - value <= 1e-6 * (1.0 + abs(value) + jobs) + _REL * abs(bound) + _ABS

@@ -7,10 +7,10 @@ out. solver/build.py calls `level_stats` and `level_reasons` for requests with l
   a usage above the limit can only come from non-preemptible running jobs kept in place.
 - `stats.levels`: `[{"level": "quota", "value": guaranteed usage served}, {"level":
   "priority <p>", "priority": p, "value": the class's objective}, ...]`, highest first;
-  `add_level_bounds` gives each level its `bound` when the time left allows: the proven
-  bound of that level with the levels above it held at the plan's values
-  (solver/level_bound.py), so a level whose value meets its bound cannot be raised
-  without lowering a higher one.
+  `add_level_bounds` gives each level its `bound` when the time left allows: a proven
+  upper bound of that level's value in the lexicographic optimum (solver/level_bound.py),
+  so a level whose value meets its bound, below levels that meet theirs, is optimal;
+  `level_gap` is how far a value is below its bound.
 - Reasons: a new job left out with `insufficient_capacity` becomes `lower_priority` when
   it would not fit beside the higher-class jobs and the jobs that count toward a
   guarantee alone (they took its capacity), and `quota_limit` when it would fit beside the
@@ -59,6 +59,17 @@ def level_stats(request: PlanRequest, placements: Mapping[str, Sequence[Placemen
         levels.append(item)
     out["levels"] = levels
     return out
+
+
+def level_gap(value: float, bound: float, empty: float) -> float:
+    """How far a level's `value` is below its `bound`, relative to the range between the
+    bound and `empty`, the level's value with none of its jobs placed (0 for the quota
+    level, minus the preemption costs of its running jobs for a class level;
+    `level_values(request, {})`): max(0, bound - value) / max(1, bound - empty, |bound|).
+    A class's value includes its costs and may be negative or near 0, where a gap
+    relative to the bound or the value says nothing; for a level without running jobs
+    (empty 0) and a bound of at least 1 it is the usual (bound - value) / bound."""
+    return max(0.0, bound - value) / max(1.0, bound - empty, abs(bound))
 
 
 #: the least time (s) worth starting the level bounds with

@@ -43,6 +43,7 @@ from solver.budget import PASS_S_PER_JOB
 from solver.context import Context
 from solver.exact import finish, solve
 from solver.formulation import FAIRNESS_STEPS, Compiled, decode
+from solver.level_fit import fit_guarantees
 from solver.linear import LinearModel, Solution, add_terms
 from solver.outcome import Outcome
 
@@ -382,24 +383,34 @@ IMPROVE_PER_PASS = 3.0
 #: Rounds of the exchanges at most: another round runs while the last one changed the plan
 #: and time is left (M: a second round added 8 to class 100, 1,169 to 1,177)
 IMPROVE_ROUNDS = 3
+#: What the restarts and the exchanges leave for `solver.level_fit.fit_guarantees`
+#: (wall s; M: 0.6-1.5 s)
+FIT_RESERVE_S = 1.2
 
 
 def level_search(ctx: Context) -> HeuristicResult:
     """The starting plan improved for the levels of contract 5.3 / 5.4 until the deadline:
     greedy restarts with other seeds (best fit in a perturbed order, running jobs taking
     their turn), each settled (`heuristics.levels.settle_levels`), while a restart and the
-    improvement after it still fit; then the exchanges of
-    `heuristics.levels.improve_levels` on the best plan by the levels
-    (`Portfolio.offer`), again while a round changes it (at most IMPROVE_ROUNDS), and the
-    best is returned. The restarts come first as they decide the top
-    level (the guaranteed usage served, M: 1,629.72-1,629.86 between seeds, from MIG and
-    shares), which the exchanges never change; the exchanges then raise the classes (M,
-    class 100: 961 to 1,007, 1,124 to 1,169). For the requests too large for the exact
-    model, where the lexicographic walk of CP-SAT on a pruned model finds nothing in the
-    time (M with quotas, classes and topology levels: no solution in 1.4 s of a 15 s
-    budget; with 60 s a guaranteed usage of 1,442 against the greedy's 1,630).
-    Deterministic mode: each restart charges two passes to the work clock, each round of
-    the improvement three, and no phase is cut by the wall clock."""
+    improvement after it still fit (and FIT_RESERVE_S with quotas); then the exchanges of
+    `heuristics.levels.improve_levels` on the best plan by the levels (`Portfolio.offer`),
+    again while a round changes it (at most IMPROVE_ROUNDS); last, with quotas and not in
+    deterministic mode (its MIP solves are cut by the wall clock),
+    `solver.level_fit.fit_guarantees` on the best (the exchanges end FIT_RESERVE_S early
+    for it; it comes before them when less than 1.5 times that is left: the guarantees
+    are the top level); the best is returned.
+
+    The restarts come first as they decide the top level (the guaranteed usage served, M:
+    1,629.72-1,629.86 between seeds, from MIG and shares), which the exchanges never
+    lower; `fit_guarantees` serves the guarantees exactly (M: 1,630, taking from the
+    classes only what that needs; run first, it left the exchanges a plan they raised by
+    10 instead of 50 on class 100); the exchanges raise the classes (M, class 100: 961 to
+    1,007, 1,124 to 1,169). For the requests too large for the exact model, where the
+    lexicographic walk of CP-SAT on a pruned model finds nothing in the time (M with
+    quotas, classes and topology levels: no solution in 1.4 s of a 15 s budget; with 60 s
+    a guaranteed usage of 1,442 against the greedy's 1,630). Deterministic mode: each
+    restart charges two passes to the work clock, each round of the improvement three,
+    and no phase is cut by the wall clock."""
     req = ctx.request
     budget = ctx.budget
     det = budget.deterministic
@@ -407,8 +418,10 @@ def level_search(ctx: Context) -> HeuristicResult:
     seeds = [s for s in (None, *range(LEVEL_RESTARTS + 1)) if s != req.policy.seed]
     pass_cost = 2 * PASS_S_PER_JOB * len(req.jobs)
     spent = 0.0
+    fit = not det and bool(req.cluster.quotas)
     for seed in seeds[:LEVEL_RESTARTS]:
-        if budget.stopped(need=(IMPROVE_PER_PASS + 1) * (pass_cost if det else spent)):
+        if budget.stopped(need=(IMPROVE_PER_PASS + 1) * (pass_cost if det else spent)
+                          + (FIT_RESERVE_S if fit else 0.0)):
             break
         budget.charge(pass_cost)
         t0 = time.monotonic()
@@ -419,14 +432,21 @@ def level_search(ctx: Context) -> HeuristicResult:
                 break   # cut at the deadline: not a plan worth settling
             ctx.portfolio.offer(settle_levels(req, got, None if det else stop))
         spent = time.monotonic() - t0
+    # with little time left the guarantees (the top level) come before the exchanges
+    fit_first = fit and budget.stopped(need=1.5 * FIT_RESERVE_S)
+    if fit_first and not budget.stopped():
+        ctx.portfolio.offer(fit_guarantees(req, ctx.portfolio.start(), budget.until()))
+    keep = FIT_RESERVE_S if fit and not fit_first else 0.0  # the fit's, after them
     for _ in range(IMPROVE_ROUNDS):
-        if budget.stopped():
+        if budget.stopped(need=keep):
             break
         budget.charge(IMPROVE_PER_PASS * pass_cost)
         best = ctx.portfolio.start()
         with budget.python_phase():
-            got = improve_levels(req, best, None if det else budget.until())
+            got = improve_levels(req, best, None if det else budget.until() - keep)
         if got is best:
             break
         ctx.portfolio.offer(got)
+    if fit and not fit_first and not budget.stopped():
+        ctx.portfolio.offer(fit_guarantees(req, ctx.portfolio.start(), budget.until()))
     return ctx.portfolio.start()
