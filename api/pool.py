@@ -50,7 +50,7 @@ from api.errors import (
     SolveTimeout,
 )
 from api.intake import RawRequest, load_payload, validate_body
-from api.session_worker import SessionPlan, StaleSession, WorkerSessions
+from api.session_worker import CommitDelta, SessionPlan, StaleSession, WorkerSessions
 from models import Plan, PlanRequest
 from models.instance import forget_compiled
 from solver.gcpause import gc_paused
@@ -103,7 +103,8 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
     """Worker process loop: receive (task id, payload), solve, send messages back.
 
     Messages sent: ("incumbent", task_id, plan_json, solver, status), then ("done", ...) of
-    the same shape plus the task's `WorkerTimes`, or ("error", task_id, kind, message) with
+    the same shape plus the task's `WorkerTimes` and, of a session plan, the commit's
+    `CommitDelta` (else None), or ("error", task_id, kind, message) with
     kind "planning" (PlanningError) or "internal". Plans travel as JSON text so that the
     server only parses them when someone asks. A `RawRequest` is validated first:
     ("invalid", task_id, errors) ends it, else ("accepted", task_id, time_limit_s, solver)
@@ -229,8 +230,9 @@ def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, 
 
     laps = _Laps(received_at)
     try:
+        commit: CommitDelta | None = None
         if isinstance(payload, SessionPlan):
-            result = solve_thread.run(sessions.plan, payload, session_planner)
+            result, commit = solve_thread.run(sessions.plan, payload, session_planner)
         else:
             if isinstance(payload, RawRequest):  # an idle worker validates the body itself
                 checked = validate_body(payload.body, payload.settings)
@@ -249,7 +251,7 @@ def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, 
         text = result.model_dump_json()
         sent = laps.lap("serialise")
         send(("done", task_id, text, result.solver, result.status,
-              WorkerTimes(received_at, sent, tuple(laps.stages))))
+              WorkerTimes(received_at, sent, tuple(laps.stages)), commit))
         if not isinstance(payload, SessionPlan):
             # What the solve cached on the request (its compiled jobs: 230,000 objects
             # at 16,384 GPUs) would otherwise outlive it until the next task's first
@@ -278,6 +280,9 @@ class PlanJSON:
     status: str
     stages: dict[str, float] = field(default_factory=dict, compare=False)
     cpu: dict[str, float] = field(default_factory=dict, compare=False)
+    #: of a session plan: what committing it changed in the worker's copy of the session
+    #: (api/session_worker.py), which the API process makes in its own
+    commit: CommitDelta | None = field(default=None, compare=False)
 
     def parse(self) -> Plan:
         """The Plan itself."""
@@ -589,7 +594,8 @@ class SolverPool:
                 elif msg[0] == "incumbent":
                     task.incumbent = PlanJSON(*msg[2:5])
                 elif msg[0] == "done":
-                    final = PlanJSON(msg[2], msg[3], msg[4], *task_stages(task, msg[5]))
+                    final = PlanJSON(msg[2], msg[3], msg[4], *task_stages(task, msg[5]),
+                                     commit=msg[6])
                     self._finish(task, final, None)
                     return True
                 else:

@@ -7,9 +7,10 @@ the database, not in one process. `SessionService` is what the routes call: it a
 batches (all or none; 409 naming the event otherwise), solves through the service's worker
 pool like `POST /v1/plans` and commits each plan to the session.
 
-Concurrency: each row has a version, raised by one at every change, and a change is written
-only over the version it was computed from (`SolveStore.session_update`). Calls on one
-session in one replica wait for each other (a lock per session); across replicas:
+Concurrency: each session's head row has a version, raised by one at every change, and a
+change is written only over the version it was computed from (`SolveStore.session_append`).
+Calls on one session in one replica wait for each other (a lock per session); across
+replicas:
 
 - an event batch that loses the race is applied again to the newer state (a few times),
   which is what applying the two batches one after the other means; if it no longer
@@ -17,12 +18,18 @@ session in one replica wait for each other (a lock per session); across replicas
 - a plan whose session changed while it was solved is not committed: 409 `session_changed`
   (the plan answered a state that is no longer the session's; plan again).
 
-The row is not rewritten whole at every change: an event batch or a committed plan is
-appended to the row's `pending` changes as one line (the batch's JSON; the plan's JSON as
-the worker wrote it), which costs a write of that line instead of serialising and writing
-the whole state (at 16,384 GPUs / 20,000 jobs about 80 ms of CPU and 12.5 MB); a replica
-that loads the row replays them. Once the pending changes would outgrow the state itself
-(`PENDING_SHARE`, `MAX_PENDING`), the row is written whole again.
+The state is not written whole at every change: an event batch or a committed plan is
+stored as one row of its own (the batch's JSON; the plan's JSON as the worker wrote it,
+passed through), with the session's small head row (version, timestamps) in the same
+transaction (api/store/sql.py), instead of serialising and writing the whole state (at
+16,384 GPUs / 20,000 jobs about 80 ms of CPU and 12.5 MB); a replica that loads the
+session replays the changes on the state written whole. Once the changes since would
+outgrow the state itself (`PENDING_SHARE`, `MAX_PENDING`), the state is written whole
+again at the version reached (a fold, `SolveStore.session_fold`) after the answer, off the
+call's path: the fold changes nothing of the session, so it races with nothing.
+
+A plan is committed here from what its worker's commit changed (`CommitDelta`,
+api/session_worker.py), not by parsing the plan; the last plan is kept as its JSON.
 
 The plans themselves are made by the solver workers, which keep the sessions they planned
 between plans (api/session_worker.py): a plan sends the worker only the event batches since
@@ -107,16 +114,29 @@ class SessionChanged(ServiceError):
 
 @dataclass
 class LiveSession:
-    """A session parsed in memory, at the version of its record, with the size of that
-    record's parts (module doc: how the row is written)."""
+    """A session parsed in memory, at the version of its record (its `last_plan` is None:
+    the last plan is `plan_json`, as its worker wrote it), with what is stored of it
+    (module doc: how it is written)."""
 
     session: PlanningSession
     created_at: float
     updated_at: float
-    #: characters of the state as last written whole, and of the changes appended since
+    plan_json: str | None = None
+    #: the version of the state as last written whole, its characters, and (version,
+    #: characters) of each change stored since
+    whole_version: int = 0
     whole_chars: int = 0
-    pending_chars: int = 0
-    pending_count: int = 0
+    changes: tuple[tuple[int, int], ...] = ()
+
+    def last_plan(self) -> Plan | None:
+        """The last plan, parsed."""
+        return Plan.model_validate_json(self.plan_json) if self.plan_json is not None \
+            else None
+
+    def after(self, session: PlanningSession, plan_json: str | None) -> LiveSession:
+        """The session changed to `session` now (what is stored: as of this one)."""
+        return LiveSession(session, self.created_at, time.time(), plan_json,
+                           self.whole_version, self.whole_chars, self.changes)
 
 
 class SessionService:
@@ -132,6 +152,8 @@ class SessionService:
         self.holders = Holders()
         self._locks: dict[str, asyncio.Lock] = {}
         self._expiry: asyncio.Task[None] | None = None
+        #: the folds under way, by session (one at a time per session)
+        self._folds: dict[str, asyncio.Task[None]] = {}
 
     async def start(self) -> None:
         """Drop expired sessions, then keep doing so periodically."""
@@ -143,6 +165,7 @@ class SessionService:
         if self._expiry is not None:
             self._expiry.cancel()
             await asyncio.gather(self._expiry, return_exceptions=True)
+        await asyncio.gather(*self._folds.values(), return_exceptions=True)
 
     def _expires_at(self, updated_at: float) -> float:
         return updated_at + self.settings.ttl_s
@@ -191,13 +214,12 @@ class SessionService:
                 if attempt:
                     await asyncio.sleep(random.uniform(0, RETRY_PAUSE_S * attempt))
                 live = await self.get(session_id)
-                draft = PlanningSession(live.session.request, live.session.last_plan,
-                                        live.session.version)
+                draft = PlanningSession(live.session.request, None, live.session.version)
                 try:
                     await asyncio.to_thread(draft.apply, events, check)
                 except EventError as e:
                     raise EventConflict(str(e)) from None
-                changed = LiveSession(draft, live.created_at, time.time())
+                changed = live.after(draft, live.plan_json)
                 line = "E" + EventBatch(events=list(events)).model_dump_json()
                 if await self._write(session_id, changed, live, line):
                     self.holders.applied(session_id, draft.version, events)
@@ -212,21 +234,20 @@ class SessionService:
         return its JSON (as the worker wrote it); 409 when the session changed meanwhile.
         The answer's `stages`: `session` (waiting for the session's lock, loading it
         unless cached), `dispatch` (choosing what to send, a resend after a stale
-        answer), the pool's (api/pool.py `task_stages`), `commit` (the plan parsed and
-        committed here) and `store` (the change written to the store)."""
+        answer), the pool's (api/pool.py `task_stages`), `commit` (the worker's commit made
+        here: api/session_worker.py `CommitDelta`) and `store` (the change written to the
+        store)."""
         began = time.monotonic()
         async with self._lock(session_id):
             live = await self.get(session_id)
             version = live.session.version
             got = time.monotonic()
-            result, pid = await self._solve(session_id, live.session, time_limit_s)
-            draft = PlanningSession(live.session.request, live.session.last_plan, version)
+            result, pid = await self._solve(session_id, live, time_limit_s)
             solved = time.monotonic()
             # the worker validated the plan against this very state (same version)
-            await asyncio.to_thread(_commit, draft, result)
+            draft = await asyncio.to_thread(_commit, live.session, result)
             committed = time.monotonic()
-            if not await self._write(session_id, LiveSession(draft, live.created_at,
-                                                             time.time()), live,
+            if not await self._write(session_id, live.after(draft, result.json), live,
                                      "P" + result.json):
                 self.holders.forget(session_id)
                 raise SessionChanged(
@@ -240,16 +261,18 @@ class SessionService:
                   "commit": committed - solved, "store": time.monotonic() - committed}
         return replace(result, stages=stages)
 
-    async def _solve(self, session_id: str, session: PlanningSession,
+    async def _solve(self, session_id: str, live: LiveSession,
                      time_limit_s: float | None) -> tuple[PlanJSON, int]:
-        """The plan of `session` from a worker, and that worker's process id; sent again
+        """The plan of `live` from a worker, and that worker's process id; sent again
         whole when the worker did not hold the version assumed."""
         s = self.solves.settings
+        session = live.session
         limit = min(time_limit_s if time_limit_s is not None
                     else session.request.policy.time_limit_s, s.max_time_limit_s)
         for whole in (False, True):
-            dispatch = self.holders.dispatch(session_id, session, time_limit_s,
-                                             s.max_time_limit_s, s.threads_per_solve)
+            dispatch = self.holders.dispatch(session_id, session, live.plan_json,
+                                             time_limit_s, s.max_time_limit_s,
+                                             s.threads_per_solve)
             dispatch.whole = whole
             try:
                 result = await self.solves.solve_late(
@@ -299,26 +322,41 @@ class SessionService:
     async def _write(self, session_id: str, live: LiveSession, before: LiveSession,
                      change: str) -> bool:
         """Store `live`, one change (`change`, a line) after `before`, over `before`'s
-        version: appended to the row's pending changes while they stay small beside the
-        state written whole (`PENDING_SHARE`, `MAX_PENDING`), else the row written whole.
-        False (and forgotten here) when another replica wrote first."""
+        version: the change in a row of its own; then, when the changes since the state
+        was written whole outgrow it (`PENDING_SHARE`, `MAX_PENDING`), a fold after the
+        answer. False (and forgotten here) when another replica wrote first."""
         expected = before.session.version
-        if (before.pending_count < MAX_PENDING and before.pending_chars + len(change)
-                <= PENDING_SHARE * before.whole_chars):
-            ok = await self.store.run(self.store.session_append, session_id, expected,
-                                      live.updated_at, change)
-            live.whole_chars = before.whole_chars
-            live.pending_chars = before.pending_chars + len(change) + 1
-            live.pending_count = before.pending_count + 1
-        else:
+        if not await self.store.run(self.store.session_append, session_id, expected,
+                                    live.updated_at, change):
+            self._live.pop(session_id, None)
+            return False
+        live.changes = (*before.changes, (live.session.version, len(change) + 1))
+        self._remember(session_id, live)
+        if (session_id not in self._folds
+                and (len(live.changes) > MAX_PENDING
+                     or sum(c for _, c in live.changes) > PENDING_SHARE * live.whole_chars)):
+            fold = asyncio.create_task(self._fold(session_id, live))
+            self._folds[session_id] = fold
+            fold.add_done_callback(lambda _: self._folds.pop(session_id, None))
+        return True
+
+    async def _fold(self, session_id: str, live: LiveSession) -> None:
+        """Write `live`'s state whole at its version (module doc); what is cached of the
+        session then counts only the changes after it. A failure is logged: the changes
+        stay, and the next change tries again."""
+        version = live.session.version
+        try:
             rec = await asyncio.to_thread(_record, session_id, live)
-            ok = await self.store.run(self.store.session_update, rec, expected)
-            live.whole_chars = len(rec.request_json)
-        if ok:
-            self._remember(session_id, live)
-            return True
-        self._live.pop(session_id, None)
-        return False
+            if not await self.store.run(self.store.session_fold, session_id, version,
+                                        rec.request_json, rec.plan_json):
+                return
+        except Exception:
+            log.warning("could not write session %s whole", session_id, exc_info=True)
+            return
+        current = self._live.get(session_id)
+        if current is not None and current.whole_version < version:
+            current.whole_version, current.whole_chars = version, len(rec.request_json)
+            current.changes = tuple(c for c in current.changes if c[0] > version)
 
     async def _expire_once(self) -> None:
         cutoff = time.time() - self.settings.ttl_s
@@ -332,12 +370,19 @@ class SessionService:
         await expire_periodically(self.settings.ttl_s, self._expire_once, "old sessions")
 
 
-def _commit(session: PlanningSession, result: PlanJSON) -> None:
-    """Parse the worker's plan and commit it to `session` as validated (one thread hop;
-    the collector paused: a large plan's parse allocates hundreds of thousands of objects,
-    and at 16,384 GPUs / 20,000 jobs the collections it sets off cost 4x the parse)."""
+def _commit(session: PlanningSession, result: PlanJSON) -> PlanningSession:
+    """`session` once the worker's plan is committed, as the worker committed it
+    (`CommitDelta`); when the worker sent no delta that fits, the plan parsed and
+    committed as validated (the collector paused: a large plan's parse allocates hundreds
+    of thousands of objects, and the collections it sets off cost 4x the parse)."""
+    request = result.commit.apply(session.request) if result.commit is not None else None
+    if request is not None:
+        return PlanningSession(request, None, session.version + 1)
+    draft = PlanningSession(session.request, None, session.version)
     with gc_paused():
-        session.commit(result.parse(), checked=True)
+        draft.commit(result.parse(), checked=True)
+    draft.last_plan = None
+    return draft
 
 
 def _same(live: LiveSession, head: SessionHead) -> bool:
@@ -346,11 +391,10 @@ def _same(live: LiveSession, head: SessionHead) -> bool:
 
 
 def _record(session_id: str, live: LiveSession) -> SessionRecord:
-    """The row of a session (serialising its state: call it in a thread)."""
+    """The session written whole (serialising its state: call it in a thread)."""
     s = live.session
     return SessionRecord(session_id, live.created_at, live.updated_at, s.version,
-                         s.request.model_dump_json(),
-                         s.last_plan.model_dump_json() if s.last_plan is not None else None)
+                         s.request.model_dump_json(), live.plan_json)
 
 
 def _load(rec: SessionRecord) -> LiveSession:
@@ -359,14 +403,18 @@ def _load(rec: SessionRecord) -> LiveSession:
     batches applied, plans committed: each plan was validated against the state it
     answered, which the replay rebuilds)."""
     lines = rec.pending.splitlines()
+    whole = rec.version - len(lines)
+    plan_json = rec.plan_json
     with gc_paused():
         request = PlanRequest.model_validate_json(rec.request_json)
-        plan = Plan.model_validate_json(rec.plan_json) if rec.plan_json is not None else None
-        session = PlanningSession(request, plan, rec.version - len(lines))
+        session = PlanningSession(request, None, whole)
         for line in lines:
             if line.startswith("P"):
-                session.commit(Plan.model_validate_json(line[1:]), checked=True)
+                plan_json = line[1:]
+                session.commit(Plan.model_validate_json(plan_json), checked=True)
+                session.last_plan = None
             else:  # applied and checked on this state when it was appended
                 session.apply(EventBatch.model_validate_json(line[1:]).events, checked=True)
-    return LiveSession(session, rec.created_at, rec.updated_at, len(rec.request_json),
-                       len(rec.pending), len(lines))
+    return LiveSession(session, rec.created_at, rec.updated_at, plan_json, whole,
+                       len(rec.request_json),
+                       tuple((whole + k + 1, len(line) + 1) for k, line in enumerate(lines)))

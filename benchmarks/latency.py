@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pickle
 import random
 import statistics
@@ -160,6 +161,8 @@ class SessionLatency:
     #: through the service: wall seconds of each part of each plan's overhead (its wall
     #: less its solve_time_s), from the answer's Server-Timing (`service_parts`)
     service: dict[str, list[float]] = field(default_factory=dict)
+    #: the machine's 1-minute load average as each plan was posted (the figures' weather)
+    loads: list[float] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -376,6 +379,7 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
                          via="in-process" if remote is None else "http")
     for r in range(rounds):
         batch = random_events(session.request, rng, events, f"r{r}")
+        out.loads.append(os.getloadavg()[0])
         if remote is not None:
             out.apply_s.append(remote.apply(batch))
             session.apply(batch)
@@ -550,6 +554,8 @@ def format_sessions(s: SessionLatency) -> str:
         f"| value / cold value | {percentile(s.ratios, 50):.4f} | "
         f"min {min(s.ratios):.4f} | |",
         *_cpu_rows(s),
+        *([f"| machine load (1 min) at each plan | {percentile(s.loads, 50):.1f} | "
+           f"{percentile(s.loads, 99):.1f} | {max(s.loads):.1f} |"] if s.loads else []),
         *[f"| overhead part: {name} | {ms(percentile(v, 50))} | {ms(percentile(v, 99))} | "
           f"{ms(max(v))} |" for name, v in s.service.items()],
         f"statuses: {', '.join(sorted(set(s.statuses)))}"

@@ -115,7 +115,7 @@ async def get_session(session_id: str, request: Request, sessions: SessionsDep
     live = await sessions.get(session_id)
     ref = _ref(request, sessions, session_id, live)
     return SessionState(**ref.model_dump(), request=live.session.request,
-                        last_plan=live.session.last_plan)
+                        last_plan=live.last_plan())
 
 
 @router.post("/{session_id}/events", response_model=SessionRef,

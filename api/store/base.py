@@ -13,9 +13,10 @@ in the database itself:
 - a cancel asked of a replica that does not run the solve sets a flag that the owner reads
   with its heartbeat (`request_cancel`, then `heartbeat` returns the id).
 
-A planning session's row carries a version, raised by one at every change; a change is
-written only over the version it was made from (`session_update` writes the row whole,
-`session_append` appends one change to it; optimistic concurrency),
+A planning session's head row carries a version, raised by one at every change; a change
+is written only over the version it was made from (`session_update` writes the session
+whole, `session_append` adds one change in a row of its own, `session_fold` writes the
+state whole at a version already reached; optimistic concurrency),
 so two replicas changing one session at once never lose either change silently: the
 second write finds another version and its replica re-reads the session.
 
@@ -79,7 +80,7 @@ class SessionRecord:
     """One planning session as stored: its state as request JSON and its last plan as JSON,
     as last written whole, then `pending`: the changes made since, one line each (an event
     batch or a committed plan, api/sessions.py), which give the current state when
-    replayed on it."""
+    replayed on it (so the state written whole is at `version` minus their number)."""
 
     id: str
     created_at: float
@@ -158,8 +159,15 @@ class SolveStore(Protocol):
 
     def session_append(self, session_id: str, expected_version: int, updated_at: float,
                        change: str) -> bool:
-        """Append `change` (one line) to the session's pending changes and raise its
-        version by one if it is still `expected_version`; False otherwise."""
+        """Add `change` (one line) to the session's pending changes and raise its version
+        by one if it is still `expected_version` (the state written whole is not
+        rewritten); False otherwise."""
+
+    def session_fold(self, session_id: str, version: int, request_json: str,
+                     plan_json: str | None) -> bool:
+        """Write the session's state at `version` (request and last plan JSON) whole and
+        drop its changes up to that version, if the state stored whole is older; the
+        version and timestamps stay. False when nothing was written."""
 
     def session_delete(self, session_id: str) -> bool:
         """Delete a session; True when it existed."""

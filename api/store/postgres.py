@@ -9,7 +9,7 @@ starting together migrate one at a time.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg
@@ -17,6 +17,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from api.store.base import StoreError
 from api.store.sql import SqlStore
+
+T = TypeVar("T")
 
 #: Key of the advisory lock held while migrating (any constant unique to gpuplan).
 MIGRATION_LOCK = 0x67707570_6C616E  # "gpuplan"
@@ -78,6 +80,16 @@ class PostgresStore(SqlStore):
 
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             step(execute)
+
+    def _transaction(self, step: Callable[[Callable[..., tuple[list[tuple[Any, ...]], int]]], T]
+                     ) -> T:
+        with self._pool.connection() as conn, conn.transaction():
+            def execute(sql: str, params: Sequence[Any] = ()
+                        ) -> tuple[list[tuple[Any, ...]], int]:
+                cur = conn.execute(sql, tuple(params))
+                return (cur.fetchall() if cur.description is not None else []), cur.rowcount
+
+            return step(execute)
 
     def _close_connections(self) -> None:
         self._pool.close()

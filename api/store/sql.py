@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from api.pool import TaskState
-from api.store.base import SchemaTooNew, SessionHead, SessionRecord, SolveRecord
+from api.store.base import SchemaTooNew, SessionHead, SessionRecord, SolveRecord, StoreError
 from models import PlanRequest
 
 log = logging.getLogger("gpuplan.store")
@@ -75,6 +75,30 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "planning sessions: the changes since the state was last written whole", (
         "ALTER TABLE planning_sessions ADD COLUMN pending TEXT NOT NULL DEFAULT ''",
     )),
+    # A change rewrote the whole row (the state, megabytes at 16,384 GPUs, with the pending
+    # changes growing beside it): the head (version, timestamps) now has its own small row,
+    # the state written whole another, and each change a row of its own. A state's
+    # `version` counts its `pending` lines (changes appended before this migration, kept).
+    Migration(6, "planning sessions: head, state written whole and each change in its own row", (
+        """CREATE TABLE IF NOT EXISTS planning_session_states (
+            id TEXT PRIMARY KEY,
+            version INTEGER NOT NULL,
+            request TEXT NOT NULL,
+            last_plan TEXT,
+            pending TEXT NOT NULL DEFAULT ''
+        )""",
+        "INSERT INTO planning_session_states (id, version, request, last_plan, pending) "
+        "SELECT id, version, request, last_plan, pending FROM planning_sessions",
+        """CREATE TABLE IF NOT EXISTS planning_session_changes (
+            session_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            change TEXT NOT NULL,
+            PRIMARY KEY (session_id, version)
+        )""",
+        "ALTER TABLE planning_sessions DROP COLUMN request",
+        "ALTER TABLE planning_sessions DROP COLUMN last_plan",
+        "ALTER TABLE planning_sessions DROP COLUMN pending",
+    )),
 )
 
 #: The newest schema version this code knows.
@@ -85,7 +109,9 @@ _COLUMNS = ("id", "request_hash", "state", "backend", "created_at", "started_at"
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM solves"
 _LIVE = "('queued', 'running')"
 _SESSION_HEAD = ("id", "created_at", "updated_at", "version")
-_SESSION_COLUMNS = (*_SESSION_HEAD, "request", "last_plan", "pending")
+_SESSION_STATE = ("version", "request", "last_plan", "pending")
+#: Times `session_get` reads a session again when a fold came between its statements.
+READ_TRIES = 10
 
 
 class SqlStore(ABC):
@@ -112,6 +138,13 @@ class SqlStore(ABC):
     @abstractmethod
     def _migrate_in_transaction(self, step: Callable[[Callable[..., Any]], None]) -> None:
         """Call `step(execute)` inside one exclusive transaction (one migrator at a time)."""
+
+    @abstractmethod
+    def _transaction(self, step: Callable[[Callable[..., tuple[list[tuple[Any, ...]], int]]], T]
+                     ) -> T:
+        """`step(execute)` in one transaction (`execute(sql, params)` -> (rows, rowcount),
+        statements as `_execute` takes them): committed when `step` returns, rolled back
+        when it raises."""
 
     @abstractmethod
     def _close_connections(self) -> None:
@@ -248,13 +281,35 @@ class SqlStore(ABC):
 
 
     # -- planning sessions
+    #
+    # A session is three kinds of rows: its head in `planning_sessions` (version and
+    # timestamps: the row every change rewrites, and the one that decides a race), its
+    # state as last written whole in `planning_session_states` (at the state's `version`,
+    # its `pending` lines included), and one row per change since in
+    # `planning_session_changes`. A change writes its head and its own row in one
+    # transaction; the state is written only by `session_create`, `session_update` and
+    # `session_fold`, which drop the changes it then contains.
+
+    def _tx(self, *steps: tuple[str, Sequence[Any]]) -> bool:
+        """Run `steps` in one transaction; the first must change a row, else nothing is
+        written and the answer is False."""
+        def step(execute: Callable[..., tuple[list[tuple[Any, ...]], int]]) -> bool:
+            (sql, params), *rest = steps
+            if execute(self._sql(sql), params)[1] <= 0:
+                return False
+            for sql, params in rest:
+                execute(self._sql(sql), params)
+            return True
+
+        return self._transaction(step)
 
     def session_create(self, rec: SessionRecord) -> None:
-        """Insert a new planning session."""
-        self._run(f"INSERT INTO planning_sessions ({', '.join(_SESSION_COLUMNS)}) "
-                  f"VALUES ({', '.join('?' * len(_SESSION_COLUMNS))})",
-                  (rec.id, rec.created_at, rec.updated_at, rec.version, rec.request_json,
-                   rec.plan_json, rec.pending))
+        """Insert a new planning session (its head and its state, in one transaction)."""
+        self._tx((f"INSERT INTO planning_sessions ({', '.join(_SESSION_HEAD)}) "
+                  "VALUES (?, ?, ?, ?)", (rec.id, rec.created_at, rec.updated_at, rec.version)),
+                 (f"INSERT INTO planning_session_states (id, {', '.join(_SESSION_STATE)}) "
+                  "VALUES (?, ?, ?, ?, ?)",
+                  (rec.id, rec.version, rec.request_json, rec.plan_json, rec.pending)))
 
     def session_head(self, session_id: str) -> SessionHead | None:
         """A session's version and timestamps, or None."""
@@ -266,43 +321,80 @@ class SqlStore(ABC):
         return SessionHead(str(sid), float(created), float(updated), int(version))
 
     def session_get(self, session_id: str) -> SessionRecord | None:
-        """The session with this id, or None."""
-        rows, _ = self._run(f"SELECT {', '.join(_SESSION_COLUMNS)} FROM planning_sessions "
-                            "WHERE id = ?", (session_id,))
-        if not rows:
-            return None
-        sid, created, updated, version, request, plan, pending = rows[0]
-        return SessionRecord(str(sid), float(created), float(updated), int(version),
-                             str(request), plan if isinstance(plan, str) else None,
-                             str(pending or ""))
+        """The session with this id, or None: its state as written whole, then its changes
+        since as `pending` lines. Three statements without a transaction; a fold between
+        them (which drops the changes it wrote into the state) shows as a change missing,
+        and the session is read again."""
+        for _ in range(READ_TRIES):
+            head = self.session_head(session_id)
+            if head is None:
+                return None
+            rows, _ = self._run(f"SELECT {', '.join(_SESSION_STATE)} FROM "
+                                "planning_session_states WHERE id = ?", (session_id,))
+            if not rows:
+                return None
+            base, request, plan, pending = rows[0]
+            changes, _ = self._run("SELECT change FROM planning_session_changes WHERE "
+                                   "session_id = ? AND version > ? AND version <= ? "
+                                   "ORDER BY version", (session_id, base, head.version))
+            if len(changes) == head.version - int(base):
+                lines = "".join(f"{c}\n" for (c,) in changes)
+                return SessionRecord(head.id, head.created_at, head.updated_at, head.version,
+                                     str(request), plan if isinstance(plan, str) else None,
+                                     str(pending or "") + lines)
+        raise StoreError(f"session {session_id} kept changing while it was read "
+                         f"({READ_TRIES} tries)")
 
     def session_update(self, rec: SessionRecord, expected_version: int) -> bool:
-        """Write `rec` if the stored version is still `expected_version` (compare and set
-        in one statement, so two replicas cannot both win)."""
-        _, n = self._run("UPDATE planning_sessions SET updated_at = ?, version = ?, "
-                         "request = ?, last_plan = ?, pending = ? WHERE id = ? AND version = ?",
-                         (rec.updated_at, rec.version, rec.request_json, rec.plan_json,
-                          rec.pending, rec.id, expected_version))
-        return n > 0
+        """Write `rec` whole if the stored version is still `expected_version` (the head's
+        compare and set decides; its state and changes follow in the same transaction)."""
+        return self._tx(
+            ("UPDATE planning_sessions SET updated_at = ?, version = ? "
+             "WHERE id = ? AND version = ?",
+             (rec.updated_at, rec.version, rec.id, expected_version)),
+            ("UPDATE planning_session_states SET version = ?, request = ?, last_plan = ?, "
+             "pending = ? WHERE id = ?",
+             (rec.version, rec.request_json, rec.plan_json, rec.pending, rec.id)),
+            ("DELETE FROM planning_session_changes WHERE session_id = ?", (rec.id,)))
 
     def session_append(self, session_id: str, expected_version: int, updated_at: float,
                        change: str) -> bool:
-        """Append one change line to the session's `pending` and raise its version by one,
-        if its version is still `expected_version` (one statement, as `session_update`)."""
-        _, n = self._run("UPDATE planning_sessions SET updated_at = ?, version = ?, "
-                         "pending = pending || ? WHERE id = ? AND version = ?",
-                         (updated_at, expected_version + 1, change + "\n", session_id,
-                          expected_version))
-        return n > 0
+        """Raise the session's version by one if it is still `expected_version` and write
+        `change` as that version's row (one transaction; the state is not touched)."""
+        return self._tx(
+            ("UPDATE planning_sessions SET updated_at = ?, version = ? "
+             "WHERE id = ? AND version = ?",
+             (updated_at, expected_version + 1, session_id, expected_version)),
+            ("INSERT INTO planning_session_changes (session_id, version, change) "
+             "VALUES (?, ?, ?)", (session_id, expected_version + 1, change)))
+
+    def session_fold(self, session_id: str, version: int, request_json: str,
+                     plan_json: str | None) -> bool:
+        """Write the session's state at `version` whole and drop the changes up to it, if
+        the stored state is older (the head is not touched: a fold changes nothing of the
+        session, and may come after newer changes); False otherwise."""
+        return self._tx(
+            ("UPDATE planning_session_states SET version = ?, request = ?, last_plan = ?, "
+             "pending = '' WHERE id = ? AND version < ?",
+             (version, request_json, plan_json, session_id, version)),
+            ("DELETE FROM planning_session_changes WHERE session_id = ? AND version <= ?",
+             (session_id, version)))
 
     def session_delete(self, session_id: str) -> bool:
         """Delete a session; True when it existed."""
-        _, n = self._run("DELETE FROM planning_sessions WHERE id = ?", (session_id,))
-        return n > 0
+        return self._tx(
+            ("DELETE FROM planning_sessions WHERE id = ?", (session_id,)),
+            ("DELETE FROM planning_session_states WHERE id = ?", (session_id,)),
+            ("DELETE FROM planning_session_changes WHERE session_id = ?", (session_id,)))
 
     def session_expire(self, older_than: float) -> int:
-        """Delete the sessions last changed before `older_than`; the count."""
+        """Delete the sessions last changed before `older_than` (their heads, then the
+        states and changes no head names); the count."""
         _, n = self._run("DELETE FROM planning_sessions WHERE updated_at < ?", (older_than,))
+        self._run("DELETE FROM planning_session_states WHERE id NOT IN "
+                  "(SELECT id FROM planning_sessions)")
+        self._run("DELETE FROM planning_session_changes WHERE session_id NOT IN "
+                  "(SELECT id FROM planning_sessions)")
         return n
 
 

@@ -12,10 +12,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from api.store.base import StoreError
 from api.store.sql import SqlStore
+
+T = TypeVar("T")
 
 #: How long a connection waits for another's lock (and the switch to WAL mode is tried).
 WAIT_S = 30.0
@@ -73,6 +75,22 @@ class SqliteStore(SqlStore):
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def _transaction(self, step: Callable[[Callable[..., tuple[list[tuple[Any, ...]], int]]], T]
+                     ) -> T:
+        def execute(sql: str, params: Sequence[Any] = ()) -> tuple[list[tuple[Any, ...]], int]:
+            cur = self._db.execute(sql, tuple(params))
+            return cur.fetchall(), cur.rowcount
+
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")  # the write lock at once: no upgrade deadlock
+            try:
+                out = step(execute)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            return out
 
     def _close_connections(self) -> None:
         with self._lock:

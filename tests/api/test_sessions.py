@@ -207,9 +207,9 @@ def test_concurrent_plans_on_one_session_are_serialised(server: Server) -> None:
 
 
 def test_changes_appended_to_the_row_replay_after_a_restart(tmp_path: Path) -> None:
-    """Event batches and plans are appended to the session's row (not written whole) and
-    the row is written whole again once they outgrow the state; a restarted server
-    replays them into the same state, and its plans continue from there."""
+    """Event batches and plans are stored as changes (the state is not written whole) and
+    the state is written whole again (folded) once they outgrow it; a restarted server
+    replays the changes since into the same state, and its plans continue from there."""
     from api.store import open_store
 
     first = Server(tmp_path, workers=1, planner="solver:plan", max_time_limit_s=5,
@@ -235,8 +235,15 @@ def test_changes_appended_to_the_row_replay_after_a_restart(tmp_path: Path) -> N
                 assert plan.status_code == 200, plan.text
             before = _state(c, sid)
     finally:
-        first.stop()
+        first.stop()  # waits for the folds under way
     assert seen_pending
+    store = open_store(f"sqlite:///{tmp_path / 'gpuplan.db'}")
+    try:
+        rec = store.session_get(sid)
+    finally:
+        store.close()
+    # folded at least once: the state written whole is past the snapshot's version 0
+    assert rec is not None and 0 < rec.version - len(rec.pending.splitlines()) <= 8
     second = Server(tmp_path, workers=1, planner="solver:plan", max_time_limit_s=5,
                     kill_grace_s=5).start()
     try:

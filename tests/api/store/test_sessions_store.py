@@ -9,7 +9,9 @@ import threading
 import time
 from pathlib import Path
 
-from api.store import SessionRecord, open_store
+import pytest
+
+from api.store import SessionRecord, open_store, sql
 from api.store.sql import LATEST
 from tests.api.store.test_store import _plan
 
@@ -50,6 +52,7 @@ def test_sessions_round_trip_version_and_expire(db_url: str) -> None:
 
 
 def test_two_replicas_racing_for_one_version_exactly_one_wins(db_url: str) -> None:
+    """Whole writes, then appended changes: of two at once over one version, one wins."""
     stores = [open_store(db_url), open_store(db_url)]
     try:
         stores[0].session_create(_session("s", 0, 1.0))
@@ -72,6 +75,26 @@ def test_two_replicas_racing_for_one_version_exactly_one_wins(db_url: str) -> No
             rec = stores[1].session_get("s")
             assert rec is not None and rec.version == version
             assert rec.request_json == f'{{"by": {won.index(True)}}}'
+        for version in range(21, 41):  # changes appended: one wins, one row each
+            start = threading.Barrier(2)
+            won = [False, False]
+
+            def append(i: int, version: int = version, start: threading.Barrier = start,
+                       won: list[bool] = won) -> None:
+                start.wait()
+                won[i] = stores[i].session_append("s", version - 1, float(version),
+                                                  f"E{{\"by\": {i}}}")
+
+            threads = [threading.Thread(target=append, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            assert sum(won) == 1, (version, won)
+            rec = stores[0].session_get("s")
+            assert rec is not None and rec.version == version
+            lines = rec.pending.splitlines()
+            assert len(lines) == version - 20 and lines[-1] == f'E{{"by": {won.index(True)}}}'
     finally:
         for s in stores:
             s.close()
@@ -120,3 +143,99 @@ def test_changes_append_over_their_version_and_a_whole_write_drops_them(db_url: 
         assert not store.session_append("nope", 0, now, "E{}")
     finally:
         store.close()
+
+
+def test_a_fold_writes_the_state_at_a_version_and_keeps_the_later_changes(db_url: str
+                                                                         ) -> None:
+    """Each change is a row of its own; a fold writes the state whole at a version already
+    reached (the head is not touched) and drops the changes up to it only, and never goes
+    back to an older version."""
+    store = open_store(db_url)
+    try:
+        store.session_create(_session("s", 0, 1.0))
+        for v in range(4):
+            assert store.session_append("s", v, 2.0 + v, f"E{v}")
+        assert store.session_fold("s", 2, '{"at": 2}', _plan(2.0))
+        got = store.session_get("s")
+        assert got is not None and got.version == 4 and got.updated_at == 5.0
+        assert got.request_json == '{"at": 2}' and got.plan_json == _plan(2.0)
+        assert got.pending.splitlines() == ["E2", "E3"]  # versions 3 and 4
+        assert not store.session_fold("s", 1, '{"at": 1}', None)  # older: nothing written
+        assert store.session_append("s", 4, 6.0, "E4")
+        assert store.session_get("s") == SessionRecord("s", 100.0, 6.0, 5, '{"at": 2}',
+                                                       _plan(2.0), "E2\nE3\nE4\n")
+        assert store.session_delete("s")
+        assert not store.session_fold("s", 9, "{}", None)
+        store.session_create(_session("s", 0, 1.0))  # nothing of the deleted one is left
+        assert store.session_get("s") == _session("s", 0, 1.0)
+    finally:
+        store.close()
+
+
+def test_a_schema_5_store_upgrades_in_place_and_keeps_its_sessions(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store made by the previous schema (the state and the changes appended since in
+    one row) is migrated in place: its sessions read the same, take new changes, expire."""
+    with monkeypatch.context() as m:
+        m.setattr(sql, "MIGRATIONS", sql.MIGRATIONS[:5])
+        m.setattr(sql, "LATEST", 5)
+        old = open_store(db_url)
+        try:
+            for sid, updated in (("kept", time.time()), ("stale", 1.0)):
+                old._run("INSERT INTO planning_sessions (id, created_at, updated_at, version, "  # type: ignore[attr-defined]
+                         "request, last_plan, pending) VALUES (?, 1.0, ?, 3, ?, ?, ?)",
+                         (sid, updated, '{"v": 1}', _plan(1.0), "E{}\nP{}\n"))
+        finally:
+            old.close()
+    store = open_store(db_url)
+    try:
+        assert store.schema_version() == sql.LATEST == 6
+        got = store.session_get("kept")
+        assert got is not None
+        assert (got.version, got.request_json, got.plan_json, got.pending) == \
+            (3, '{"v": 1}', _plan(1.0), "E{}\nP{}\n")
+        assert store.session_append("kept", 3, got.updated_at + 1, "E[]")
+        again = store.session_get("kept")
+        assert again is not None and again.pending == "E{}\nP{}\nE[]\n"
+        assert store.session_fold("kept", 4, '{"v": 4}', None)
+        folded = store.session_get("kept")
+        assert folded is not None and (folded.pending, folded.request_json) == ("", '{"v": 4}')
+        assert store.session_expire(time.time() - 60) == 1
+        assert store.session_get("stale") is None and store.session_head("kept") is not None
+    finally:
+        store.close()
+
+
+def test_reads_while_another_store_folds_are_whole(db_url: str) -> None:
+    """A read meets folds on another connection (each drops the changes it wrote into the
+    state): every read is still one version's state and exactly the changes after it."""
+    writer, reader = open_store(db_url), open_store(db_url)
+    try:
+        writer.session_create(_session("s", 0, 1.0))
+        for v in range(1, 31):
+            assert writer.session_append("s", v - 1, 1.0 + v, f"E{v}")
+        done = threading.Event()
+
+        def fold() -> None:
+            try:
+                for v in range(1, 31):
+                    assert writer.session_fold("s", v, f'{{"at": {v}}}', None)
+            finally:
+                done.set()
+
+        folding = threading.Thread(target=fold)
+        folding.start()
+        reads = 0
+        while not done.is_set() or reads == 0:
+            rec = reader.session_get("s")
+            assert rec is not None and rec.version == 30
+            base = 0 if rec.request_json == '{"jobs": []}' else \
+                int(rec.request_json.removeprefix('{"at": ').removesuffix("}"))
+            assert rec.pending.splitlines() == [f"E{v}" for v in range(base + 1, 31)]
+            reads += 1
+        folding.join(30)
+        final = reader.session_get("s")
+        assert final is not None and (final.request_json, final.pending) == ('{"at": 30}', "")
+    finally:
+        writer.close()
+        reader.close()
