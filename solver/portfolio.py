@@ -62,6 +62,9 @@ COMPILE_CPU_PER_JOB = 9e-6
 #: elastic gangs (4,271 of them) compiles in 0.27 s against 0.16 s; a prior without it
 #: read the machine as 1.5-1.7 times slower than it was and scaled every estimate by it.
 COMPILE_CPU_PER_ELASTIC = 2.5e-5
+#: The static reasons (solver/reasons.py): M 0.005 s, L 0.07 s (too short on M to count
+#: as a measure of the pace, `budget.PACE_MIN_S`).
+REASONS_CPU_PER_JOB = 3.5e-6
 #: One greedy pass: M 0.1 s, L 1.25 s (1.8 s before the MIG signature ordering was kept
 #: between placements). With less than `CUT_EARLY` of a pass left, the
 #: greedy keeps the running jobs first: measured on a loaded machine, M at 1 s 3,218
@@ -85,7 +88,8 @@ RELAX_CPU_PER_JOB = 5e-5
 RELAX_RESOLVE_CPU_PER_JOB = 0.0
 RELAX_SAFETY = 1.25
 #: ... and in the test of whether the LP and a rounding go first (`_lp_first`), which is
-#: made on the pace of one short phase (compiling the jobs, 0.15-0.2 s on L) and whose
+#: made on the pace of two short phases (compiling the jobs and the static reasons,
+#: 0.15-0.2 s and 0.07 s on L; it was the first alone until 2026-12-01) and whose
 #: rounding is anytime. With 1.25, L at 3 s on a quiet machine took the LP-first path in
 #: one run of two (pace 0.80-0.96 after compiling against a threshold of 0.95), and the
 #: runs that took it returned 0.4-0.7 s early with 0.22% instead of 38.6%.
@@ -195,10 +199,11 @@ class Portfolio:
         self.unchecked: HeuristicResult | None = None
 
     def reasons(self) -> dict[str, tuple[str, str]]:
-        """Static reasons of the jobs no plan can place."""
+        """Static reasons of the jobs no plan can place: the second paced phase (after
+        compiling), so that the first decisions (`_lp_first`) rest on two measures."""
         if self._reasons is None:
             self.compiled()
-            with self.budget.python_phase():
+            with self.budget.paced(self._jobs_cpu(REASONS_CPU_PER_JOB)):
                 self._reasons = static_reasons(self.request)
         return self._reasons
 
