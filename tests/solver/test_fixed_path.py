@@ -57,8 +57,21 @@ def _conflicting() -> PlanRequest:
     })
 
 
+def test_time_found_after_the_bound_goes_to_a_greedy_pass(no_room: None) -> None:
+    """With the bound known and time left, a greedy pass that keeps the running jobs and
+    places queued ones replaces the unchecked plan."""
+    req = _with_limit(generate_custom(128, 200, seed=0), 5.0)
+    ctx = Context.start(req, None, None)
+    start = ctx.portfolio.start()
+    assert ctx.portfolio.unchecked is None
+    assert any(not j.current and j.name in start.placements for j in req.jobs)
+
+
 def test_running_jobs_that_conflict_fall_back_to_the_greedy_pass(
-        no_room: None, caplog: pytest.LogCaptureFixture) -> None:
+        no_room: None, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(portfolio_mod.Portfolio, "_greedy_after_keep",
+                        lambda self, kept: kept)
     req = _conflicting()
     with caplog.at_level(logging.INFO, logger="solver.driver"):
         out = plan(req)
