@@ -62,9 +62,12 @@ COMPILE_CPU_PER_JOB = 9e-6
 #: elastic gangs (4,271 of them) compiles in 0.27 s against 0.16 s; a prior without it
 #: read the machine as 1.5-1.7 times slower than it was and scaled every estimate by it.
 COMPILE_CPU_PER_ELASTIC = 2.5e-5
-#: The static reasons (solver/reasons.py): M 0.005 s, L 0.07 s (too short on M to count
-#: as a measure of the pace, `budget.PACE_MIN_S`).
-REASONS_CPU_PER_JOB = 3.5e-6
+#: The static reasons (solver/reasons.py): M 0.005 s, L 0.07 s, measured beside a compile
+#: of 0.163 s whose prior gives 0.18 s: the prior keeps the two phases' paces alike (a
+#: higher pace here than the compile's would tip the LP-first decision of L at 3 s, made
+#: with little to spare, against the LP). Too short on M to count as a measure of the
+#: pace (`budget.PACE_MIN_S`).
+REASONS_CPU_PER_JOB = 4e-6
 #: One greedy pass: M 0.1 s, L 1.25 s (1.8 s before the MIG signature ordering was kept
 #: between placements). With less than `CUT_EARLY` of a pass left, the
 #: greedy keeps the running jobs first: measured on a loaded machine, M at 1 s 3,218
