@@ -118,6 +118,10 @@ ROUND_MIN_SHARE = 0.3
 #: plan is then every running job kept as it runs, unchecked (`Portfolio.unchecked`), and
 #: the driver falls back to the real pass only if the validator rejects that plan.
 KEEP_CPU_PER_JOB = 1.5e-5
+#: ... and once the bound is known, such a pass replaces the unchecked plan when this many
+#: times its setup fits before the reserve (2 left L at 3 s at load 5 with the running
+#: jobs alone, 1.15 s early, where the greedy pass of the code before placed 1,515 more).
+KEEP_AFTER_BOUND = 1.25
 #: The quick bound (solver/quick_bound.py): M 0.02 s, L 0.25 s, XL 0.85 s.
 QUICK_CPU_PER_JOB = 1.25e-5
 #: Seconds between two heuristic incumbent reports, at least (and at least twice what
@@ -278,13 +282,13 @@ class Portfolio:
     def _greedy_after_keep(self, kept: HeuristicResult) -> HeuristicResult:
         """`kept` (the unchecked plan) was made because the greedy pass looked out of
         time; once the bound is known, a pass that keeps the running jobs first and
-        places queued ones until the finishing reserve replaces it when its setup and as
-        much again for placing fit now (the estimates before the bound are the most
+        places queued ones until the finishing reserve replaces it when its setup fits
+        now with `KEEP_AFTER_BOUND` to spare (the estimates before the bound are the most
         pessimistic: L at 3 s under load returned 1.3 s early with the running jobs
         alone)."""
         self.bound()
         b = self.budget
-        if not b.fits(2 * self._jobs_cpu(KEEP_CPU_PER_JOB)):
+        if not b.fits(KEEP_AFTER_BOUND * self._jobs_cpu(KEEP_CPU_PER_JOB)):
             return kept
         self.unchecked = None
         self._greedy = self._run(partial(
