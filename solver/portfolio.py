@@ -62,12 +62,6 @@ COMPILE_CPU_PER_JOB = 9e-6
 #: elastic gangs (4,271 of them) compiles in 0.27 s against 0.16 s; a prior without it
 #: read the machine as 1.5-1.7 times slower than it was and scaled every estimate by it.
 COMPILE_CPU_PER_ELASTIC = 2.5e-5
-#: The static reasons (solver/reasons.py): M 0.005 s, L 0.07 s, measured beside a compile
-#: of 0.163 s whose prior gives 0.18 s: the prior keeps the two phases' paces alike (a
-#: higher pace here than the compile's would tip the LP-first decision of L at 3 s, made
-#: with little to spare, against the LP). Too short on M to count as a measure of the
-#: pace (`budget.PACE_MIN_S`).
-REASONS_CPU_PER_JOB = 4e-6
 #: One greedy pass: M 0.1 s, L 1.25 s (1.8 s before the MIG signature ordering was kept
 #: between placements). With less than `CUT_EARLY` of a pass left, the
 #: greedy keeps the running jobs first: measured on a loaded machine, M at 1 s 3,218
@@ -91,8 +85,7 @@ RELAX_CPU_PER_JOB = 5e-5
 RELAX_RESOLVE_CPU_PER_JOB = 0.0
 RELAX_SAFETY = 1.25
 #: ... and in the test of whether the LP and a rounding go first (`_lp_first`), which is
-#: made on the pace of two short phases (compiling the jobs and the static reasons,
-#: 0.15-0.2 s and 0.07 s on L; it was the first alone until 2026-12-01) and whose
+#: made on the pace of one short phase (compiling the jobs, 0.15-0.2 s on L) and whose
 #: rounding is anytime. With 1.25, L at 3 s on a quiet machine took the LP-first path in
 #: one run of two (pace 0.80-0.96 after compiling against a threshold of 0.95), and the
 #: runs that took it returned 0.4-0.7 s early with 0.22% instead of 38.6%.
@@ -206,11 +199,13 @@ class Portfolio:
         self.unchecked: HeuristicResult | None = None
 
     def reasons(self) -> dict[str, tuple[str, str]]:
-        """Static reasons of the jobs no plan can place: the second paced phase (after
-        compiling), so that the first decisions (`_lp_first`) rest on two measures."""
+        """Static reasons of the jobs no plan can place. Not a paced phase: their cost
+        grows with the GPUs as well as the jobs (L 0.07 s, XL 0.42-0.6 s for four times
+        the jobs), and a per-job prior read XL's machine as 1.4 times slower than its
+        compile did, which kept 2 s more back for finishing at 20 s."""
         if self._reasons is None:
             self.compiled()
-            with self.budget.paced(self._jobs_cpu(REASONS_CPU_PER_JOB)):
+            with self.budget.python_phase():
                 self._reasons = static_reasons(self.request)
         return self._reasons
 
