@@ -183,7 +183,7 @@ def _plan(request: PlanRequest, cancel: Event | None,
                          "may differ between runs")
     finishing = time.monotonic()
     plan_, violations = _finish(ctx, out)
-    if violations and out.result is ctx.portfolio.unchecked and out.result is not None:
+    if violations and out.result is ctx.portfolio.unchecked:
         # the plan keeping every running job unchecked does not hold (conflicting
         # running jobs): the greedy pass that keeps those it can stands in for it
         log.info("keeping every running job fails validation (%s): greedy keeps them",
