@@ -12,6 +12,7 @@ import solver.portfolio as portfolio_mod
 from benchmarks.generator import generate_custom
 from models import PlanRequest
 from solver import plan
+from solver.budget import Budget
 from solver.context import Context
 from solver.validate import validate_plan
 
@@ -81,3 +82,17 @@ def test_running_jobs_that_conflict_fall_back_to_the_greedy_pass(
             if [(p.node, p.gpu) for p in a.placements] == [("n0", 0)]]
     assert len(kept) == 1
     assert len(out.assignments) + len(out.unplaced) == 2
+
+
+def test_a_loaded_machine_keeps_more_back_for_an_exact_backend_and_finishing() -> None:
+    """The load the solve measured (wall over CPU seconds of its Python phases) widens an
+    exact backend's exit allowance and the finishing margin: under load the same time
+    left gives the backend less and keeps more back."""
+    quiet = Budget(limit_s=10.0, jobs=1500, gpus=1024)
+    loaded = Budget(limit_s=10.0, jobs=1500, gpus=1024, started=quiet.started)
+    for b, wall in ((quiet, 1.0), (loaded, 3.0)):
+        b._py_wall, b._py_cpu = wall, 1.0
+    assert loaded.load() == pytest.approx(3.0) and quiet.load() == pytest.approx(1.0)
+    assert loaded.finish_reserve() > quiet.finish_reserve()
+    q, w = (b.limits("cp_sat", 1, 0, 0.0).time_limit_s for b in (quiet, loaded))
+    assert w < q - 0.3   # 0.12 s of it before the load scaled them (the pace alone)
