@@ -155,7 +155,7 @@ class _Snapshot:
             for (used, free), n in self.migs.get(m, _NONE).items():
                 frac = n * self.geometry.free_compute(m, used) / self.slices[m]
                 relevant += frac
-                if not self.geometry.options(m, used, free, profs):
+                if not self.geometry.can_host(m, used, free, profs):
                     unusable += frac
         return relevant, unusable
 

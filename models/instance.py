@@ -755,6 +755,8 @@ class MigGeometry:
         self._options: dict[tuple[str, frozenset[Instance], frozenset[Instance],
                                   tuple[str, ...]], tuple[MigOption, ...]] = {}
         self._positions: dict[str, list[tuple[Instance, int]]] = {}
+        self._can_host: dict[tuple[str, frozenset[Instance], frozenset[Instance],
+                                   tuple[str, ...]], bool] = {}
 
     def _pos(self, model: str) -> list[tuple[Instance, int]]:
         out = self._positions.get(model)
@@ -789,6 +791,26 @@ class MigGeometry:
             prof = spec.profile(inst.profile)
             taken += prof.compute_slices if prof is not None else 0
         return spec.compute_slices - taken
+
+    def can_host(self, model: str, used: frozenset[Instance],
+                 current_free: frozenset[Instance], profiles: tuple[str, ...]) -> bool:
+        """Whether `options` has any (the first valid position found ends the search:
+        no scores, so a question asked for many layouts costs a fraction of `options`)."""
+        key = (model, used, current_free, profiles)
+        cached = self._options.get(key)
+        if cached is not None:
+            return bool(cached)
+        hit = self._can_host.get(key)
+        if hit is None:
+            spec = self.catalog[model]
+            hit = any(
+                (self.reconfigure or inst in current_free)
+                and is_valid_layout(spec, [*used, inst])
+                for pname, prof in zip(profiles, map(spec.profile, profiles), strict=True)
+                if prof is not None
+                for inst in (Instance(pname, start) for start in prof.starts))
+            self._can_host[key] = hit
+        return hit
 
     def options(self, model: str, used: frozenset[Instance], current_free: frozenset[Instance],
                 profiles: tuple[str, ...]) -> tuple[MigOption, ...]:

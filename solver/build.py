@@ -196,8 +196,8 @@ def build_plan(
                 detail = why[1]
         else:
             reason, detail = reasons.get(job.name, default_reason)
-        unplaced.append(Unplaced.model_construct(job=job.name, reason=str(reason),
-                                                 detail=str(detail)))
+        # three strings: validating them is cheaper than `model_construct`
+        unplaced.append(Unplaced(job=job.name, reason=str(reason), detail=str(detail)))
     value = ev.objective_value
     gap = None
     if best_bound is not None:

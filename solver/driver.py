@@ -44,7 +44,7 @@ from solver.gcpause import gc_paused
 from solver.level_report import add_level_bounds
 from solver.outcome import Outcome, infeasible
 from solver.reasons import hard_conflicts
-from solver.validate import validate_plan
+from solver.validate import Violation, validate_plan
 
 log = logging.getLogger(__name__)
 
@@ -181,18 +181,17 @@ def _plan(request: PlanRequest, cancel: Event | None,
     if ctx.budget.wall_cut:
         ctx.notes.append("deterministic mode: the time limit cut a phase, so this plan "
                          "may differ between runs")
-    # the placements' objective as the portfolio judged them (the copy below keeps them)
-    evaluation = ctx.portfolio.evaluation(out.result)
-    result = HeuristicResult(dict(out.result.placements), dict(out.result.reasons))
-    for name, why in ctx.portfolio.reasons().items():
-        if name not in result.placements:
-            result.reasons[name] = why
     finishing = time.monotonic()
-    plan_ = build_plan(request, result, status=out.status, solver=out.solver,
-                       best_bound=out.bound, extra_stats=out.stats, explanation=ctx.notes,
-                       evaluation=evaluation)
-    add_level_bounds(request, plan_, ctx.budget.wall_left())
-    violations = validate_plan(request, plan_)
+    plan_, violations = _finish(ctx, out)
+    if violations and out.result is ctx.portfolio.unchecked:
+        # the plan keeping every running job unchecked does not hold (conflicting
+        # running jobs): the greedy pass that keeps those it can stands in for it
+        log.info("keeping every running job fails validation (%s): greedy keeps them",
+                 violations[0].message)
+        out = dataclasses.replace(out, result=ctx.portfolio.fall_back())
+        if _breaks_running(request, out.result):
+            out = _settle_running(ctx, out)
+        plan_, violations = _finish(ctx, out)
     if violations:
         raise PlanningError(
             f"{out.solver} produced an invalid plan: "
@@ -204,3 +203,20 @@ def _plan(request: PlanRequest, cancel: Event | None,
               "reserved %.3f s)", plan_.solve_time_s, request.policy.time_limit_s,
               ctx.budget.load(), time.monotonic() - finishing, ctx.budget.reserve)
     return plan_
+
+
+def _finish(ctx: Context, out: Outcome) -> tuple[Plan, list[Violation]]:
+    """`out` dressed as a Plan (static reasons for the jobs it leaves out), and the
+    validator's verdict on it."""
+    request = ctx.request
+    # the placements' objective as the portfolio judged them (the copy below keeps them)
+    evaluation = ctx.portfolio.evaluation(out.result)
+    result = HeuristicResult(dict(out.result.placements), dict(out.result.reasons))
+    for name, why in ctx.portfolio.reasons().items():
+        if name not in result.placements:
+            result.reasons[name] = why
+    plan_ = build_plan(request, result, status=out.status, solver=out.solver,
+                       best_bound=out.bound, extra_stats=out.stats, explanation=ctx.notes,
+                       evaluation=evaluation)
+    add_level_bounds(request, plan_, ctx.budget.wall_left())
+    return plan_, validate_plan(request, plan_)

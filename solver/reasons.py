@@ -24,7 +24,6 @@ def hard_conflicts(request: PlanRequest) -> list[str]:
     twice, host CPU / memory over capacity. Any such conflict makes the request infeasible.
     """
     catalog = request.cluster.catalog()
-    models = {(n.name, g.index): g.model for n in request.cluster.nodes for g in n.gpus}
     nodes = {n.name: n for n in request.cluster.nodes}
     whole: dict[tuple[str, int], list[str]] = defaultdict(list)
     share: dict[tuple[str, int], list[tuple[float, float, str]]] = defaultdict(list)
@@ -50,6 +49,9 @@ def hard_conflicts(request: PlanRequest) -> list[str]:
         if len(names) > 1 or key in share:
             others = names + [n for _, _, n in share.get(key, [])]
             out.append(f"non-preemptible jobs {', '.join(others)} share GPU {key[0]}/{key[1]}")
+    # GPU models, read only for shared GPUs (a pass over every GPU otherwise)
+    models = {(n.name, g.index): g.model for n in request.cluster.nodes
+              for g in n.gpus} if share else {}
     for key, items in share.items():
         if not fits(sum(f for f, _, _ in items), 1.0):
             out.append(f"non-preemptible shares on GPU {key[0]}/{key[1]} sum over 1")

@@ -81,6 +81,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from models.catalog import GpuModel, Instance, layout_violations
 from models.plan import Plan
@@ -95,6 +96,8 @@ OBJECTIVE_RTOL = 1e-6
 HORIZON_S = 3600.0
 
 GpuKey = tuple[str, int]
+K = TypeVar("K")
+V = TypeVar("V")
 PlacementKey = tuple[str, int, str, int]
 
 
@@ -163,9 +166,12 @@ def _pkey(p: Placement) -> PlacementKey:
 
 
 def _is_kept(job: Job, pls: list[Placement]) -> bool:
-    return bool(job.current) and {_pkey(p) for p in pls} == {
-        _pkey(p) for p in job.current or []
-    }
+    cur = job.current
+    if not cur:
+        return False
+    if len(pls) == len(cur) and all(p is q for p, q in zip(pls, cur, strict=True)):
+        return True   # the very placements it runs on (what a plan keeping it holds)
+    return {_pkey(p) for p in pls} == {_pkey(p) for p in cur}
 
 
 def _where(p: Placement) -> str:
@@ -177,18 +183,20 @@ def _where(p: Placement) -> str:
 
 
 def _check_accounting(c: _Ctx) -> None:
-    seen: dict[str, int] = {}
+    seen = Counter(a.job for a in c.plan.assignments)
+    seen.update(u.job for u in c.plan.unplaced)
+    jobs = c.jobs
     for a in c.plan.assignments:
-        seen[a.job] = seen.get(a.job, 0) + 1
-        if a.job not in c.jobs:
+        if a.job not in jobs:
             c.add("accounting", "assignment of a job that is not in the request", job=a.job)
         elif not a.placements:
             c.add("accounting", "assignment with no placements", job=a.job)
     for u in c.plan.unplaced:
-        seen[u.job] = seen.get(u.job, 0) + 1
-        if u.job not in c.jobs:
+        if u.job not in jobs:
             c.add("accounting", "unplaced entry for a job that is not in the request", job=u.job)
-    for name in c.jobs:
+    once = len(seen) == len(jobs) == len(c.plan.assignments) + len(c.plan.unplaced) \
+        and seen.keys() == jobs.keys()
+    for name in () if once else jobs:   # (`once`: every job exactly once)
         n = seen.get(name, 0)
         if n == 0:
             c.add("accounting", "job appears in neither assignments nor unplaced", job=name)
@@ -207,18 +215,19 @@ def _check_eligibility(c: _Ctx) -> None:
     for name, pls in c.placed.items():
         job = c.jobs[name]
         kept = name in c.kept
-        if job.shape != "whole" and len(pls) != 1:
-            c.add("eligibility", f"a {job.shape} job takes exactly one placement, got {len(pls)}",
+        shape = job.shape
+        if shape != "whole" and len(pls) != 1:
+            c.add("eligibility", f"a {shape} job takes exactly one placement, got {len(pls)}",
                   job=name)
         for p in pls:
-            _check_placement(c, job, p, kept, eligible)
+            _check_placement(c, job, shape, p, kept, eligible)
 
 
 def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
     c.add("eligibility", f"{_where(p)}: {msg}", job=job.name, node=p.node, gpu=p.gpu)
 
 
-def _check_placement(c: _Ctx, job: Job, p: Placement, kept: bool,
+def _check_placement(c: _Ctx, job: Job, shape: str, p: Placement, kept: bool,
                      eligible: dict[tuple[str, str], bool]) -> None:
     node = c.nodes.get(p.node)
     gpu = c.gpus.get((p.node, p.gpu))
@@ -242,7 +251,6 @@ def _check_placement(c: _Ctx, job: Job, p: Placement, kept: bool,
             _bad_placement(c, job, p, f"model {gpu.model} is not eligible for the job")
     # The placement's kind must match the job's shape and the GPU's MIG mode. A fraction on
     # a MIG GPU is reported by the `shared` rule (contract invariant 5).
-    shape = job.shape
     if shape == "whole":
         if p.mig is not None or p.fraction is not None:
             _bad_placement(c, job, p, "a whole-GPU job's placement carries a MIG instance or "
@@ -416,14 +424,13 @@ def _check_mig(c: _Ctx) -> None:
         if n > 1:
             c.add("mig", f"GPU listed {n} times in mig_changes", node=node, gpu=idx)
 
+    # the final layouts of the GPUs the plan changes, in cluster order; the others keep
+    # their current layout (read below only where a placement names an instance)
     final: dict[GpuKey, list[Instance]] = {}
-    for key, gpu in c.gpus.items():
-        if not gpu.mig_enabled:
-            continue
-        if key in destroy or key in create:
-            final[key] = _final_layout(c, key, gpu, destroy[key], create[key])
-        else:   # unchanged (a layout is checked only where the plan changes it)
-            final[key] = [m.key() for m in gpu.mig_instances]
+    changed = set(destroy) | set(create)
+    order = [key for key in c.gpus if key in changed] if len(changed) > 1 else changed
+    for key in order:
+        final[key] = _final_layout(c, key, c.gpus[key], destroy[key], create[key])
 
     # Each instance hosts at most one job and exists in the final layout.
     hosts: dict[tuple[str, int, Instance], list[str]] = defaultdict(list)
@@ -432,16 +439,19 @@ def _check_mig(c: _Ctx) -> None:
             continue
         inst = p.mig.key()
         hosts[(p.node, p.gpu, inst)].append(name)
-        if inst not in final[(p.node, p.gpu)]:
+        layout = final.get((p.node, p.gpu))
+        if layout is None:   # unchanged (a layout is checked only where the plan changes it)
+            layout = final[(p.node, p.gpu)] = [m.key() for m in gpu.mig_instances]
+        if inst not in layout:
             c.add("mig", f"instance {inst.profile}@{inst.start} is not in the final layout",
                   job=name, node=p.node, gpu=p.gpu)
-    for (node, idx, inst), names in sorted(hosts.items()):
-        if len(names) > 1:
-            c.add("mig", f"instance {inst.profile}@{inst.start} hosts {len(names)} jobs: "
-                  f"{', '.join(sorted(names))}", node=node, gpu=idx)
+    for node, idx, inst in sorted(k for k, names in hosts.items() if len(names) > 1):
+        names = hosts[(node, idx, inst)]
+        c.add("mig", f"instance {inst.profile}@{inst.start} hosts {len(names)} jobs: "
+              f"{', '.join(sorted(names))}", node=node, gpu=idx)
 
     # A kept running job's instance is busy: destroying it would fail.
-    for name in sorted(c.kept):
+    for name in sorted(c.kept) if any(destroy.values()) else ():
         for p in c.placed[name]:
             if p.mig is not None and p.mig.key() in destroy[(p.node, p.gpu)]:
                 c.add("mig", f"destroys {p.mig.profile}@{p.mig.start}, which hosts the kept "
@@ -479,17 +489,21 @@ def _check_shared(c: _Ctx) -> None:
     memory: dict[GpuKey, float] = defaultdict(float)
     whole: dict[GpuKey, list[str]] = defaultdict(list)
     sharers: dict[GpuKey, list[str]] = defaultdict(list)
-    for name, p, gpu in c.placements_on_gpus():
-        key = (p.node, p.gpu)
+    on = c.placements_on_gpus()
+    for name, p, gpu in on:
         if p.fraction is not None:
+            key = (p.node, p.gpu)
             if gpu.mig_enabled:
                 c.add("shared", "shared placement on a MIG-enabled GPU",
                       job=name, node=p.node, gpu=p.gpu)
             fractions[key] += p.fraction
             memory[key] += c.jobs[name].gpu_memory_gib or 0.0
             sharers[key].append(name)
-        elif p.mig is None and c.jobs[name].shape == "whole":
-            whole[key].append(name)
+    if sharers:   # the whole-GPU jobs beside them
+        for name, p, _ in on:
+            if p.fraction is None and p.mig is None and (p.node, p.gpu) in sharers \
+                    and c.jobs[name].shape == "whole":
+                whole[(p.node, p.gpu)].append(name)
     for key in sorted(sharers):
         node, idx = key
         names = ", ".join(sorted(sharers[key]))
@@ -512,13 +526,17 @@ def _check_shared(c: _Ctx) -> None:
 def _check_host_resources(c: _Ctx) -> None:
     cpu: dict[str, float] = defaultdict(float)
     mem: dict[str, float] = defaultdict(float)
+    touched: set[str] = set()
+    jobs = c.jobs
     for name, p, _ in c.placements_on_gpus():
-        job = c.jobs[name]
-        # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
-        part = 1.0 / job.gpus if job.gpus else 1.0
-        cpu[p.node] += (job.cpu_millicores or 0.0) * part
-        mem[p.node] += (job.host_memory_gib or 0.0) * part
-    for name in sorted(set(cpu) | set(mem)):
+        touched.add(p.node)
+        job = jobs[name]
+        if job.cpu_millicores or job.host_memory_gib:
+            # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
+            part = 1.0 / job.gpus if job.gpus else 1.0
+            cpu[p.node] += (job.cpu_millicores or 0.0) * part
+            mem[p.node] += (job.host_memory_gib or 0.0) * part
+    for name in sorted(touched):
         node = c.nodes[name]
         for what, used, cap in (("cpu_millicores", cpu[name], node.cpu_millicores),
                                 ("memory_gib", mem[name], node.memory_gib)):
@@ -1072,22 +1090,32 @@ def _check_levels(c: _Ctx) -> None:
 # ---------------------------------------------------------------- driver
 
 
+def _first_wins(items: Iterable[tuple[K, V]], n: int) -> dict[K, V]:
+    """`items` as a dict in their order, the first of equal keys winning (`n`: how many
+    items there are; a comprehension, then a loop only when some key repeats)."""
+    pairs = list(items)
+    out = dict(pairs)
+    if len(out) == n:
+        return out
+    out = {}
+    for k, v in pairs:
+        out.setdefault(k, v)
+    return out
+
+
 def _context(request: PlanRequest, plan: Plan) -> _Ctx:
-    nodes: dict[str, Node] = {}
-    gpus: dict[GpuKey, Gpu] = {}
-    for node in request.cluster.nodes:
-        nodes.setdefault(node.name, node)
-        for gpu in node.gpus:
-            gpus.setdefault((node.name, gpu.index), gpu)
-    jobs: dict[str, Job] = {}
-    for job in request.jobs:
-        jobs.setdefault(job.name, job)
+    cluster = request.cluster.nodes
+    nodes = _first_wins(((n.name, n) for n in cluster), len(cluster))
+    gpus = _first_wins((((n.name, g.index), g) for n in cluster for g in n.gpus),
+                       sum(len(n.gpus) for n in cluster))
+    jobs = _first_wins(((j.name, j) for j in request.jobs), len(request.jobs))
     c = _Ctx(request=request, plan=plan, catalog=request.cluster.catalog(),
              jobs=jobs, nodes=nodes, gpus=gpus)
+    placed = c.placed
     for a in plan.assignments:
-        if a.job in jobs and a.placements and a.job not in c.placed:
-            c.placed[a.job] = list(a.placements)
-    c.kept = {n for n, pls in c.placed.items() if _is_kept(jobs[n], pls)}
+        if a.placements and a.job in jobs and a.job not in placed:
+            placed[a.job] = list(a.placements)
+    c.kept = {n for n, pls in placed.items() if jobs[n].current and _is_kept(jobs[n], pls)}
     c.factors = _colocation_factors(c)
     return c
 
