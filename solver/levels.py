@@ -398,7 +398,8 @@ def level_search(ctx: Context) -> HeuristicResult:
     deterministic mode (its MIP solves are cut by the wall clock),
     `solver.level_fit.fit_guarantees` on the best (the exchanges end FIT_RESERVE_S early
     for it; it comes before them when less than 1.5 times that is left: the guarantees
-    are the top level); the best is returned.
+    are the top level), and when time is left after it one more round of the exchanges
+    (not at M's 5 s, where the fit ends at the finishing reserve); the best is returned.
 
     The restarts come first as they decide the top level (the guaranteed usage served, M:
     1,629.72-1,629.86 between seeds, from MIG and shares), which the exchanges never
@@ -449,4 +450,9 @@ def level_search(ctx: Context) -> HeuristicResult:
         ctx.portfolio.offer(got)
     if fit and not fit_first and not budget.stopped():
         ctx.portfolio.offer(fit_guarantees(req, ctx.portfolio.start(), budget.until()))
+    if fit and not budget.stopped():
+        # the fit moves shares and slices: what is left goes to the exchanges again
+        best = ctx.portfolio.start()
+        with budget.python_phase():
+            ctx.portfolio.offer(improve_levels(req, best, budget.until()))
     return ctx.portfolio.start()
