@@ -436,7 +436,9 @@ def level_search(ctx: Context) -> HeuristicResult:
     # with little time left the guarantees (the top level) come before the exchanges
     fit_first = fit and budget.stopped(need=1.5 * FIT_RESERVE_S)
     if fit_first and not budget.stopped():
-        ctx.portfolio.offer(fit_guarantees(req, ctx.portfolio.start(), budget.until()))
+        # at most its reserve: its class solves would take what the exchanges need
+        ctx.portfolio.offer(fit_guarantees(req, ctx.portfolio.start(),
+                                           budget.until(cap_s=FIT_RESERVE_S)))
     keep = FIT_RESERVE_S if fit and not fit_first else 0.0  # the fit's, after them
     for _ in range(IMPROVE_ROUNDS):
         if budget.stopped(need=keep):
