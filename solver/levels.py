@@ -386,6 +386,9 @@ IMPROVE_ROUNDS = 3
 #: What the restarts and the exchanges leave for `solver.level_fit.fit_guarantees`
 #: (wall s; M: 0.6-1.5 s)
 FIT_RESERVE_S = 1.2
+#: The least time (wall s) for a round of the exchanges after the fit (M: 0.13-0.4 s a
+#: round; one with less time left changes nothing and may end past its deadline)
+POST_FIT_S = 0.3
 
 
 def level_search(ctx: Context) -> HeuristicResult:
@@ -452,7 +455,7 @@ def level_search(ctx: Context) -> HeuristicResult:
         ctx.portfolio.offer(got)
     if fit and not fit_first and not budget.stopped():
         ctx.portfolio.offer(fit_guarantees(req, ctx.portfolio.start(), budget.until()))
-    if fit and not budget.stopped():
+    if fit and not budget.stopped(need=POST_FIT_S):
         # the fit moves shares and slices: what is left goes to the exchanges again
         best = ctx.portfolio.start()
         with budget.python_phase():
