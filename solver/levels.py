@@ -379,6 +379,12 @@ LEVELS: dict[str, Callable[[Context, str, Compiled], Outcome]] = {
 #: s, greedy and settling; at 1.5 the restarts left the first round too little at load
 #: 4-6 and it was cut)
 LEVEL_RESTARTS = 8
+#: ... and when `fit_guarantees` runs after them: the restarts were for the guarantees,
+#: which the fit serves exactly (M at 5 s: no restart beat the starting plan there,
+#: 1,629.8 against 1,629.9; with 2 restarts instead of 8 the exchanges had their three
+#: rounds and one after the fit in four runs of four at load 5.5, class 100 1,181.4,
+#: against 1,176.5-1,181.4 with 8)
+LEVEL_RESTARTS_FIT = 2
 IMPROVE_PER_PASS = 3.0
 #: Rounds of the exchanges at most: another round runs while the last one changed the plan
 #: and time is left (M: a second round added 8 to class 100, 1,169 to 1,177)
@@ -401,12 +407,13 @@ def level_search(ctx: Context) -> HeuristicResult:
     deterministic mode (its MIP solves are cut by the wall clock),
     `solver.level_fit.fit_guarantees` on the best (the exchanges end FIT_RESERVE_S early
     for it; it comes before them when less than 1.5 times that is left: the guarantees
-    are the top level), and when time is left after it one more round of the exchanges
-    (not at M's 5 s, where the fit ends at the finishing reserve); the best is returned.
+    are the top level), and with POST_FIT_S left after it one more round of the
+    exchanges; the best is returned.
 
     The restarts come first as they decide the top level (the guaranteed usage served, M:
     1,629.72-1,629.86 between seeds, from MIG and shares), which the exchanges never
-    lower; `fit_guarantees` serves the guarantees exactly (M: 1,630, taking from the
+    lower; when the fit runs, it serves the guarantees and only LEVEL_RESTARTS_FIT
+    restarts are made; `fit_guarantees` serves the guarantees exactly (M: 1,630, taking from the
     classes only what that needs; run first, it left the exchanges a plan they raised by
     10 instead of 50 on class 100); the exchanges raise the classes (M, class 100: 961 to
     1,007, 1,124 to 1,169). For the requests too large for the exact model, where the
@@ -423,7 +430,7 @@ def level_search(ctx: Context) -> HeuristicResult:
     pass_cost = 2 * PASS_S_PER_JOB * len(req.jobs)
     spent = 0.0
     fit = not det and bool(req.cluster.quotas)
-    for seed in seeds[:LEVEL_RESTARTS]:
+    for seed in seeds[:LEVEL_RESTARTS_FIT if fit else LEVEL_RESTARTS]:
         if budget.stopped(need=(IMPROVE_PER_PASS + 1) * (pass_cost if det else spent)
                           + (FIT_RESERVE_S if fit else 0.0)):
             break
