@@ -40,7 +40,9 @@ higher-class job; `upgrade_classes` moves a placed job to a model where it is wo
 by clearing a node of work of its class or lower, which goes back where it fits;
 `refill_classes` trades a placed job for unplaced jobs of its class or higher worth more;
 `restore_running` keeps a stopped running job where it runs by taking out the jobs on its
-GPUs and, when its quota limit binds, jobs using that quota. The planner
+GPUs and, when its quota limit binds, jobs using that quota; `return_running` puts a moved
+running job of any shape back on its GPUs when the jobs there, of its class or lower, find
+room elsewhere. The planner
 (`solver.levels.level_search`) runs it within its time; it is not part of
 `settle_levels`, whose guarantee step (`reclaim_nodes`) runs until the driver's deadline
 and whose `restore_displaced` every answer passes untimed.
@@ -78,6 +80,8 @@ REFILL_OFFER = 40
 #: for one of them
 RESTORE_TRIES = 100
 RESTORE_OUT = 96
+#: moved running jobs `return_running` tries to put back per plan
+HOME_TRIES = 64
 #: nodes costed between two looks at the deadline (`_clear_for`)
 _DEADLINE_NODES = 16
 
@@ -849,16 +853,84 @@ def restore_running(request: PlanRequest, result: HeuristicResult,
     return g.result() if done else result
 
 
+def _try_home(g: Greedy, r: JobInfo) -> bool:
+    """Put placed running job `r` back on the GPUs it runs on now, which the jobs on them
+    (of `r`'s class or lower, none that must stay) leave for where they fit, `r`'s GPUs
+    in the plan included; kept when no less guaranteed usage is served and the classes
+    rise (`_rises`: `r` no longer pays its migration cost), else undone."""
+    st = g.state
+    cur = list(r.current or [])
+    names = _occupants(g, [st.gid_of[(p.node, p.gpu)] for p in cur]) - {r.name}
+    occupants = [g.by_name[n] for n in sorted(names)]
+    if any(_stays(g, o) or o.job.priority > r.job.priority for o in occupants):
+        return False
+    before = guaranteed_served(st.quotas, st.quota_used)
+    old = {r.name: st.remove(r) or []}
+    old.update((o.name, st.remove(o) or []) for o in occupants)
+    if st.conflicts(r, cur) is None:
+        st.place(r, cur)
+        for o in sorted(occupants, key=lambda o: (-o.job.priority, -o.density, o.name)):
+            g.place(o)
+        deltas: dict[int, float] = {}
+        for n, pl in old.items():
+            o = g.by_name[n]
+            deltas[o.job.priority] = (deltas.get(o.job.priority, 0.0)
+                                      + g.term(o, st.placed.get(n)) - g.term(o, pl))
+        after = guaranteed_served(st.quotas, st.quota_used)
+        if after >= before - 1e-9 * max(1.0, before) and _rises(deltas):
+            for o in occupants:
+                if o.name not in st.placed and not o.current:
+                    g.reasons[o.name] = ("lower_priority", f"its GPUs went back to {r.name}, "
+                                         "which runs there")
+            return True
+        for n in old:
+            st.remove(g.by_name[n])
+    for n, pl in old.items():
+        if pl:
+            st.place(g.by_name[n], pl)
+    return False
+
+
+def return_running(request: PlanRequest, result: HeuristicResult,
+                   deadline: float | None = None) -> HeuristicResult:
+    """`result` with placed running jobs of any shape (whole GPUs, shares, MIG slices)
+    that it moves put back where they run (additive objectives; `_try_home`), highest
+    class first, then the largest: a move pays the migration cost, which the other
+    exchanges' moves can make needless. Unlike `restore_running` (whole-GPU jobs, the
+    stopped ones first, occupants of any class and quota room made), only occupants of
+    the job's class or lower give way, and they only go back where they fit (M, a round of
+    the exchanges: class 100 +1.0, 1,172.4 -> 1,173.4). At most HOME_TRIES tries, until
+    `deadline`. `result` itself when nothing changes."""
+    if (not lexicographic_levels(request)
+            or request.policy.objective in ("fairness", "priority_fifo")
+            or request.policy.migration_cost <= 0):
+        return result
+    g = _greedy_of(request, result)
+    st = g.state
+    cands = sorted((i for i in g.infos if i.current and not _stays(g, i)
+                    and st.placed.get(i.name)
+                    and not same_placement(st.placed[i.name], i.current)),
+                   key=lambda i: (-i.job.priority, -i.size, i.name))
+    done = False
+    for i in cands[:HOME_TRIES]:
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        done = _try_home(g, i) or done
+    return g.result() if done else result
+
+
 def improve_levels(request: PlanRequest, result: HeuristicResult,
                    deadline: float | None = None) -> HeuristicResult:
-    """`result` after `raise_classes`, `upgrade_classes`, `refill_classes` and
-    `restore_running` (each until `deadline`; the costliest, restore_running, last: on
-    M it takes 0.3 of the 0.5 CPU s, and the order gives the same levels or better), then
+    """`result` after `raise_classes`, `upgrade_classes`, `refill_classes`,
+    `restore_running` and `return_running` (each until `deadline`; restore_running, the
+    costliest, after the first three: on M it takes 0.3 of the 0.5 CPU s, and the order
+    gives the same levels or better), then
     `restore_displaced`; `result` itself unless that ranks higher by
     `models.objective.level_key` (each step's own test works on the jobs it moves: this
     one checks the whole plan)."""
     out = result
-    for step in (raise_classes, upgrade_classes, refill_classes, restore_running):
+    for step in (raise_classes, upgrade_classes, refill_classes, restore_running,
+                 return_running):
         out = step(request, out, deadline)
     out = restore_displaced(request, out)
     if out is result or level_key(request, out.placements) <= level_key(

@@ -379,6 +379,12 @@ LEVELS: dict[str, Callable[[Context, str, Compiled], Outcome]] = {
 #: s, greedy and settling; at 1.5 the restarts left the first round too little at load
 #: 4-6 and it was cut)
 LEVEL_RESTARTS = 8
+#: ... and when `fit_guarantees` runs after them: the restarts were for the guarantees,
+#: which the fit serves exactly (M at 5 s: no restart beat the starting plan there,
+#: 1,629.8 against 1,629.9; with 2 restarts instead of 8 the exchanges had their three
+#: rounds and one after the fit in four runs of four at load 5.5, class 100 1,181.4,
+#: against 1,176.5-1,181.4 with 8)
+LEVEL_RESTARTS_FIT = 2
 IMPROVE_PER_PASS = 3.0
 #: Rounds of the exchanges at most: another round runs while the last one changed the plan
 #: and time is left (M: a second round added 8 to class 100, 1,169 to 1,177)
@@ -386,6 +392,9 @@ IMPROVE_ROUNDS = 3
 #: What the restarts and the exchanges leave for `solver.level_fit.fit_guarantees`
 #: (wall s; M: 0.6-1.5 s)
 FIT_RESERVE_S = 1.2
+#: The least time (wall s) for a round of the exchanges after the fit (M: 0.13-0.4 s a
+#: round; one with less time left changes nothing and may end past its deadline)
+POST_FIT_S = 0.3
 
 
 def level_search(ctx: Context) -> HeuristicResult:
@@ -398,11 +407,13 @@ def level_search(ctx: Context) -> HeuristicResult:
     deterministic mode (its MIP solves are cut by the wall clock),
     `solver.level_fit.fit_guarantees` on the best (the exchanges end FIT_RESERVE_S early
     for it; it comes before them when less than 1.5 times that is left: the guarantees
-    are the top level); the best is returned.
+    are the top level), and with POST_FIT_S left after it one more round of the
+    exchanges; the best is returned.
 
     The restarts come first as they decide the top level (the guaranteed usage served, M:
     1,629.72-1,629.86 between seeds, from MIG and shares), which the exchanges never
-    lower; `fit_guarantees` serves the guarantees exactly (M: 1,630, taking from the
+    lower; when the fit runs, it serves the guarantees and only LEVEL_RESTARTS_FIT
+    restarts are made; `fit_guarantees` serves the guarantees exactly (M: 1,630, taking from the
     classes only what that needs; run first, it left the exchanges a plan they raised by
     10 instead of 50 on class 100); the exchanges raise the classes (M, class 100: 961 to
     1,007, 1,124 to 1,169). For the requests too large for the exact model, where the
@@ -419,7 +430,7 @@ def level_search(ctx: Context) -> HeuristicResult:
     pass_cost = 2 * PASS_S_PER_JOB * len(req.jobs)
     spent = 0.0
     fit = not det and bool(req.cluster.quotas)
-    for seed in seeds[:LEVEL_RESTARTS]:
+    for seed in seeds[:LEVEL_RESTARTS_FIT if fit else LEVEL_RESTARTS]:
         if budget.stopped(need=(IMPROVE_PER_PASS + 1) * (pass_cost if det else spent)
                           + (FIT_RESERVE_S if fit else 0.0)):
             break
@@ -435,7 +446,9 @@ def level_search(ctx: Context) -> HeuristicResult:
     # with little time left the guarantees (the top level) come before the exchanges
     fit_first = fit and budget.stopped(need=1.5 * FIT_RESERVE_S)
     if fit_first and not budget.stopped():
-        ctx.portfolio.offer(fit_guarantees(req, ctx.portfolio.start(), budget.until()))
+        # at most its reserve: its class solves would take what the exchanges need
+        ctx.portfolio.offer(fit_guarantees(req, ctx.portfolio.start(),
+                                           budget.until(cap_s=FIT_RESERVE_S)))
     keep = FIT_RESERVE_S if fit and not fit_first else 0.0  # the fit's, after them
     for _ in range(IMPROVE_ROUNDS):
         if budget.stopped(need=keep):
@@ -449,4 +462,9 @@ def level_search(ctx: Context) -> HeuristicResult:
         ctx.portfolio.offer(got)
     if fit and not fit_first and not budget.stopped():
         ctx.portfolio.offer(fit_guarantees(req, ctx.portfolio.start(), budget.until()))
+    if fit and not budget.stopped(need=POST_FIT_S):
+        # the fit moves shares and slices: what is left goes to the exchanges again
+        best = ctx.portfolio.start()
+        with budget.python_phase():
+            ctx.portfolio.offer(improve_levels(req, best, budget.until()))
     return ctx.portfolio.start()

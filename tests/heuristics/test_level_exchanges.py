@@ -1,8 +1,8 @@
 """The level exchanges of heuristics/levels.py (`restore_running`, `raise_classes`,
-`upgrade_classes`, `refill_classes`, `improve_levels`): hand-made cases whose best plans
-are worked out by hand, and on random tiny requests with quotas, classes and topology
-levels, that no step lowers the plan lexicographically and that `improve_levels` adds no
-violation."""
+`upgrade_classes`, `refill_classes`, `return_running`, `improve_levels`): hand-made cases
+whose best plans are worked out by hand, and on random tiny requests with quotas, classes
+and topology levels, that no step lowers the plan lexicographically and that
+`improve_levels` adds no violation."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from heuristics.levels import (
     raise_classes,
     refill_classes,
     restore_running,
+    return_running,
     settle_levels,
     upgrade_classes,
 )
@@ -98,6 +99,25 @@ def test_restore_takes_a_moved_running_job_back_to_its_gpu() -> None:
     assert level_values(req, out.placements) == [("quota", 1.0), ("priority 0", 2.0)]
 
 
+def test_return_puts_a_moved_running_share_back_on_its_gpu() -> None:
+    # Two GPUs of one node. Running share r (half a GPU, worth 0.5) was moved from gpu 0
+    # to gpu 1 (migration cost 0.5: worth 0 there) and new 1-GPU job n took gpu 0 (worth
+    # 1). Best by hand: r back on gpu 0, n on gpu 1: 1.5 instead of 1.0.
+    r = {"name": "r", "tenant": "a", "gpu_share": 0.5, "throughput": {V100: 1.0},
+         "current": [{"node": "n0", "gpu": 0, "fraction": 0.5}]}
+    n = {"name": "n", "tenant": "a", "gpus": 1, "throughput": {V100: 1.0}}
+    req = _request([node("n0", V100, 2)], [r, n], {"a": {"guaranteed": {"*": 1}}})
+    start = HeuristicResult({"r": [Placement(node="n0", gpu=1, fraction=0.5)],
+                             "n": _on("n0", range(1))}, {})
+    assert violations(req, start) == []
+    assert level_values(req, start.placements) == [("quota", 1.0), ("priority 0", 1.0)]
+    out = return_running(req, start)
+    assert violations(req, out) == []
+    assert out.placements["r"] == [Placement(node="n0", gpu=0, fraction=0.5)]
+    assert out.placements["n"] == _on("n0", range(1, 2))
+    assert level_values(req, out.placements) == [("quota", 1.0), ("priority 0", 1.5)]
+
+
 def test_raise_places_a_higher_class_job_on_lower_class_gpus() -> None:
     # One 2-GPU node, full with a class-0 2-GPU job (worth 2). A class-100 1-GPU job
     # (worth 1) is out. Best by hand: class 100 first, so its job in; the class-0 job no
@@ -165,7 +185,7 @@ def test_each_exchange_keeps_the_plan_valid_and_never_lowers_it(seed: int) -> No
     known = set(violations(req, start))
     before = level_key(req, start.placements)
     for step in (restore_running, raise_classes, upgrade_classes, refill_classes,
-                 improve_levels):
+                 return_running, improve_levels):
         out = step(req, start)
         assert level_key(req, out.placements) >= before, (seed, step.__name__)
         assert all(j.name in out.placements or j.name in out.reasons for j in req.jobs)
