@@ -318,7 +318,9 @@ def warm_plan(request: PlanRequest, memo: WarmMemo | None = None, *,
         if "relax" not in steps and "round" not in steps:
             result = _search(request, result, clock, memo, steps)
         if lexicographic_levels(request):
-            result = settle_levels(request, result)
+            # the guarantee step stops at the finishing reserve, as on the cold path
+            result = settle_levels(request, result,
+                                   clock.deadline - _reserve(request, clock, memo))
         plan = _finish(request, result, bound, clock, memo, steps,
                        rested=memo.rested > rested, repacked=memo.repacked > repacked)
         if plan is None:
