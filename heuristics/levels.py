@@ -528,11 +528,21 @@ def _try_upgrade(g: Greedy, x: JobInfo, model: str, occupants: list[JobInfo]) ->
     lower), which are put back where they fit (`x`'s old GPUs included), highest class
     first; kept when no less guaranteed usage is served and the classes rise (`_rises`),
     else undone."""
+    return _exchange(g, x, occupants, lambda: g.find(x, [model]),
+                     f"its GPUs went to {x.name}, worth more to class {x.job.priority} there")
+
+
+def _exchange(g: Greedy, x: JobInfo, occupants: list[JobInfo],
+              where: Callable[[], list[Placement] | None], reason: str) -> bool:
+    """Take `x` and `occupants` out, put `x` where `where` says once they are out (none:
+    undone), then the occupants back where they fit, highest class first; kept when no
+    less guaranteed usage is served and the classes rise (`_rises`), the occupants left
+    out then saying `reason`, else undone."""
     st = g.state
     before = guaranteed_served(st.quotas, st.quota_used)
     old = {x.name: st.remove(x) or []}
     old.update((o.name, st.remove(o) or []) for o in occupants)
-    found = g.find(x, [model])
+    found = where()
     if found is not None:
         st.place(x, found)
         for o in sorted(occupants, key=lambda o: (-o.job.priority, -o.density, o.name)):
@@ -546,8 +556,7 @@ def _try_upgrade(g: Greedy, x: JobInfo, model: str, occupants: list[JobInfo]) ->
         if after >= before - 1e-9 * max(1.0, before) and _rises(deltas):
             for o in occupants:
                 if o.name not in st.placed and not o.current:
-                    g.reasons[o.name] = ("lower_priority", f"its GPUs went to {x.name}, "
-                                         f"worth more to class {x.job.priority} there")
+                    g.reasons[o.name] = ("lower_priority", reason)
             return True
         for n in old:
             st.remove(g.by_name[n])
@@ -864,31 +873,8 @@ def _try_home(g: Greedy, r: JobInfo) -> bool:
     occupants = [g.by_name[n] for n in sorted(names)]
     if any(_stays(g, o) or o.job.priority > r.job.priority for o in occupants):
         return False
-    before = guaranteed_served(st.quotas, st.quota_used)
-    old = {r.name: st.remove(r) or []}
-    old.update((o.name, st.remove(o) or []) for o in occupants)
-    if st.conflicts(r, cur) is None:
-        st.place(r, cur)
-        for o in sorted(occupants, key=lambda o: (-o.job.priority, -o.density, o.name)):
-            g.place(o)
-        deltas: dict[int, float] = {}
-        for n, pl in old.items():
-            o = g.by_name[n]
-            deltas[o.job.priority] = (deltas.get(o.job.priority, 0.0)
-                                      + g.term(o, st.placed.get(n)) - g.term(o, pl))
-        after = guaranteed_served(st.quotas, st.quota_used)
-        if after >= before - 1e-9 * max(1.0, before) and _rises(deltas):
-            for o in occupants:
-                if o.name not in st.placed and not o.current:
-                    g.reasons[o.name] = ("lower_priority", f"its GPUs went back to {r.name}, "
-                                         "which runs there")
-            return True
-        for n in old:
-            st.remove(g.by_name[n])
-    for n, pl in old.items():
-        if pl:
-            st.place(g.by_name[n], pl)
-    return False
+    return _exchange(g, r, occupants, lambda: cur if st.conflicts(r, cur) is None else None,
+                     f"its GPUs went back to {r.name}, which runs there")
 
 
 def return_running(request: PlanRequest, result: HeuristicResult,
