@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -51,45 +52,38 @@ def test_sessions_round_trip_version_and_expire(db_url: str) -> None:
         store.close()
 
 
+def _race(call: Callable[[int], bool]) -> list[bool]:
+    """`call(0)` and `call(1)` started at once in two threads (a barrier): their results."""
+    start = threading.Barrier(2)
+    won = [False, False]
+
+    def run(i: int) -> None:
+        start.wait()
+        won[i] = call(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return won
+
+
 def test_two_replicas_racing_for_one_version_exactly_one_wins(db_url: str) -> None:
     """Whole writes, then appended changes: of two at once over one version, one wins."""
     stores = [open_store(db_url), open_store(db_url)]
     try:
         stores[0].session_create(_session("s", 0, 1.0))
-        for version in range(1, 21):
-            start = threading.Barrier(2)
-            won: list[bool] = [False, False]
-
-            def write(i: int, version: int = version, start: threading.Barrier = start,
-                      won: list[bool] = won) -> None:
-                start.wait()
-                won[i] = stores[i].session_update(
-                    _session("s", version, float(version), f'{{"by": {i}}}'), version - 1)
-
-            threads = [threading.Thread(target=write, args=(i,)) for i in range(2)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(30)
+        for version in range(1, 21):  # whole writes
+            won = _race(lambda i, v=version: stores[i].session_update(
+                _session("s", v, float(v), f'{{"by": {i}}}'), v - 1))
             assert sum(won) == 1, (version, won)
             rec = stores[1].session_get("s")
             assert rec is not None and rec.version == version
             assert rec.request_json == f'{{"by": {won.index(True)}}}'
         for version in range(21, 41):  # changes appended: one wins, one row each
-            start = threading.Barrier(2)
-            won = [False, False]
-
-            def append(i: int, version: int = version, start: threading.Barrier = start,
-                       won: list[bool] = won) -> None:
-                start.wait()
-                won[i] = stores[i].session_append("s", version - 1, float(version),
-                                                  f"E{{\"by\": {i}}}")
-
-            threads = [threading.Thread(target=append, args=(i,)) for i in range(2)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(30)
+            won = _race(lambda i, v=version: stores[i].session_append(
+                "s", v - 1, float(v), f"E{{\"by\": {i}}}"))
             assert sum(won) == 1, (version, won)
             rec = stores[0].session_get("s")
             assert rec is not None and rec.version == version
