@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
@@ -802,15 +802,26 @@ class MigGeometry:
             return bool(cached)
         hit = self._can_host.get(key)
         if hit is None:
-            spec = self.catalog[model]
-            hit = any(
-                (self.reconfigure or inst in current_free)
-                and is_valid_layout(spec, [*used, inst])
-                for pname, prof in zip(profiles, map(spec.profile, profiles), strict=True)
-                if prof is not None
-                for inst in (Instance(pname, start) for start in prof.starts))
+            hit = next(self._valid(model, used, current_free, profiles), None) is not None
             self._can_host[key] = hit
         return hit
+
+    def _valid(self, model: str, used: frozenset[Instance], current_free: frozenset[Instance],
+               profiles: tuple[str, ...]) -> Iterator[tuple[int, Instance, bool]]:
+        """(rank of its profile in `profiles`, instance, whether it is free in the current
+        layout) of each position that can host a job needing one of `profiles` beside
+        `used`: an existing free instance, or a new one when reconfiguring is allowed, in
+        a valid layout."""
+        spec = self.catalog[model]
+        for rank, pname in enumerate(profiles):
+            prof = spec.profile(pname)
+            if prof is None:
+                continue
+            for start in prof.starts:
+                inst = Instance(pname, start)
+                existing = inst in current_free
+                if (self.reconfigure or existing) and is_valid_layout(spec, [*used, inst]):
+                    yield rank, inst, existing
 
     def options(self, model: str, used: frozenset[Instance], current_free: frozenset[Instance],
                 profiles: tuple[str, ...]) -> tuple[MigOption, ...]:
@@ -831,23 +842,13 @@ class MigGeometry:
         out: list[MigOption] = []
         before = self.max_free(model, used)
         fc = self.free_compute(model, used)
-        for rank, pname in enumerate(profiles):
-            prof = spec.profile(pname)
-            if prof is None:
-                continue
-            for start in prof.starts:
-                inst = Instance(pname, start)
-                existing = inst in current_free
-                if not self.reconfigure and not existing:
-                    continue
-                if not is_valid_layout(spec, [*used, inst]):
-                    continue
-                after = self.max_free(model, used | {inst})
-                destroyed = 0 if existing else sum(
-                    1 for other in current_free
-                    if not is_valid_layout(spec, [*used, inst, other]))
-                out.append(MigOption(inst, (rank, destroyed, before - after,
-                                            0 if existing else 1, fc, start)))
+        for rank, inst, existing in self._valid(model, used, current_free, profiles):
+            after = self.max_free(model, used | {inst})
+            destroyed = 0 if existing else sum(
+                1 for other in current_free
+                if not is_valid_layout(spec, [*used, inst, other]))
+            out.append(MigOption(inst, (rank, destroyed, before - after,
+                                        0 if existing else 1, fc, inst.start)))
         out.sort(key=lambda o: o.score)
         result = tuple(out)
         self._options[key] = result
