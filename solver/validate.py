@@ -1090,12 +1090,12 @@ def _check_levels(c: _Ctx) -> None:
 # ---------------------------------------------------------------- driver
 
 
-def _first_wins(items: Iterable[tuple[K, V]], n: int) -> dict[K, V]:
-    """`items` as a dict in their order, the first of equal keys winning (`n`: how many
-    items there are; a comprehension, then a loop only when some key repeats)."""
+def _first_wins(items: Iterable[tuple[K, V]]) -> dict[K, V]:
+    """`items` as a dict in their order, the first of equal keys winning (one `dict` call,
+    then a loop only when some key repeats)."""
     pairs = list(items)
     out = dict(pairs)
-    if len(out) == n:
+    if len(out) == len(pairs):
         return out
     out = {}
     for k, v in pairs:
@@ -1105,10 +1105,9 @@ def _first_wins(items: Iterable[tuple[K, V]], n: int) -> dict[K, V]:
 
 def _context(request: PlanRequest, plan: Plan) -> _Ctx:
     cluster = request.cluster.nodes
-    nodes = _first_wins(((n.name, n) for n in cluster), len(cluster))
-    gpus = _first_wins((((n.name, g.index), g) for n in cluster for g in n.gpus),
-                       sum(len(n.gpus) for n in cluster))
-    jobs = _first_wins(((j.name, j) for j in request.jobs), len(request.jobs))
+    nodes = _first_wins((n.name, n) for n in cluster)
+    gpus = _first_wins(((n.name, g.index), g) for n in cluster for g in n.gpus)
+    jobs = _first_wins((j.name, j) for j in request.jobs)
     c = _Ctx(request=request, plan=plan, catalog=request.cluster.catalog(),
              jobs=jobs, nodes=nodes, gpus=gpus)
     placed = c.placed
