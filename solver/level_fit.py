@@ -64,7 +64,7 @@ from models import Placement, PlanRequest
 from models.instance import JobInfo
 from models.objective import level_key
 from models.rules import HOST_TOL, QuotaKey, guaranteed_served, quota_chain, quota_usage
-from solver.highs import INF, HighsLp, set_integral
+from solver.highs import INF, SOLUTION_FEASIBLE, HighsLp, set_integral
 
 #: the most time (s) the guarantee's solve gets, and candidate jobs at most
 FIT_TIME_S = 0.5
@@ -210,7 +210,7 @@ def _maximise(h: highspy.Highs, cols: list[int], coefs: list[float], start: list
     h.setOptionValue("time_limit", max(0.01, min(cap, stop - time.monotonic())))
     h.run()
     x = list(start)
-    if h.getInfo().primal_solution_status == 2:  # a feasible point
+    if h.getInfo().primal_solution_status == SOLUTION_FEASIBLE:
         got = list(h.getSolution().col_value)
         if np.dot(np.array(got)[cols], coefs) > np.dot(np.array(x)[cols], coefs):
             x = got
