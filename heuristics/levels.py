@@ -148,8 +148,9 @@ def _restore(g: Greedy, h: JobInfo) -> bool:
     return False
 
 
-def _greedy_of(request: PlanRequest, result: HeuristicResult) -> Greedy:
-    """A placer holding `result` (kept running jobs first) and its reasons."""
+def placer_of(request: PlanRequest, result: HeuristicResult) -> Greedy:
+    """A placer holding `result` (kept running jobs first) and its reasons (the level
+    steps here and in solver/level_fit.py)."""
     g = Greedy(request)
     by_name = g.by_name
     names = sorted(result.placements, key=lambda n: 0 if by_name[n].current and
@@ -160,12 +161,6 @@ def _greedy_of(request: PlanRequest, result: HeuristicResult) -> Greedy:
             g.state.place(by_name[name], list(pl))
     g.reasons.update(result.reasons)
     return g
-
-
-def placer_of(request: PlanRequest, result: HeuristicResult) -> Greedy:
-    """A placer holding `result` (kept running jobs first) and its reasons, for the level
-    steps of the solver (solver/level_fit.py)."""
-    return _greedy_of(request, result)
 
 
 def may_move(g: Greedy, info: JobInfo) -> bool:
@@ -192,7 +187,7 @@ def restore_displaced(request: PlanRequest, result: HeuristicResult) -> Heuristi
             j.current and j.preemptible and j.priority > classes[-1]
             and not result.placements.get(j.name) for j in request.jobs):
         return result
-    g = _greedy_of(request, result)
+    g = placer_of(request, result)
     st = g.state
     changed = True
     done = False
@@ -411,7 +406,7 @@ def reclaim_nodes(request: PlanRequest, result: HeuristicResult,
         return result
     if all(result.placements.get(j.name) for j in request.jobs):
         return result
-    g = _greedy_of(request, result)
+    g = placer_of(request, result)
     nodes = _model_nodes(g)
     done = False
     tries = [RECLAIM_TRIES]
@@ -498,7 +493,7 @@ def raise_classes(request: PlanRequest, result: HeuristicResult,
     classes = priority_classes(request.jobs)
     if len(classes) < 2 or all(result.placements.get(j.name) for j in request.jobs):
         return result
-    g = _greedy_of(request, result)
+    g = placer_of(request, result)
     st = g.state
     most = max((len(n.gpus) for n in st.nodes), default=0)
     cands = sorted((i for i in g.infos if i.name not in st.placed and i.shape == "whole"
@@ -586,7 +581,7 @@ def upgrade_classes(request: PlanRequest, result: HeuristicResult,
     if (not lexicographic_levels(request)
             or request.policy.objective in ("fairness", "priority_fifo")):
         return result
-    g = _greedy_of(request, result)
+    g = placer_of(request, result)
     st = g.state
     most = max((len(n.gpus) for n in st.nodes), default=0)
     cands: list[tuple[int, float, str, str]] = []
@@ -706,7 +701,7 @@ def refill_classes(request: PlanRequest, result: HeuristicResult,
     if (not lexicographic_levels(request)
             or request.policy.objective in ("fairness", "priority_fifo")):
         return result
-    g = _greedy_of(request, result)
+    g = placer_of(request, result)
     st = g.state
     victims = sorted((i for i in g.infos if i.name in st.placed and i.shape == "whole"
                       and not _stays(g, i)),
@@ -843,7 +838,7 @@ def restore_running(request: PlanRequest, result: HeuristicResult,
     if (not lexicographic_levels(request) or not pol.allow_preemption
             or pol.objective in ("fairness", "priority_fifo")):
         return result
-    g = _greedy_of(request, result)
+    g = placer_of(request, result)
     st = g.state
     moved = [i for i in g.infos if i.current and i.preemptible and i.shape == "whole"
              and g.current_ok(i) and not same_placement(st.placed.get(i.name) or [],
@@ -891,7 +886,7 @@ def return_running(request: PlanRequest, result: HeuristicResult,
             or request.policy.objective in ("fairness", "priority_fifo")
             or request.policy.migration_cost <= 0):
         return result
-    g = _greedy_of(request, result)
+    g = placer_of(request, result)
     st = g.state
     cands = sorted((i for i in g.infos if i.current and not _stays(g, i)
                     and st.placed.get(i.name)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from heuristics.greedy import plan_greedy
-from heuristics.levels import _greedy_of, _try_node, reclaim_nodes
+from heuristics.levels import _try_node, placer_of, reclaim_nodes
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.objective import evaluate, level_values
@@ -93,7 +93,7 @@ def test_a_clearing_that_serves_no_more_is_undone_entirely() -> None:
         "jobs": jobs, "policy": {"objective": "throughput"}})
     start = {j["name"]: [Placement.model_validate(p) for p in j["current"]]
              for j in jobs if "current" in j}
-    g = _greedy_of(req, HeuristicResult(start, {}))
+    g = placer_of(req, HeuristicResult(start, {}))
     gang = g.by_name["a-gang"]
     occupants = [g.by_name["b1"], g.by_name["b2"]]
     assert not _try_node(g, gang, V100, occupants)
