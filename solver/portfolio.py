@@ -14,7 +14,8 @@ reasons) is computed once, within the budget (solver/budget.py): each phase has 
 cost in CPU seconds (the constants below) and runs only when the budget, which scales it
 by the pace measured so far, says it fits. On large requests the LP and a rounding go
 first when both fit (the rounded plan is the better start there, and a greedy pass costs
-as much as both); else the greedy goes first. A bound always exists: the quick Lagrangian one of
+as much as both), on smaller ones only when the greedy pass would leave them no room;
+else the greedy goes first. A bound always exists: the quick Lagrangian one of
 solver/quick_bound.py stands in when the LP does not fit or its solve is cut. Every
 improvement of the starting plan is reported through the caller's incumbent hook
 (`Incumbents`), so that an async solve has a plan to show, store or return from its first
