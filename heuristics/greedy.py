@@ -1021,20 +1021,25 @@ def _better(request: PlanRequest, a: HeuristicResult, b: HeuristicResult
     return a
 
 
-def _priced_order(g: Greedy, pending: list[JobInfo]) -> list[JobInfo]:
+def _priced_order(g: Greedy, pending: list[JobInfo], noise: dict[str, float] | None,
+                  priced: bool) -> list[JobInfo]:
     """`pending` in the order of a priced pass (heuristics/prices.py) for a
     throughput-like objective without priority levels: the model prices are set from the
     GPUs still free, the running jobs the prices keep stay (`Greedy.keep_priced`), and
     the rest go in decreasing value density net of the price of their best model (plain
-    value density for the other objectives)."""
+    value density for the other objectives or without `priced`); each density times its
+    job's `noise` factor when given (a seeded restart)."""
     request = g.request
-    if request.policy.objective == "fairness" or lexicographic_levels(request):
+    if (priced and request.policy.objective != "fairness"
+            and not lexicographic_levels(request)):
+        g.use_prices(model_prices(pending, g.state.model_free, g.bonus))
+        g.keep_priced(pending)
+        pending = [i for i in pending if i.name not in g.state.placed]
+    elif noise is None:
         return g.density_order(pending)
-    g.use_prices(model_prices(pending, g.state.model_free, g.bonus))
-    g.keep_priced(pending)
-    rest = [i for i in pending if i.name not in g.state.placed]
-    rest.sort(key=lambda i: (-g.net_density(i), i.name))
-    return rest
+    factor = noise or {}
+    pending.sort(key=lambda i: (-g.net_density(i) * factor.get(i.name, 1.0), i.name))
+    return pending
 
 
 def _cut_before_start(request: PlanRequest, seed: int | None, deadline: float | None
@@ -1099,15 +1104,14 @@ def place_pending(g: Greedy, failed: list[JobInfo], *, order: Sequence[str] | No
         return g.result()
     if _cut_before_start(request, seed, deadline):
         pass   # the sequence stops before its first job: ordering them would be wasted
-    elif seed is not None:
-        rng = random.Random(seed)
-        noise = {i.name: rng.uniform(0.9, 1.1) for i in pending}
-        pending.sort(key=lambda i: (-(i.best_value + g.bonus.get(i.name, 0.0)) / i.size
-                                    * noise[i.name], i.name))
-    elif fifo:
+    elif fifo and seed is None:
         pending.sort(key=fifo_key)
     else:
-        pending = _priced_order(g, pending) if priced else g.density_order(pending)
+        noise = None
+        if seed is not None:
+            rng = random.Random(seed)
+            noise = {i.name: rng.uniform(0.9, 1.1) for i in pending}
+        pending = _priced_order(g, pending, noise, priced and not fifo)
     if not policy.allow_preemption:
         moved = {i.name for i in failed}
         pending.sort(key=lambda i: 0 if i.name in moved else 1)
