@@ -48,23 +48,23 @@ def model_prices(infos: Sequence[JobInfo], capacity: Mapping[str, float],
     jobs = [i for i in infos if i.shape != "mig" and i.obj_values]
     if not models or not jobs:
         return dict.fromkeys(models, 0.0)
-    col = {m: k for k, m in enumerate(models)}
-    value = np.full((len(jobs), len(models)), -np.inf)
     extra = bonus or {}
-    for r, info in enumerate(jobs):
-        b = extra.get(info.name, 0.0)
-        for m, v in info.obj_values.items():
-            k = col.get(m)
-            if k is not None:
-                value[r, k] = v + b
+    gain = np.array([extra.get(i.name, 0.0) for i in jobs])
+    value = np.column_stack([
+        np.array([i.obj_values.get(m, -np.inf) for i in jobs]) for m in models]) + gain[:, None]
     size = np.array([i.size for i in jobs])
+    # jobs alike in size and values price alike: one row per kind, its size times its count
+    kinds, count = np.unique(np.column_stack([size, value]), axis=0, return_counts=True)
     cap = np.array([float(capacity[m]) for m in models])
-    return dict(zip(models, _clear(value, size, cap).tolist(), strict=True))
+    price = _clear(kinds[:, 1:], kinds[:, 0], count, cap)
+    return dict(zip(models, price.tolist(), strict=True))
 
 
-def _clear(value: np.ndarray, size: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """The clearing prices (module doc) for jobs x models `value` (-inf: not eligible),
-    job `size` in GPUs and model capacity `cap`."""
+def _clear(value: np.ndarray, size: np.ndarray, count: np.ndarray, cap: np.ndarray
+           ) -> np.ndarray:
+    """The clearing prices (module doc) for kinds of jobs x models `value` (-inf: not
+    eligible), each kind's job `size` in GPUs and `count` of jobs, and model capacity
+    `cap`."""
     n_models = value.shape[1]
     price = np.zeros(n_models)
     density = value / size[:, None]
@@ -77,7 +77,7 @@ def _clear(value: np.ndarray, size: np.ndarray, cap: np.ndarray) -> np.ndarray:
             other = np.maximum(net.max(axis=1), 0.0)
             threshold = density[:, k] - other   # wants k while its price is below this
             want = threshold > 0
-            t, s = threshold[want], size[want]
+            t, s = threshold[want], (size * count)[want]
             new = 0.0
             if s.sum() > cap[k]:
                 order = np.argsort(-t, kind="stable")
