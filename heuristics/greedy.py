@@ -163,6 +163,8 @@ class Greedy:
         #: per model, the price of a GPU that whole-GPU and shared jobs are ranked net of
         #: (`use_prices`; empty: ranked by their value alone)
         self.prices: dict[str, float] = {}
+        #: whether `find` tries only the models where a job earns its price (`affordable`)
+        self.affordable_only = False
         self._domain_nodes: dict[str | None, list[int]] = {}
         for n in self.state.nodes:
             self._domain_nodes.setdefault(n.domain, []).append(n.idx)
@@ -210,7 +212,8 @@ class Greedy:
         return speeds if infos is self.infos else typical_speeds(self.infos)
 
     def ranked_models(self, info: JobInfo) -> list[str]:
-        """Eligible models, highest value first; ties by relative speed, then name
+        """Eligible models, highest value (net of the model prices, `use_prices`) first;
+        ties: the cheaper model (the less contended), then relative speed, then name
         (computed once per job)."""
         hit = self._ranked.get(info.name)
         if hit is None:
@@ -220,10 +223,11 @@ class Greedy:
     def _rank_models(self, info: JobInfo) -> list[str]:
         prices = self.prices if info.shape != "mig" else {}
 
-        def key(m: str) -> tuple[float, float, str]:
+        def key(m: str) -> tuple[float, float, float, str]:
             rel = info.values[m] / info.size / info.job.weight / max(
                 self._typical.get(m, 1.0), 1e-9)
-            return (-round(info.obj_values[m] - prices.get(m, 0.0) * info.size, 9), -rel, m)
+            price = prices.get(m, 0.0)
+            return (-round(info.obj_values[m] - price * info.size, 9), price, -rel, m)
         return sorted(info.values, key=key)
 
     def use_prices(self, prices: dict[str, float]) -> None:
@@ -417,14 +421,41 @@ class Greedy:
                                             for m in info.values)),
                 job.single_node, required_levels(job),
                 job.tenant if self.state.quotas else None)
-        return key
+        if not self.affordable_only or not self.prices or info.shape == "mig":
+            return key
+        return (*key, self._earning(info))
+
+    def _earning(self, info: JobInfo) -> tuple[str, ...]:
+        """The models where `info` earns its price (`affordable`), by name."""
+        b, size = self.bonus.get(info.name, 0.0), info.size
+        return tuple(sorted(m for m, v in info.obj_values.items()
+                            if v + b - self.prices.get(m, 0.0) * size >= -1e-9))
+
+    def priced_out(self, info: JobInfo) -> bool:
+        """Whether some eligible model of `info` was left out of `affordable`."""
+        return bool(self.prices) and info.shape != "mig" and \
+            len(self._earning(info)) < len(info.obj_values)
+
+    def affordable(self, info: JobInfo) -> list[str]:
+        """`ranked_models` where `info` earns the model's price (`use_prices`; its value
+        with its bonus at least the price of its GPUs): a pass over these first keeps a
+        job off a model where the pooled LP would not put it, until every job had its
+        turn there (`place_pending`). Every ranked model for a MIG job or without prices."""
+        ranked = self.ranked_models(info)
+        if not self.prices or info.shape == "mig":
+            return ranked
+        b = self.bonus.get(info.name, 0.0)
+        return [m for m in ranked
+                if info.obj_values[m] + b - self.prices.get(m, 0.0) * info.size >= -1e-9]
 
     # ------------------------------------------------------------ finding places
     def find(self, info: JobInfo, models: Iterable[str] | None = None) -> list[Placement] | None:
         """The best-fit placements for `info` in the current state (None if none fits)."""
         finder = self._FINDERS[info.shape]
         quotas = bool(self.state.quotas)
-        for m in (models if models is not None else self.ranked_models(info)):
+        if models is None:
+            models = self.affordable(info) if self.affordable_only else self.ranked_models(info)
+        for m in models:
             if quotas and not self.state.quota_fits(
                     info, m, min(info.sizes) if info.elastic else None):
                 continue
@@ -1003,7 +1034,7 @@ def plan_greedy(
             else time.monotonic() + 1.5 * spent < deadline)
     if room:
         best = _better(request, best, _greedy_once(request, order, seed, deadline, True))
-    if (order is None and seed is None and len(request.jobs) <= UNPRICED_TOO_UP_TO
+    if (order is None and len(request.jobs) <= UNPRICED_TOO_UP_TO
             and (deadline is None or time.monotonic() + 1.5 * spent < deadline)):
         best = _better(request, best,
                        _greedy_once(request, order, seed, deadline, False, priced=False))
@@ -1038,7 +1069,8 @@ def _priced_order(g: Greedy, pending: list[JobInfo], noise: dict[str, float] | N
     elif noise is None:
         return g.density_order(pending)
     factor = noise or {}
-    pending.sort(key=lambda i: (-g.net_density(i) * factor.get(i.name, 1.0), i.name))
+    pending.sort(key=lambda i: (-round(g.net_density(i) * factor.get(i.name, 1.0), 9),
+                                -i.size, i.name))
     return pending
 
 
@@ -1122,8 +1154,16 @@ def place_pending(g: Greedy, failed: list[JobInfo], *, order: Sequence[str] | No
         _run_sequence(g, movers, deadline, interleave=False)
         _run_fairness(g, [i for i in pending if not i.current], deadline)
     else:
-        _run_sequence(g, pending, deadline,
-                      interleave=not fifo and policy.objective != "fairness")
+        interleave = not fifo and policy.objective != "fairness"
+        if g.prices:
+            # first each job where it earns its model's price, then the rest anywhere
+            g.affordable_only = True
+            _run_sequence(g, pending, deadline, interleave=interleave)
+            g.affordable_only = False
+            pending = [i for i in pending if i.name not in g.state.placed
+                       and g.reasons.get(i.name, ("",))[0] != "time_limit"
+                       and g.priced_out(i)]
+        _run_sequence(g, pending, deadline, interleave=interleave)
     g.keep_cut_running()
     g.grow_elastic(deadline)
     return g.result()
