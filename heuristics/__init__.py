@@ -3,7 +3,8 @@
 A heuristic returns a `HeuristicResult` (placements, final MIG layouts, reasons); the solver
 package turns it into a validated Plan. Nothing here imports `solver`.
 
-- `plan_greedy(request, order=, seed=, deadline=, keep_running=)`: value-density best fit;
+- `plan_greedy(request, order=, seed=, deadline=, keep_running=)`: value-density best fit,
+  each job ranked net of per-model GPU prices (heuristics/prices.py: `model_prices`);
 - `improve(request, result, deadline=, seed=)`: ruin-and-recreate local search, never worse;
 - `plan_heuristic(request, deadline=, seed=)`: both, until the deadline;
 - `fragmentation(request, placements)`: the share of free capacity typical jobs cannot use.

@@ -4,16 +4,25 @@
 preemptible ones when their current placement is still consistent), then places the other
 jobs one at a time in the order of the policy objective:
 
-- `throughput`, `jct`, `makespan`: decreasing value density (the job's best per-job
-  objective value per GPU equivalent), ties by value then name;
+- `throughput`, `jct`, `makespan`: each GPU model gets a price, the duals of the pooled
+  market of the pending whole-GPU and shared jobs (heuristics/prices.py); the running
+  jobs whose current model is still their best net of those prices stay
+  (`Greedy.keep_priced`), then decreasing value density net of the price of the job's
+  best model, ties by name (with priority levels, plain value density, ties by value
+  then name);
 - `priority_fifo`: the strict `(weight desc, submitted_at asc, name)` order, each job
   placed when it fits beside the jobs before it (so no priority inversion);
 - `fairness`: round-robin over tenants, always serving the tenant with the lowest current
   share `placed value / D_k` next (its densest job first).
 
-Each job goes to the eligible model where its value is highest (ties: where it is
-relatively fastest against the other jobs, i.e. the largest speed over the model's median
-speed), then to the tightest place: the node with the fewest free GPUs of that model that
+Each job goes to the eligible model where its value is highest, net of the model's price
+for whole-GPU and shared jobs when prices are set (ties: where it is relatively fastest
+against the other jobs, i.e. the largest speed over the model's median speed): a job goes
+where its advantage over the other jobs is highest, not simply where it is fastest (on
+the generated M instance, ranking by value alone left the greedy 8.5% below the LP bound,
+nearly all of it in which jobs went to which model). A running job stays unless moving
+gains more than the migration cost, net of the prices too. Then it goes to the tightest
+place: the node with the fewest free GPUs of that model that
 still holds a single-node gang; few nodes for multi-node gangs, inside one domain of each
 required topology level (v1's `same_domain` is the level "domain"; the tightest domain
 that holds the gang first) and over few domains of the preferred level (one that holds it
@@ -57,6 +66,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from heuristics.colocation import Colocation
+from heuristics.prices import model_prices
 from heuristics.result import HeuristicResult
 from models import Instance, Placement, PlanRequest
 from models.capacity import DOMAIN, HOST, Topology
@@ -94,6 +104,10 @@ from models.rules import (
 
 #: Without a deadline, both greedy variants run up to this many jobs.
 BOTH_VARIANTS_UP_TO = 5000
+#: Up to this many jobs, the pass without model prices runs too (when time allows): on a
+#: few dozen jobs the pooled prices are coarse and now and then mislead (S seed 1: 51.2
+#: priced, 58.8 unpriced, bound 62.3), and a pass costs milliseconds there.
+UNPRICED_TOO_UP_TO = 500
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
 #: Shared GPUs with room that a classed shared job compares, at most (the scan stops
@@ -146,6 +160,11 @@ class Greedy:
         self.bonus: dict[str, float] = {}
         self._typical = self._typical_speeds()
         self._ranked: dict[str, list[str]] = {}
+        #: per model, the price of a GPU that whole-GPU and shared jobs are ranked net of
+        #: (`use_prices`; empty: ranked by their value alone)
+        self.prices: dict[str, float] = {}
+        #: whether `find` tries only the models where a job earns its price (`affordable`)
+        self.affordable_only = False
         self._domain_nodes: dict[str | None, list[int]] = {}
         for n in self.state.nodes:
             self._domain_nodes.setdefault(n.domain, []).append(n.idx)
@@ -193,7 +212,8 @@ class Greedy:
         return speeds if infos is self.infos else typical_speeds(self.infos)
 
     def ranked_models(self, info: JobInfo) -> list[str]:
-        """Eligible models, highest value first; ties by relative speed, then name
+        """Eligible models, highest value (net of the model prices, `use_prices`) first;
+        ties: the cheaper model (the less contended), then relative speed, then name
         (computed once per job)."""
         hit = self._ranked.get(info.name)
         if hit is None:
@@ -201,11 +221,62 @@ class Greedy:
         return hit
 
     def _rank_models(self, info: JobInfo) -> list[str]:
-        def key(m: str) -> tuple[float, float, str]:
+        prices = self.prices if info.shape != "mig" else {}
+
+        def key(m: str) -> tuple[float, float, float, str]:
             rel = info.values[m] / info.size / info.job.weight / max(
                 self._typical.get(m, 1.0), 1e-9)
-            return (-round(info.obj_values[m], 9), -rel, m)
+            price = prices.get(m, 0.0)
+            return (-round(info.obj_values[m] - price * info.size, 9), price, -rel, m)
         return sorted(info.values, key=key)
+
+    def use_prices(self, prices: dict[str, float]) -> None:
+        """Rank the models of whole-GPU and shared jobs by their value net of `prices`
+        (per GPU, heuristics/prices.py) from now on: a job goes first where its advantage
+        over the other jobs is highest, not where it is fastest."""
+        if prices != self.prices:
+            self.prices = dict(prices)
+            self._ranked.clear()
+
+    def price_of(self, info: JobInfo, placements: Sequence[Placement]) -> float:
+        """What `placements` of `info` cost at the model prices (`use_prices`; 0 for a MIG
+        job or without prices)."""
+        if not self.prices or info.shape == "mig":
+            return 0.0
+        return self.prices.get(self.state.model_of(placements), 0.0) * (
+            len(placements) if info.shape == "whole" else info.size)
+
+    def keep_priced(self, infos: Iterable[JobInfo]) -> int:
+        """Keep where they run the running jobs of `infos` whose current model is still
+        their best at the model prices (`use_prices`; moving elsewhere would not gain its
+        migration cost) and that earn their price there, best net density first: the
+        running jobs the pooled LP keeps. Returns how many were kept."""
+        mig = self.request.policy.migration_cost
+        cands = []
+        for info in infos:
+            cur = info.current
+            if not cur or info.shape == "mig" or info.elastic or not self.current_ok(info):
+                continue
+            model = self.state.model_of(cur)
+            if model not in info.obj_values:
+                continue
+            b = self.bonus.get(info.name, 0.0)
+            here = info.obj_values[model] + b - self.price_of(info, cur)
+            best = max(v + b - self.prices.get(m, 0.0) * info.size
+                       for m, v in info.obj_values.items())
+            if here > 0 and here >= best - mig - 1e-9:
+                cands.append((-here / info.size, info.name, info))
+        cands.sort(key=lambda c: (c[0], c[1]))
+        return sum(self.try_keep(info) for _, _, info in cands)
+
+    def net_density(self, info: JobInfo) -> float:
+        """`info`'s best value per GPU equivalent net of the model prices (`use_prices`),
+        with its bonus: how far ahead of the marginal job it is on its best model."""
+        b = self.bonus.get(info.name, 0.0)
+        if not self.prices or info.shape == "mig" or not info.obj_values:
+            return (info.best_value + b) / info.size
+        return max((v + b) / info.size - self.prices.get(m, 0.0)
+                   for m, v in info.obj_values.items())
 
     def value_on(self, info: JobInfo, model: str, n: int | None = None) -> float:
         """The policy per-job value of `info` on `model` (grandfathered models included);
@@ -350,14 +421,41 @@ class Greedy:
                                             for m in info.values)),
                 job.single_node, required_levels(job),
                 job.tenant if self.state.quotas else None)
-        return key
+        if not self.affordable_only or not self.prices or info.shape == "mig":
+            return key
+        return (*key, self._earning(info))
+
+    def _earning(self, info: JobInfo) -> tuple[str, ...]:
+        """The models where `info` earns its price (`affordable`), by name."""
+        b, size = self.bonus.get(info.name, 0.0), info.size
+        return tuple(sorted(m for m, v in info.obj_values.items()
+                            if v + b - self.prices.get(m, 0.0) * size >= -1e-9))
+
+    def priced_out(self, info: JobInfo) -> bool:
+        """Whether some eligible model of `info` was left out of `affordable`."""
+        return bool(self.prices) and info.shape != "mig" and \
+            len(self._earning(info)) < len(info.obj_values)
+
+    def affordable(self, info: JobInfo) -> list[str]:
+        """`ranked_models` where `info` earns the model's price (`use_prices`; its value
+        with its bonus at least the price of its GPUs): a pass over these first keeps a
+        job off a model where the pooled LP would not put it, until every job had its
+        turn there (`place_pending`). Every ranked model for a MIG job or without prices."""
+        ranked = self.ranked_models(info)
+        if not self.prices or info.shape == "mig":
+            return ranked
+        b = self.bonus.get(info.name, 0.0)
+        return [m for m in ranked
+                if info.obj_values[m] + b - self.prices.get(m, 0.0) * info.size >= -1e-9]
 
     # ------------------------------------------------------------ finding places
     def find(self, info: JobInfo, models: Iterable[str] | None = None) -> list[Placement] | None:
         """The best-fit placements for `info` in the current state (None if none fits)."""
         finder = self._FINDERS[info.shape]
         quotas = bool(self.state.quotas)
-        for m in (models if models is not None else self.ranked_models(info)):
+        if models is None:
+            models = self.affordable(info) if self.affordable_only else self.ranked_models(info)
+        for m in models:
             if quotas and not self.state.quota_fits(
                     info, m, min(info.sizes) if info.elastic else None):
                 continue
@@ -374,9 +472,11 @@ class Greedy:
         if info.current and self.current_ok(info) and self.state.conflicts(
                 info, info.current) is None:
             # Keep it unless moving elsewhere is worth more than the migration cost.
-            stay = self.value_at(info, info.current) - self.topology_cost(info, info.current)
+            stay = self.value_at(info, info.current) - self.topology_cost(
+                info, info.current) - self.price_of(info, info.current)
             move = (self.value_at(info, found) - self.request.policy.migration_cost
-                    - self.topology_cost(info, found)) if found else float("-inf")
+                    - self.topology_cost(info, found) - self.price_of(info, found)
+                    ) if found else float("-inf")
             if not info.preemptible or stay >= move - 1e-9:
                 return self.try_keep(info)
         if found is None:
@@ -922,7 +1022,8 @@ def plan_greedy(
     placement when it is still free then, moving otherwise (ignored when
     `allow_preemption` is false). By default (None) both are run, the second only when
     time allows (up to 5,000 jobs without a deadline), and the better plan by
-    `models.objective.evaluate` is returned.
+    `models.objective.evaluate` is returned; up to `UNPRICED_TOO_UP_TO` jobs a pass
+    without model prices (`_priced_order`) competes too, when time allows.
     """
     if keep_running is not None:
         return _greedy_once(request, order, seed, deadline, keep_running)
@@ -932,13 +1033,45 @@ def plan_greedy(
     room = (len(request.jobs) <= BOTH_VARIANTS_UP_TO if deadline is None
             else time.monotonic() + 1.5 * spent < deadline)
     if room:
-        other = _greedy_once(request, order, seed, deadline, True)
-        a = evaluate(request, best.placements)
-        b = evaluate(request, other.placements)
-        if ((*level_key(request, other.placements), b.objective_value, b.throughput)
-                > (*level_key(request, best.placements), a.objective_value, a.throughput)):
-            best = other
+        best = _better(request, best, _greedy_once(request, order, seed, deadline, True))
+    if (order is None and len(request.jobs) <= UNPRICED_TOO_UP_TO
+            and (deadline is None or time.monotonic() + 1.5 * spent < deadline)):
+        best = _better(request, best,
+                       _greedy_once(request, order, seed, deadline, False, priced=False))
     return best
+
+
+def _better(request: PlanRequest, a: HeuristicResult, b: HeuristicResult
+            ) -> HeuristicResult:
+    """The better plan of `a` and `b` (priority levels, objective, throughput; `a` on
+    ties)."""
+    ea, eb = evaluate(request, a.placements), evaluate(request, b.placements)
+    if ((*level_key(request, b.placements), eb.objective_value, eb.throughput)
+            > (*level_key(request, a.placements), ea.objective_value, ea.throughput)):
+        return b
+    return a
+
+
+def _priced_order(g: Greedy, pending: list[JobInfo], noise: dict[str, float] | None,
+                  priced: bool) -> list[JobInfo]:
+    """`pending` in the order of a priced pass (heuristics/prices.py) for a
+    throughput-like objective without priority levels: the model prices are set from the
+    GPUs still free, the running jobs the prices keep stay (`Greedy.keep_priced`), and
+    the rest go in decreasing value density net of the price of their best model (plain
+    value density for the other objectives or without `priced`); each density times its
+    job's `noise` factor when given (a seeded restart)."""
+    request = g.request
+    if (priced and request.policy.objective != "fairness"
+            and not lexicographic_levels(request)):
+        g.use_prices(model_prices(pending, g.state.model_free, g.bonus))
+        g.keep_priced(pending)
+        pending = [i for i in pending if i.name not in g.state.placed]
+    elif noise is None:
+        return g.density_order(pending)
+    factor = noise or {}
+    pending.sort(key=lambda i: (-round(g.net_density(i) * factor.get(i.name, 1.0), 9),
+                                -i.size, i.name))
+    return pending
 
 
 def _cut_before_start(request: PlanRequest, seed: int | None, deadline: float | None
@@ -953,14 +1086,15 @@ def _cut_before_start(request: PlanRequest, seed: int | None, deadline: float | 
 
 
 def _greedy_once(request: PlanRequest, order: Sequence[str] | None, seed: int | None,
-                 deadline: float | None, keep_running: bool) -> HeuristicResult:
+                 deadline: float | None, keep_running: bool, priced: bool = True
+                 ) -> HeuristicResult:
     """One greedy pass (see `plan_greedy`)."""
     g = Greedy(request)
     keep_all = keeps_all_running(request, keep_running)
     # Keep running jobs: all of them first unless they take their turn in the order.
     failed = g.keep_running(preemptible=keep_all)
     return place_pending(g, failed, order=order, seed=seed, deadline=deadline,
-                         keep_all=keep_all)
+                         keep_all=keep_all, priced=priced)
 
 
 def keeps_all_running(request: PlanRequest, keep_running: bool) -> bool:
@@ -973,12 +1107,13 @@ def keeps_all_running(request: PlanRequest, keep_running: bool) -> bool:
 
 
 def place_pending(g: Greedy, failed: list[JobInfo], *, order: Sequence[str] | None,
-                  seed: int | None, deadline: float | None, keep_all: bool
-                  ) -> HeuristicResult:
+                  seed: int | None, deadline: float | None, keep_all: bool,
+                  priced: bool = True) -> HeuristicResult:
     """The rest of a greedy pass once the running jobs were kept (`failed`: those that
     could not be; `keep_all`: `keeps_all_running`): the other jobs placed in the policy's
-    order, then the growth of elastic gangs (see `plan_greedy`). A planning session calls
-    it on a placer carried from its last plan (solver/warm.py)."""
+    order, then the growth of elastic gangs (see `plan_greedy`; `priced`: with model
+    prices, `_priced_order`). A planning session calls it on a placer carried from its
+    last plan (solver/warm.py)."""
     request = g.request
     policy = request.policy
     fifo = policy.objective == "priority_fifo"
@@ -1001,15 +1136,14 @@ def place_pending(g: Greedy, failed: list[JobInfo], *, order: Sequence[str] | No
         return g.result()
     if _cut_before_start(request, seed, deadline):
         pass   # the sequence stops before its first job: ordering them would be wasted
-    elif seed is not None:
-        rng = random.Random(seed)
-        noise = {i.name: rng.uniform(0.9, 1.1) for i in pending}
-        pending.sort(key=lambda i: (-(i.best_value + g.bonus.get(i.name, 0.0)) / i.size
-                                    * noise[i.name], i.name))
-    elif fifo:
+    elif fifo and seed is None:
         pending.sort(key=fifo_key)
     else:
-        pending = g.density_order(pending)
+        noise = None
+        if seed is not None:
+            rng = random.Random(seed)
+            noise = {i.name: rng.uniform(0.9, 1.1) for i in pending}
+        pending = _priced_order(g, pending, noise, priced and not fifo)
     if not policy.allow_preemption:
         moved = {i.name for i in failed}
         pending.sort(key=lambda i: 0 if i.name in moved else 1)
@@ -1020,8 +1154,16 @@ def place_pending(g: Greedy, failed: list[JobInfo], *, order: Sequence[str] | No
         _run_sequence(g, movers, deadline, interleave=False)
         _run_fairness(g, [i for i in pending if not i.current], deadline)
     else:
-        _run_sequence(g, pending, deadline,
-                      interleave=not fifo and policy.objective != "fairness")
+        interleave = not fifo and policy.objective != "fairness"
+        if g.prices:
+            # first each job where it earns its model's price, then the rest anywhere
+            g.affordable_only = True
+            _run_sequence(g, pending, deadline, interleave=interleave)
+            g.affordable_only = False
+            pending = [i for i in pending if i.name not in g.state.placed
+                       and g.reasons.get(i.name, ("",))[0] != "time_limit"
+                       and g.priced_out(i)]
+        _run_sequence(g, pending, deadline, interleave=interleave)
     g.keep_cut_running()
     g.grow_elastic(deadline)
     return g.result()

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.generator import generate_custom
-from heuristics.greedy import plan_greedy
+from heuristics.greedy import Greedy, place_pending, plan_greedy
 from heuristics.lp_round import VARIANTS, plan_lp_round
 from models import PlanRequest
 from models.objective import evaluate
@@ -20,9 +20,10 @@ V100, H100 = "V100-32GB", "H100-SXM5-80GB"
 
 def _heterogeneity_trap() -> PlanRequest:
     """One H100 and one V100. `heavy` (weight 4) barely gains on the H100 (4.4 vs 4.0),
-    `fast` (weight 1) triples there (3.0 vs 1.0). Density order places `heavy` first on
-    its best model, the H100, and leaves `fast` the V100: 4.4 + 1.0 = 5.4. The optimum
-    swaps them: 3.0 + 4.0 = 7.0."""
+    `fast` (weight 1) triples there (3.0 vs 1.0). Density order by value alone places
+    `heavy` first on its best model, the H100, and leaves `fast` the V100: 4.4 + 1.0 =
+    5.4. The optimum swaps them: 3.0 + 4.0 = 7.0 (the greedy's model prices find it
+    too: heuristics/prices.py)."""
     return request(
         [node("h", H100, 1), node("v", V100, 1)],
         [{"name": "heavy", "gpus": 1, "weight": 4,
@@ -33,6 +34,10 @@ def _heterogeneity_trap() -> PlanRequest:
 
 def test_rounding_finds_the_mix_that_density_order_misses() -> None:
     req = _heterogeneity_trap()
+    g = Greedy(req)
+    unpriced = place_pending(g, g.keep_running(preemptible=False), order=None, seed=None,
+                             deadline=None, keep_all=False, priced=False)
+    plain = evaluate(req, unpriced.placements).objective_value
     greedy = evaluate(req, plan_greedy(req).placements).objective_value
     rel = relax(req)
     assert rel is not None
@@ -40,7 +45,8 @@ def test_rounding_finds_the_mix_that_density_order_misses() -> None:
     rounded = plan_lp_round(req, rel.targets)
     assert violations(req, rounded) == []
     value = evaluate(req, rounded.placements).objective_value
-    assert greedy == 5.4 or abs(greedy - 5.4) < 1e-9
+    assert abs(plain - 5.4) < 1e-9
+    assert abs(greedy - 7.0) < 1e-9
     assert abs(value - 7.0) < 1e-9
     assert abs(rel.bound - 7.0) < 0.02  # the LP is tight here (0.2% coefficient grid)
 
