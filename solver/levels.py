@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from heuristics.greedy import plan_greedy
+from heuristics.level_repack import repack_classes
 from heuristics.levels import improve_levels, settle_levels
 from heuristics.result import HeuristicResult
 from models.objective import evaluate, tenant_demands
@@ -456,7 +457,8 @@ def level_search(ctx: Context) -> HeuristicResult:
         budget.charge(IMPROVE_PER_PASS * pass_cost)
         best = ctx.portfolio.start()
         with budget.python_phase():
-            got = improve_levels(req, best, None if det else budget.until() - keep)
+            until = None if det else budget.until() - keep
+            got = improve_levels(req, repack_classes(req, best, until), until)
         if got is best:
             break
         ctx.portfolio.offer(got)
@@ -466,5 +468,6 @@ def level_search(ctx: Context) -> HeuristicResult:
         # the fit moves shares and slices: what is left goes to the exchanges again
         best = ctx.portfolio.start()
         with budget.python_phase():
-            ctx.portfolio.offer(improve_levels(req, best, budget.until()))
+            until = budget.until()
+            ctx.portfolio.offer(improve_levels(req, repack_classes(req, best, until), until))
     return ctx.portfolio.start()
