@@ -35,11 +35,11 @@ from __future__ import annotations
 import time
 
 from heuristics.greedy import Greedy
-from heuristics.levels import may_move, placer_of, rises
+from heuristics.levels import may_move, placer_of, restore_displaced, rises
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import JobInfo
-from models.objective import same_placement
+from models.objective import level_key, same_placement
 from models.rules import guaranteed_served, lexicographic_levels, priority_classes
 
 #: repacks tried per class at most (module doc)
@@ -162,8 +162,8 @@ def _repack(g: Greedy, p: int, model: str, extra: list[JobInfo]) -> bool:
 def repack_classes(request: PlanRequest, result: HeuristicResult,
                    deadline: float | None = None) -> HeuristicResult:
     """`result` with models repacked class by class (module doc; additive objectives),
-    until `deadline` (a `time.monotonic()` instant). `result` itself when nothing
-    changes."""
+    until `deadline` (a `time.monotonic()` instant), then `restore_displaced`; `result`
+    itself unless that ranks higher by `models.objective.level_key`."""
     if (not lexicographic_levels(request)
             or request.policy.objective in ("fairness", "priority_fifo")):
         return result
@@ -172,6 +172,11 @@ def repack_classes(request: PlanRequest, result: HeuristicResult,
     for p in priority_classes(request.jobs):
         for model, extra in _tries(g, p):
             if deadline is not None and time.monotonic() > deadline:
-                return g.result() if done else result
+                break
             done = _repack(g, p, model, extra) or done
-    return g.result() if done else result
+    if not done:
+        return result
+    out = restore_displaced(request, g.result())
+    if level_key(request, out.placements) <= level_key(request, result.placements):
+        return result
+    return out

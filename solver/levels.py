@@ -404,6 +404,9 @@ def level_search(ctx: Context) -> HeuristicResult:
     their turn), each settled (`heuristics.levels.settle_levels`), while a restart and the
     improvement after it still fit (and FIT_RESERVE_S with quotas); then the exchanges of
     `heuristics.levels.improve_levels` on the best plan by the levels (`Portfolio.offer`),
+    each round followed by `heuristics.level_repack.repack_classes` (a model repacked for
+    a class: M, class 1000 +0.4 to +1.3, a running gang sent home through a chain of
+    moves; run before the exchanges, its gains kept them from larger ones on seed 1),
     again while a round changes it (at most IMPROVE_ROUNDS); last, with quotas and not in
     deterministic mode (its MIP solves are cut by the wall clock),
     `solver.level_fit.fit_guarantees` on the best (the exchanges end FIT_RESERVE_S early
@@ -458,7 +461,7 @@ def level_search(ctx: Context) -> HeuristicResult:
         best = ctx.portfolio.start()
         with budget.python_phase():
             until = None if det else budget.until() - keep
-            got = improve_levels(req, repack_classes(req, best, until), until)
+            got = repack_classes(req, improve_levels(req, best, until), until)
         if got is best:
             break
         ctx.portfolio.offer(got)
@@ -469,5 +472,5 @@ def level_search(ctx: Context) -> HeuristicResult:
         best = ctx.portfolio.start()
         with budget.python_phase():
             until = budget.until()
-            ctx.portfolio.offer(improve_levels(req, repack_classes(req, best, until), until))
+            ctx.portfolio.offer(repack_classes(req, improve_levels(req, best, until), until))
     return ctx.portfolio.start()
