@@ -28,6 +28,14 @@ it (at most REPACK_MODELS models a class, those with the most such jobs first):
 
 Lower-class jobs that find no room are left out (`lower_priority`); a kept repack never
 lowers a higher level, so the levels rise and the loop ends.
+
+After a class's repacks, `_swaps` exchanges the GPUs of two of its 1-GPU jobs on two
+models when both fit the other's GPU and the class gains (a job that loses little off a
+model for one that gains more there; the one-node exchanges clear a node for a job and
+put the occupants back by best fit, which seldom lands them on the GPU it left): for each
+pair of models, the jobs on each that would gain most on the other are paired in that
+order while the estimated gain is positive (M, seed 0: class 1000 +0.03, class 100
++3.0; 0.05 s).
 """
 
 from __future__ import annotations
@@ -159,6 +167,70 @@ def _repack(g: Greedy, p: int, model: str, extra: list[JobInfo]) -> bool:
     return False
 
 
+def _delta_to(g: Greedy, i: JobInfo, model: str) -> float:
+    """What placed 1-GPU job `i` would gain on a GPU of `model` (paying the migration
+    cost when it runs now), against its term now: the estimate `_swaps` pairs jobs by."""
+    cost = g.request.policy.migration_cost if i.current else 0.0
+    return g.value_on(i, model, 1) - cost - g.term(i, g.state.placed[i.name])
+
+
+def _swap(g: Greedy, a: JobInfo, b: JobInfo) -> bool:
+    """Exchange the GPUs of placed 1-GPU jobs `a` and `b` of one class (on two models);
+    kept when each fits the other's GPU (`ClusterState.conflicts`: host, quota limits),
+    no less guaranteed usage is served and the class rises (`rises`), else undone. True
+    when kept."""
+    st = g.state
+    pa, pb = st.placed[a.name], st.placed[b.name]
+    if st.model_of(pb) not in a.values or st.model_of(pa) not in b.values:
+        return False
+    delta = g.term(a, pb) - g.term(a, pa) + g.term(b, pa) - g.term(b, pb)
+    if not rises({a.job.priority: delta}):
+        return False
+    before = guaranteed_served(st.quotas, st.quota_used)
+    st.remove(a)
+    st.remove(b)
+    if st.conflicts(a, pb) is None:
+        st.place(a, pb)
+        if st.conflicts(b, pa) is None:
+            st.place(b, pa)
+            if guaranteed_served(st.quotas, st.quota_used) >= before - 1e-9 * max(1.0, before):
+                return True
+            st.remove(b)
+        st.remove(a)
+    st.place(a, pa)
+    st.place(b, pb)
+    return False
+
+
+def _swaps(g: Greedy, p: int, deadline: float | None) -> bool:
+    """Swaps of class-p 1-GPU jobs between two models (module doc): for each ordered pair
+    of models, the jobs on each that would gain most on the other, paired in that order
+    while the pair's estimated gain is positive, each swap tried (`_swap`). True when one
+    was kept."""
+    st = g.state
+    on: dict[str, list[JobInfo]] = {}
+    for i in g.infos:
+        pl = st.placed.get(i.name)
+        if (i.job.priority == p and i.shape == "whole" and pl and len(pl) == 1
+                and not i.elastic and may_move(g, i)):
+            on.setdefault(st.model_of(pl), []).append(i)
+    done = False
+    models = sorted(on)
+    for x, ma in enumerate(models):
+        for mb in models[x + 1:]:
+            if deadline is not None and time.monotonic() > deadline:
+                return done
+            la = sorted((i for i in on[ma] if mb in i.values),
+                        key=lambda i: (-_delta_to(g, i, mb), i.name))
+            lb = sorted((i for i in on[mb] if ma in i.values),
+                        key=lambda i: (-_delta_to(g, i, ma), i.name))
+            for a, b in zip(la, lb, strict=False):
+                if _delta_to(g, a, mb) + _delta_to(g, b, ma) <= 1e-9:
+                    break
+                done = _swap(g, a, b) or done
+    return done
+
+
 def repack_classes(request: PlanRequest, result: HeuristicResult,
                    deadline: float | None = None) -> HeuristicResult:
     """`result` with models repacked class by class (module doc; additive objectives),
@@ -174,6 +246,7 @@ def repack_classes(request: PlanRequest, result: HeuristicResult,
             if deadline is not None and time.monotonic() > deadline:
                 break
             done = _repack(g, p, model, extra) or done
+        done = _swaps(g, p, deadline) or done
     if not done:
         return result
     out = restore_displaced(request, g.result())

@@ -1,7 +1,7 @@
-"""`heuristics.level_repack.repack_classes`: a hand-made chain whose best plan is worked
+"""`heuristics.level_repack.repack_classes`: hand-made cases whose best plans are worked
 out by hand (a running gang sent home needs the gang on its GPUs moved to a node that
-small jobs leave for another model); the random never-lower test is in
-test_level_exchanges.py."""
+small jobs leave for another model; two 1-GPU jobs swapping models); the random
+never-lower test is in test_level_exchanges.py."""
 
 from __future__ import annotations
 
@@ -61,3 +61,21 @@ def test_repack_changes_nothing_at_the_optimum() -> None:
     best = HeuristicResult({"r": _on("f0", range(2)), "big": _on("f1", range(2)),
                             "x": _on("s0", range(1)), "y": _on("s0", range(1, 2))}, {})
     assert repack_classes(req, best) is best
+
+
+def test_two_jobs_of_a_class_swap_models() -> None:
+    # A 1-GPU A100 node and a 1-GPU V100 node; class 100 (tenant a guaranteed 1). x is
+    # worth 1.0 on A100 and 0.9 on V100, y 2.0 and 1.0; the plan has x on A100, y on
+    # V100: 2.0. Best by hand: y on A100, x on V100: 2.9.
+    small = {"gpus": 1, "tenant": "a", "priority": 100}
+    req = PlanRequest.model_validate({
+        "cluster": {"nodes": [node("f0", A100, 1), node("s0", V100, 1)],
+                    "quotas": {"a": {"guaranteed": {"*": 1}}}},
+        "jobs": [{"name": "x", **small, "throughput": {A100: 1.0, V100: 0.9}},
+                 {"name": "y", **small, "throughput": {A100: 2.0, V100: 1.0}}],
+        "policy": {"objective": "throughput"}})
+    start = HeuristicResult({"x": _on("f0", range(1)), "y": _on("s0", range(1))}, {})
+    out = repack_classes(req, start)
+    assert violations(req, out) == []
+    assert out.placements == {"x": _on("s0", range(1)), "y": _on("f0", range(1))}
+    assert abs(level_values(req, out.placements)[1][1] - 2.9) < 1e-9
