@@ -177,14 +177,22 @@ def _delta_to(g: Greedy, i: JobInfo, model: str) -> float:
     return g.value_on(i, model, 1) - cost - g.term(i, g.state.placed[i.name])
 
 
+def _usable(g: Greedy, pl: list[Placement]) -> bool:
+    """Whether every GPU of `pl` may take a job that does not run there now (a running
+    job may be kept on a GPU that is no longer usable, as on a node not schedulable)."""
+    st = g.state
+    return all(st.gpus[st.gid_of[(q.node, q.gpu)]].usable for q in pl)
+
+
 def _swap(g: Greedy, a: JobInfo, b: JobInfo) -> bool:
     """Exchange the GPUs of placed 1-GPU jobs `a` and `b` of one class (on two models);
-    kept when each fits the other's GPU (`ClusterState.conflicts`: host, quota limits),
-    no less guaranteed usage is served and the class rises (`rises`), else undone. True
+    kept when each fits the other's GPU (usable, `ClusterState.conflicts`: host, quota
+    limits), no less guaranteed usage is served and the class rises (`rises`), else undone. True
     when kept."""
     st = g.state
     pa, pb = st.placed[a.name], st.placed[b.name]
-    if st.model_of(pb) not in a.values or st.model_of(pa) not in b.values:
+    if (st.model_of(pb) not in a.values or st.model_of(pa) not in b.values
+            or not _usable(g, pb) or not _usable(g, pa)):
         return False
     delta = g.term(a, pb) - g.term(a, pa) + g.term(b, pa) - g.term(b, pb)
     if not rises({a.job.priority: delta}):

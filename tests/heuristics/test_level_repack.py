@@ -79,3 +79,20 @@ def test_two_jobs_of_a_class_swap_models() -> None:
     assert violations(req, out) == []
     assert out.placements == {"x": _on("s0", range(1)), "y": _on("f0", range(1))}
     assert abs(level_values(req, out.placements)[1][1] - 2.9) < 1e-9
+
+
+def test_no_job_moves_onto_a_gpu_only_its_running_job_may_keep() -> None:
+    # As above, but the A100 node is not schedulable and y runs there (kept: worth 1.0 on
+    # either model); x (2.0 on A100) would gain 1.0 there and y lose 0.5 (its move), yet
+    # no new job may go to that node: nothing changes.
+    small = {"gpus": 1, "tenant": "a", "priority": 100}
+    req = PlanRequest.model_validate({
+        "cluster": {"nodes": [node("f0", A100, 1, schedulable=False), node("s0", V100, 1)],
+                    "quotas": {"a": {"guaranteed": {"*": 1}}}},
+        "jobs": [{"name": "x", **small, "throughput": {A100: 2.0, V100: 1.0}},
+                 {"name": "y", **small, "throughput": {A100: 1.0, V100: 1.0},
+                  "current": [{"node": "f0", "gpu": 0}]}],
+        "policy": {"objective": "throughput"}})
+    start = HeuristicResult({"x": _on("s0", range(1)), "y": _on("f0", range(1))}, {})
+    assert violations(req, start) == []
+    assert repack_classes(req, start) is start
