@@ -6,6 +6,8 @@ rather than guessing. Contender `i` is pinned to core `i mod cores` of this proc
 affinity set (`os.sched_setaffinity`, round robin), so `n = 2 * cores` puts two busy
 processes on every core. Contenders are killed when the body ends or raises, and each
 also exits on its own when its parent is gone, so no busy process outlives the run.
+`host_load()` reads the load the host carried before a run (other users of the cores),
+so that a "quiet" measurement says how quiet it was.
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ def _spin(core: int | None, lifeline: Connection) -> None:
     while not lifeline.poll(0):
         for _ in range(200_000):  # ~10 ms of pure arithmetic between checks
             x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+
+
+def host_load() -> float | None:
+    """The host's load average over the last minute (runnable processes, the run's own
+    contenders included), or None where the platform has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def cores() -> list[int]:

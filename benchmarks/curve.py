@@ -7,6 +7,9 @@ own bound and how far `solve_time_s` went past the limit. The rows print as the 
 benchmark's Markdown table, go to a CSV file, and are drawn as one PNG: the gap (log
 scale) against the time limit, one line per size and contention level, and the overrun
 beside it. A run that crashed or timed out has no gap and leaves a gap in its line.
+Each row's last column ends with the host's one-minute load average before the run
+(benchmarks/contend.py: host_load), the run's own contenders included: on a shared host,
+"quiet" is only as quiet as that.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import typer
 
-from benchmarks.contend import contended
+from benchmarks.contend import contended, host_load
 from benchmarks.scale import Row, format_table, run_isolated
 
 #: The gap drawn for a plan that met its bound (log axis: zero cannot be drawn).
@@ -49,7 +52,10 @@ def measure(sizes: Sequence[str], limits: Sequence[float], contends: Sequence[in
         with contended(n):
             for size in sizes:
                 for limit in limits:
+                    load = host_load()
                     row = run_isolated(size, "auto", limit, seed, limit * 3 + 120)
+                    if load is not None:   # how quiet "quiet" was (module doc)
+                        row.note = f"{row.note}; host load {load:.1f}".lstrip("; ")
                     row.contend = n
                     row.limit_s = limit
                     rows.append(row)

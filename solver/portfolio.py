@@ -14,7 +14,8 @@ reasons) is computed once, within the budget (solver/budget.py): each phase has 
 cost in CPU seconds (the constants below) and runs only when the budget, which scales it
 by the pace measured so far, says it fits. On large requests the LP and a rounding go
 first when both fit (the rounded plan is the better start there, and a greedy pass costs
-as much as both); else the greedy goes first. A bound always exists: the quick Lagrangian one of
+as much as both), on smaller ones only when the greedy pass would leave them no room;
+else the greedy goes first. A bound always exists: the quick Lagrangian one of
 solver/quick_bound.py stands in when the LP does not fit or its solve is cut. Every
 improvement of the starting plan is reported through the caller's incumbent hook
 (`Incumbents`), so that an async solve has a plan to show, store or return from its first
@@ -409,17 +410,23 @@ class Portfolio:
         `BOTH_VARIANTS_UP_TO` jobs, when both fit in the time left (measured pace; the
         LP's Python part is not time-boxed, so its estimate counts `RELAX_SAFETY` times).
         There the rounded plan is the better start (L 67,307 against the greedy's 62,845,
-        XL 268,187 against 250,348) and a greedy pass takes about as long as both; on
+        XL 268,187 against 250,348) and a greedy pass takes about as long as both. On
         smaller requests the greedy pass is cheap and goes first, so that a plan exists
-        early whatever the load. Not in deterministic mode, whose path must not depend on
-        timing."""
+        early, unless the greedy pass, the LP and a rounding do not all fit while the LP
+        and a rounding do (M at 1 s beside four busy processes: the greedy pass left the
+        LP no room, 16.7% where the LP and a rounding reach 0.2%). Not in deterministic
+        mode, whose path must not depend on timing."""
         b = self.budget
-        if (b.deterministic or len(self.request.jobs) <= BOTH_VARIANTS_UP_TO
-                or not self._rounds()):
+        if b.deterministic or not self._rounds():
             return False
         self.compiled()
-        return b.fits(LP_FIRST_SAFETY * self._relax_cpu()
-                      + ROUND_MIN_SHARE * self._rounding_cpu() + self._cut_tail())
+        lp_round = (LP_FIRST_SAFETY * self._relax_cpu()
+                    + ROUND_MIN_SHARE * self._rounding_cpu() + self._cut_tail())
+        if len(self.request.jobs) > BOTH_VARIANTS_UP_TO:
+            return b.fits(lp_round)
+        # smaller requests: only when the greedy pass would leave the LP no room
+        return not b.fits(self._jobs_cpu(GREEDY_CPU_PER_JOB) + RELAX_SAFETY
+                          * self._relax_cpu() + self._rounding_cpu()) and b.fits(lp_round)
 
     def _rounds(self) -> bool:
         """Whether the starting plan tries the rounded LP (module doc): throughput-like

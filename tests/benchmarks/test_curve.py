@@ -27,6 +27,8 @@ def test_curve_on_the_small_instance_writes_table_csv_and_plot(tmp_path: Path) -
         assert 0.0 <= float(r["gap"]) <= 1.0
         assert float(r["solve_s"]) > 0.0
         assert r["contend"] == "0"
+        load = float(r["note"].rsplit("host load ", 1)[1])   # how quiet "quiet" was
+        assert load >= 0.0
     assert Path(f"{prefix}.png").read_bytes().startswith(PNG)
     table = Path(f"{prefix}.md").read_text()
     assert "gpuplan bench curve --sizes S --time-limits 0.5,1 --contend 0" in table

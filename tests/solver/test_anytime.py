@@ -21,8 +21,9 @@ from models import PlanRequest
 from models.objective import evaluate
 from solver import plan
 from solver.bound import relax
-from solver.budget import Budget
+from solver.budget import Budget, finish_prior
 from solver.build import build_plan
+from solver.context import Context
 from solver.gcpause import gc_paused
 from solver.quick_bound import quick_bound
 from solver.validate import validate_plan
@@ -147,6 +148,35 @@ def test_the_budget_paces_phases_by_what_it_measured() -> None:
         pacing.void = True
     assert budget.pace() == before
 
+
+
+def test_the_finishing_margin_does_not_eat_a_short_budget_under_load() -> None:
+    """At load 5 (four busy processes and the solve on two cores, and more) the reserve
+    of M (1,024 GPUs / 1,500 jobs) with a 1 s limit covers its finishing prior at that
+    pace, with room for a phase: not most of the budget, as a margin of 0.1 s scaled by
+    the load kept (0.8 s for a finishing that took 0.125 s)."""
+    budget = Budget(limit_s=1.0, jobs=1500, gpus=1024)
+    budget._py_wall, budget._py_cpu = 0.5, 0.1
+    budget._pace = budget._pace_last = 5.0
+    assert budget.load() == pytest.approx(5.0)
+    assert 5.0 * finish_prior(1500, 1024) < budget.finish_reserve() < 0.6
+
+
+@pytest.mark.parametrize(("limit", "lp_first"), [(60.0, False), (18.0, True), (5.0, False)])
+def test_medium_requests_start_from_the_lp_when_the_greedy_pass_leaves_it_no_room(
+        limit: float, lp_first: bool) -> None:
+    """On a request under `BOTH_VARIANTS_UP_TO` jobs the LP and a rounding go first only
+    when the greedy pass, the LP and a rounding do not all fit in the time left but the
+    LP and a rounding do (a pace of 100 wall seconds per prior CPU second makes the
+    priors' sums, 0.21 and 0.15 CPU s here, 21 s and 15 s); a slower pace leaves the plan
+    to the greedy pass, which exists early whatever the load."""
+    req = generate_custom(256, 400, seed=0)
+    ctx = Context.start(req.model_copy(update={"policy": req.policy.model_copy(
+        update={"time_limit_s": limit})}), None, None)
+    budget = ctx.budget
+    budget.pace = lambda: 100.0   # type: ignore[method-assign]
+    budget.finish_reserve = lambda: 0.0   # type: ignore[method-assign]
+    assert ctx.portfolio._lp_first() is lp_first
 
 def test_gc_paused_nests_and_restores_the_collector() -> None:
     was = gc.isenabled()
