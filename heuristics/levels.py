@@ -34,7 +34,7 @@ puts back a higher-class job that the step stopped where that serves no less gua
 
 `improve_levels(request, result, deadline)` raises the classes below the guarantees by
 exchanges (additive objectives), each kept only when no less guaranteed usage is served
-and the highest class that changes gains (`_rises`, on the jobs' terms, `Greedy.term`,
+and the highest class that changes gains (`rises`, on the jobs' terms, `Greedy.term`,
 before and after): `raise_classes` clears lower-class work off a node for an unplaced
 higher-class job; `upgrade_classes` moves a placed job to a model where it is worth more
 by clearing a node of work of its class or lower, which goes back where it fits;
@@ -521,7 +521,7 @@ def raise_classes(request: PlanRequest, result: HeuristicResult,
 def _try_upgrade(g: Greedy, x: JobInfo, model: str, occupants: list[JobInfo]) -> bool:
     """Move placed job `x` to `model` on GPUs cleared of `occupants` (of `x`'s class or
     lower), which are put back where they fit (`x`'s old GPUs included), highest class
-    first; kept when no less guaranteed usage is served and the classes rise (`_rises`),
+    first; kept when no less guaranteed usage is served and the classes rise (`rises`),
     else undone."""
     return _exchange(g, x, occupants, lambda: g.find(x, [model]),
                      f"its GPUs went to {x.name}, worth more to class {x.job.priority} there")
@@ -531,7 +531,7 @@ def _exchange(g: Greedy, x: JobInfo, occupants: list[JobInfo],
               where: Callable[[], list[Placement] | None], reason: str) -> bool:
     """Take `x` and `occupants` out, put `x` where `where` says once they are out (none:
     undone), then the occupants back where they fit, highest class first; kept when no
-    less guaranteed usage is served and the classes rise (`_rises`), the occupants left
+    less guaranteed usage is served and the classes rise (`rises`), the occupants left
     out then saying `reason`, else undone."""
     st = g.state
     before = guaranteed_served(st.quotas, st.quota_used)
@@ -548,7 +548,7 @@ def _exchange(g: Greedy, x: JobInfo, occupants: list[JobInfo],
             deltas[o.job.priority] = (deltas.get(o.job.priority, 0.0)
                                       + g.term(o, st.placed.get(n)) - g.term(o, pl))
         after = guaranteed_served(st.quotas, st.quota_used)
-        if after >= before - 1e-9 * max(1.0, before) and _rises(deltas):
+        if after >= before - 1e-9 * max(1.0, before) and rises(deltas):
             for o in occupants:
                 if o.name not in st.placed and not o.current:
                     g.reasons[o.name] = ("lower_priority", reason)
@@ -574,7 +574,7 @@ def upgrade_classes(request: PlanRequest, result: HeuristicResult,
     it is: the few nodes of that model cheapest to clear of jobs of `x`'s class or lower
     (`_clear_for`) are tried; the occupants go back where they fit, `x`'s old GPUs
     included. A move is kept when the guaranteed usage served does not drop and the
-    highest class that changes gains (`_rises`). After a failure, the other jobs of that
+    highest class that changes gains (`rises`). After a failure, the other jobs of that
     class and size moving between the same models are skipped (on M the
     class-1000 8-GPU gangs alone used up every try). At most RAISE_TRIES clearings,
     until `deadline`. `result` itself when nothing changes."""
@@ -617,7 +617,7 @@ def upgrade_classes(request: PlanRequest, result: HeuristicResult,
     return g.result() if done else result
 
 
-def _rises(deltas: dict[int, float]) -> bool:
+def rises(deltas: dict[int, float]) -> bool:
     """Whether class changes `deltas` (class -> value change) raise the classes
     lexicographically: the highest class that changes gains."""
     for p in sorted(deltas, reverse=True):
@@ -653,7 +653,7 @@ def _offers(g: Greedy, x: JobInfo, model: str, unplaced: list[JobInfo]) -> list[
 def _refill(g: Greedy, x: JobInfo, unplaced: list[JobInfo]) -> bool:
     """Take placed job `x` out, place the offered jobs (`_offers`) where they fit, then
     `x` again if it still fits; kept when no less guaranteed usage is served and the
-    classes rise (`_rises`), else undone. True when kept."""
+    classes rise (`rises`), else undone. True when kept."""
     st = g.state
     before = guaranteed_served(st.quotas, st.quota_used)
     old = st.remove(x) or []
@@ -671,7 +671,7 @@ def _refill(g: Greedy, x: JobInfo, unplaced: list[JobInfo]) -> bool:
                               + g.term(x, st.placed.get(x.name)) - g.term(x, old))
     after = guaranteed_served(st.quotas, st.quota_used)
     if after > before + HOST_TOL or (after >= before - 1e-9 * max(1.0, before)
-                                     and _rises(deltas)):
+                                     and rises(deltas)):
         for o in added:
             g.reasons.pop(o.name, None)
         if x.name not in st.placed and not x.current:
@@ -768,7 +768,7 @@ def _restore_one(g: Greedy, h: JobInfo) -> bool:
     good elsewhere, or the step is undone) and, when its quota limit binds, those of its
     class or lower using that quota (`_quota_room`), then putting them back where they
     fit, highest class first; kept when no less guaranteed usage is served and the
-    classes rise (`_rises`)."""
+    classes rise (`rises`)."""
     st = g.state
     cur = list(h.current or [])
     before = guaranteed_served(st.quotas, st.quota_used)
@@ -800,7 +800,7 @@ def _restore_one(g: Greedy, h: JobInfo) -> bool:
                                       + g.term(o, st.placed.get(n)) - g.term(o, pl))
         after = guaranteed_served(st.quotas, st.quota_used)
         if after > before + HOST_TOL or (after >= before - 1e-9 * max(1.0, before)
-                                         and _rises(deltas)):
+                                         and rises(deltas)):
             g.reasons.pop(h.name, None)
             for n in old:
                 if n not in st.placed and not g.by_name[n].current:
@@ -832,7 +832,7 @@ def restore_running(request: PlanRequest, result: HeuristicResult,
     jobs of its class or lower using that quota (its own tenant's first, the least value
     per GPU first, at most RESTORE_OUT jobs in all), are taken out, it is kept, and they
     are put back where they fit; kept when the guaranteed usage served does not drop and
-    the highest class that changes gains (`_rises`), else undone. At most RESTORE_TRIES
+    the highest class that changes gains (`rises`), else undone. At most RESTORE_TRIES
     jobs, until `deadline`. `result` itself when nothing changes."""
     pol = request.policy
     if (not lexicographic_levels(request) or not pol.allow_preemption
@@ -861,7 +861,7 @@ def _try_home(g: Greedy, r: JobInfo) -> bool:
     """Put placed running job `r` back on the GPUs it runs on now, which the jobs on them
     (of `r`'s class or lower, none that must stay) leave for where they fit, `r`'s GPUs
     in the plan included; kept when no less guaranteed usage is served and the classes
-    rise (`_rises`: `r` no longer pays its migration cost), else undone."""
+    rise (`rises`: `r` no longer pays its migration cost), else undone."""
     st = g.state
     cur = list(r.current or [])
     names = _occupants(g, [st.gid_of[(p.node, p.gpu)] for p in cur]) - {r.name}

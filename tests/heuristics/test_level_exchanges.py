@@ -1,5 +1,6 @@
 """The level exchanges of heuristics/levels.py (`restore_running`, `raise_classes`,
-`upgrade_classes`, `refill_classes`, `return_running`, `improve_levels`): hand-made cases
+`upgrade_classes`, `refill_classes`, `return_running`, `improve_levels`, and
+heuristics/level_repack.py's `repack_classes`): hand-made cases
 whose best plans are worked out by hand, and on random tiny requests with quotas, classes
 and topology levels, that no step lowers the plan lexicographically and that
 `improve_levels` adds no violation."""
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from heuristics.greedy import plan_greedy
+from heuristics.level_repack import repack_classes
 from heuristics.levels import (
     improve_levels,
     raise_classes,
@@ -185,7 +187,7 @@ def test_each_exchange_keeps_the_plan_valid_and_never_lowers_it(seed: int) -> No
     known = set(violations(req, start))
     before = level_key(req, start.placements)
     for step in (restore_running, raise_classes, upgrade_classes, refill_classes,
-                 return_running, improve_levels):
+                 return_running, repack_classes, improve_levels):
         out = step(req, start)
         assert level_key(req, out.placements) >= before, (seed, step.__name__)
         assert all(j.name in out.placements or j.name in out.reasons for j in req.jobs)
