@@ -220,7 +220,20 @@ def _check_eligibility(c: _Ctx) -> None:
             c.add("eligibility", f"a {shape} job takes exactly one placement, got {len(pls)}",
                   job=name)
         for p in pls:
-            _check_placement(c, job, shape, p, kept, eligible)
+            if not (kept and _plain_kept(c, shape, p)):
+                _check_placement(c, job, shape, p, kept, eligible)
+
+
+def _plain_kept(c: _Ctx, shape: str, p: Placement) -> bool:
+    """Whether `_check_placement` finds nothing wrong with `p`, a kept placement of a job
+    of `shape`, by the few questions it asks of a kept whole-GPU or MIG placement (an
+    existing GPU of a catalog model, in the mode of the placement's kind); False sends
+    it through `_check_placement` (shares and anything odd)."""
+    if shape == "share" or p.fraction is not None or p.node not in c.nodes:
+        return False
+    gpu = c.gpus.get((p.node, p.gpu))
+    return gpu is not None and gpu.model in c.catalog \
+        and gpu.mig_enabled == (shape == "mig") == (p.mig is not None)
 
 
 def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
@@ -529,9 +542,10 @@ def _check_host_resources(c: _Ctx) -> None:
     touched: set[str] = set()
     jobs = c.jobs
     for name, p, _ in c.placements_on_gpus():
-        touched.add(p.node)
         job = jobs[name]
         if job.cpu_millicores or job.host_memory_gib:
+            # (a node only jobs without host requests use holds them: capacities are >= 0)
+            touched.add(p.node)
             # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
             part = 1.0 / job.gpus if job.gpus else 1.0
             cpu[p.node] += (job.cpu_millicores or 0.0) * part
