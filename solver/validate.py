@@ -445,22 +445,27 @@ def _check_mig(c: _Ctx) -> None:
     for key in order:
         final[key] = _final_layout(c, key, c.gpus[key], destroy[key], create[key])
 
-    # Each instance hosts at most one job and exists in the final layout.
-    hosts: dict[tuple[str, int, Instance], list[str]] = defaultdict(list)
+    # Each instance hosts at most one job and exists in the final layout. Instances are
+    # compared as (profile, start) pairs here (what `Instance` equality and order are),
+    # without building an `Instance` per placement.
+    hosts: dict[tuple[str, int, tuple[str, int]], list[str]] = defaultdict(list)
+    pairs: dict[GpuKey, set[tuple[str, int]]] = {
+        key: {(i.profile, i.start) for i in layout} for key, layout in final.items()}
     for name, p, gpu in c.placements_on_gpus():
         if p.mig is None or not gpu.mig_enabled:
             continue
-        inst = p.mig.key()
+        inst = (p.mig.profile, p.mig.start)
         hosts[(p.node, p.gpu, inst)].append(name)
-        layout = final.get((p.node, p.gpu))
+        layout = pairs.get((p.node, p.gpu))
         if layout is None:   # unchanged (a layout is checked only where the plan changes it)
-            layout = final[(p.node, p.gpu)] = [m.key() for m in gpu.mig_instances]
+            layout = pairs[(p.node, p.gpu)] = {(m.profile, m.start)
+                                               for m in gpu.mig_instances}
         if inst not in layout:
-            c.add("mig", f"instance {inst.profile}@{inst.start} is not in the final layout",
+            c.add("mig", f"instance {inst[0]}@{inst[1]} is not in the final layout",
                   job=name, node=p.node, gpu=p.gpu)
     for node, idx, inst in sorted(k for k, names in hosts.items() if len(names) > 1):
         names = hosts[(node, idx, inst)]
-        c.add("mig", f"instance {inst.profile}@{inst.start} hosts {len(names)} jobs: "
+        c.add("mig", f"instance {inst[0]}@{inst[1]} hosts {len(names)} jobs: "
               f"{', '.join(sorted(names))}", node=node, gpu=idx)
 
     # A kept running job's instance is busy: destroying it would fail.
