@@ -35,6 +35,11 @@ from models.rules import (
 
 def same_placement(a: Sequence[Placement], b: Sequence[Placement]) -> bool:
     """True when two placement lists name the same GPUs / instances (order-free)."""
+    if len(a) != len(b):
+        return False
+    if all(p is q for p, q in zip(a, b, strict=True)):
+        return True   # the very same objects (a running job kept as it runs)
+
     def key(p: Placement) -> tuple[str, int, str, int]:
         return (p.node, p.gpu, p.mig.profile if p.mig else "", p.mig.start if p.mig else -1)
     return sorted(map(key, a)) == sorted(map(key, b))

@@ -27,7 +27,7 @@ from models import (
     is_valid_layout,
 )
 from models.instance import per_request
-from models.objective import Evaluation, evaluate
+from models.objective import Evaluation, evaluate, gpu_models_of
 from models.rules import lexicographic_levels
 from solver.level_report import level_reasons, level_stats
 
@@ -57,8 +57,14 @@ def final_layouts(
     out: dict[tuple[str, int], frozenset[Instance]] = {}
     for g in _mig_facts(request):
         hosting = used.get(g.key)
-        out[g.key] = g.idle if hosting is None else _layout(request, g.model, g.current,
-                                                              hosting)
+        if hosting is None:
+            out[g.key] = g.idle
+        elif g.keeps_now and hosting <= g.now:
+            # jobs only on current instances of a layout `_layout` keeps whole (what a
+            # running job kept in place leaves): the current layout, without the search
+            out[g.key] = g.now
+        else:
+            out[g.key] = _layout(request, g.model, g.current, hosting)
     return out
 
 
@@ -89,6 +95,9 @@ class _MigGpu(NamedTuple):
     now: frozenset[Instance]
     #: the final layout when it hosts no job
     idle: frozenset[Instance]
+    #: `_layout` keeps the whole current layout beside any of its own instances (no
+    #: reconfiguration, or the current layout is valid)
+    keeps_now: bool
 
 
 def _mig_facts(request: PlanRequest) -> list[_MigGpu]:
@@ -100,8 +109,13 @@ def _mig_facts(request: PlanRequest) -> list[_MigGpu]:
         for node, gpu in mig_gpus(r):
             model = catalog[gpu.model]
             current = [m.key() for m in gpu.mig_instances]
-            out.append(_MigGpu((node.name, gpu.index), model, current, frozenset(current),
-                               _layout(r, model, current, set())))
+            idle = _layout(r, model, current, set())
+            now = frozenset(current)
+            # with reconfiguration, `_layout` keeps all of an invalid current layout
+            # never (each instance it adds keeps the layout valid): idle == now then
+            # says the current layout is valid
+            out.append(_MigGpu((node.name, gpu.index), model, current, now, idle,
+                               not r.policy.allow_mig_reconfiguration or idle == now))
         return out
     return per_request(request, "mig_facts", build)
 
@@ -130,8 +144,7 @@ def plan_stats(
 ) -> dict[str, float | int]:
     """gpus_total, gpus_allocated, utilization and job counts (docs/semantics.md)."""
     catalog = request.cluster.catalog()
-    models = per_request(request, "gpu_models", lambda r: {
-        (n.name, g.index): g.model for n in r.cluster.nodes for g in n.gpus})
+    models = per_request(request, "gpu_models", gpu_models_of)
     total = len(models)
     alloc: dict[tuple[str, int], float] = {}
     for pls in placements.values():

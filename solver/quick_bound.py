@@ -34,10 +34,10 @@ import time
 
 import numpy as np
 
-from models import Gpu, GpuModel, Node, PlanRequest, Policy
-from models.capacity import CapacitySummary, usable
-from models.instance import JobInfo, compile_jobs
-from models.objective import objective_value_of, tenant_demands
+from models import GpuModel, PlanRequest, Policy
+from models.capacity import usable
+from models.instance import JobInfo, compile_jobs, per_request
+from models.objective import gpu_models_of, objective_value_of, tenant_demands
 from models.request import speed
 from models.rules import (
     class_census,
@@ -69,12 +69,16 @@ Pool = tuple[str, bool]
 def _capacity(request: PlanRequest) -> dict[Pool, int]:
     """GPUs per pool that a placement may use: usable ones, and those a running job holds
     now (only a kept placement may use them)."""
-    held = {(p.node, p.gpu) for j in request.jobs for p in j.current or []}
-
-    def counts(node: Node, gpu: Gpu) -> bool:
-        return usable(node, gpu) or (node.name, gpu.index) in held
-
-    return CapacitySummary(request.cluster, counts).totals
+    held = {(p.node, p.gpu) for j in request.jobs if j.current for p in j.current}
+    # the pool totals of `CapacitySummary(cluster, counted)`, without its per-node and
+    # per-domain tables (this bound reads only the totals)
+    totals: dict[Pool, int] = {}
+    for node in request.cluster.nodes:
+        for gpu in node.gpus:
+            if usable(node, gpu) or (node.name, gpu.index) in held:
+                pool = (gpu.model, gpu.mig_enabled)
+                totals[pool] = totals.get(pool, 0) + 1
+    return totals
 
 
 def _options(request: PlanRequest, cap: dict[Pool, int]
@@ -84,7 +88,7 @@ def _options(request: PlanRequest, cap: dict[Pool, int]
     job)."""
     policy = request.policy
     catalog = request.cluster.catalog()
-    gpu_model = {(n.name, g.index): g.model for n in request.cluster.nodes for g in n.gpus}
+    gpu_model = per_request(request, "gpu_models", gpu_models_of)
     pools = {p: i for i, p in enumerate(sorted(cap))}
     groups: dict[tuple[tuple[int, float, float], ...], int] = {}
     const = 0.0

@@ -220,7 +220,20 @@ def _check_eligibility(c: _Ctx) -> None:
             c.add("eligibility", f"a {shape} job takes exactly one placement, got {len(pls)}",
                   job=name)
         for p in pls:
-            _check_placement(c, job, shape, p, kept, eligible)
+            if not (kept and _plain_kept(c, shape, p)):
+                _check_placement(c, job, shape, p, kept, eligible)
+
+
+def _plain_kept(c: _Ctx, shape: str, p: Placement) -> bool:
+    """Whether `_check_placement` finds nothing wrong with `p`, a kept placement of a job
+    of `shape`, by the few questions it asks of a kept whole-GPU or MIG placement (an
+    existing GPU of a catalog model, in the mode of the placement's kind); False sends
+    it through `_check_placement` (shares and anything odd)."""
+    if shape == "share" or p.fraction is not None or p.node not in c.nodes:
+        return False
+    gpu = c.gpus.get((p.node, p.gpu))
+    return gpu is not None and gpu.model in c.catalog \
+        and gpu.mig_enabled == (shape == "mig") == (p.mig is not None)
 
 
 def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
@@ -432,22 +445,27 @@ def _check_mig(c: _Ctx) -> None:
     for key in order:
         final[key] = _final_layout(c, key, c.gpus[key], destroy[key], create[key])
 
-    # Each instance hosts at most one job and exists in the final layout.
-    hosts: dict[tuple[str, int, Instance], list[str]] = defaultdict(list)
+    # Each instance hosts at most one job and exists in the final layout. Instances are
+    # compared as (profile, start) pairs here (what `Instance` equality and order are),
+    # without building an `Instance` per placement.
+    hosts: dict[tuple[str, int, tuple[str, int]], list[str]] = defaultdict(list)
+    pairs: dict[GpuKey, set[tuple[str, int]]] = {
+        key: {(i.profile, i.start) for i in layout} for key, layout in final.items()}
     for name, p, gpu in c.placements_on_gpus():
         if p.mig is None or not gpu.mig_enabled:
             continue
-        inst = p.mig.key()
+        inst = (p.mig.profile, p.mig.start)
         hosts[(p.node, p.gpu, inst)].append(name)
-        layout = final.get((p.node, p.gpu))
+        layout = pairs.get((p.node, p.gpu))
         if layout is None:   # unchanged (a layout is checked only where the plan changes it)
-            layout = final[(p.node, p.gpu)] = [m.key() for m in gpu.mig_instances]
+            layout = pairs[(p.node, p.gpu)] = {(m.profile, m.start)
+                                               for m in gpu.mig_instances}
         if inst not in layout:
-            c.add("mig", f"instance {inst.profile}@{inst.start} is not in the final layout",
+            c.add("mig", f"instance {inst[0]}@{inst[1]} is not in the final layout",
                   job=name, node=p.node, gpu=p.gpu)
     for node, idx, inst in sorted(k for k, names in hosts.items() if len(names) > 1):
         names = hosts[(node, idx, inst)]
-        c.add("mig", f"instance {inst.profile}@{inst.start} hosts {len(names)} jobs: "
+        c.add("mig", f"instance {inst[0]}@{inst[1]} hosts {len(names)} jobs: "
               f"{', '.join(sorted(names))}", node=node, gpu=idx)
 
     # A kept running job's instance is busy: destroying it would fail.
@@ -529,9 +547,10 @@ def _check_host_resources(c: _Ctx) -> None:
     touched: set[str] = set()
     jobs = c.jobs
     for name, p, _ in c.placements_on_gpus():
-        touched.add(p.node)
         job = jobs[name]
         if job.cpu_millicores or job.host_memory_gib:
+            # (a node only jobs without host requests use holds them: capacities are >= 0)
+            touched.add(p.node)
             # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
             part = 1.0 / job.gpus if job.gpus else 1.0
             cpu[p.node] += (job.cpu_millicores or 0.0) * part

@@ -9,12 +9,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.generator import generate_custom
 from heuristics.greedy import plan_greedy
 from models import Assignment, Placement, Plan
+from solver import validate
 from solver.build import build_plan
 from solver.validate import validate_plan
 
@@ -84,3 +86,36 @@ def test_a_plan_and_its_deep_copy_get_the_same_violations(
         ops: list[tuple[str, int, int, float]]) -> None:
     plan = _corrupt(BASE, ops)
     assert _verdict(plan) == _verdict(plan.model_copy(deep=True))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(OPS, min_size=1, max_size=4))
+def test_kept_placements_get_the_verdicts_of_the_full_placement_check(
+        ops: list[tuple[str, int, int, float]]) -> None:
+    """`_plain_kept` (a kept whole-GPU or MIG placement passes on a few questions) gives
+    the verdicts of `_check_placement` asked of every placement."""
+    plan = _corrupt(BASE, ops)
+    fast = _verdict(plan)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(validate, "_plain_kept", lambda *_: False)
+        assert _verdict(plan) == fast
+
+
+def test_a_fraction_on_each_kept_placement_gets_the_full_check_verdict() -> None:
+    """Each kept running job in turn given a fraction (still kept: fractions are not part
+    of where a job runs): the fast path and the full check agree, and a whole-GPU or MIG
+    job's fraction is reported (a MIG job's by the `shared` rule)."""
+    kept = [i for i, a in enumerate(BASE.assignments) if a.job in RUNNING]
+    shapes = {j.name: j.shape for j in REQUEST.jobs}
+    assert {shapes[BASE.assignments[i].job] for i in kept} >= {"whole", "mig"}
+    for i in kept:
+        plan = _corrupt(BASE, [("fraction", i, 0, 0.5)])
+        fast = _verdict(plan)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(validate, "_plain_kept", lambda *_: False)
+            assert _verdict(plan) == fast
+        shape = shapes[BASE.assignments[i].job]
+        if shape == "whole":
+            assert any(v[0] == "eligibility" for v in fast)
+        elif shape == "mig":   # a fraction on a MIG GPU is the `shared` rule's
+            assert any(v[0] == "shared" for v in fast)
