@@ -252,7 +252,10 @@ def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, 
         sent = laps.lap("serialise")
         send(("done", task_id, text, result.solver, result.status,
               WorkerTimes(received_at, sent, tuple(laps.stages)), commit))
-        if not isinstance(payload, SessionPlan):
+        if isinstance(payload, SessionPlan):
+            # the LP of the committed state for the session's next plan (off the call's path)
+            solve_thread.run(sessions.prepare, payload.session_id)
+        else:
             # What the solve cached on the request (its compiled jobs: 230,000 objects
             # at 16,384 GPUs) would otherwise outlive it until the next task's first
             # cache access frees them, on that task's way; now, after the answer.
