@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 #: 16,384 GPUs / 20,000 jobs takes about 95 MiB in memory, and 15 MiB more for the
 #: compiled jobs and placer its next warm plan starts from (solver/warm.py).
 HELD = 4
+#: Session plans asked with at most this time limit (seconds) run in the worker's own
+#: thread, at the server's niceness, not in its solve thread at the pool's (`prompt`).
+PROMPT_S = 1.0
 #: Event batches the API process keeps per session for its holder (beyond them, or when
 #: they are not all kept, the whole state is sent).
 KEPT_BATCHES = 64
@@ -77,6 +80,16 @@ class SessionPlan:
     state: PlanningSession | None = None
     #: the last plan's JSON, with a whole `state` (whose `last_plan` is then None)
     plan_json: str | None = None
+
+
+def prompt(task: SessionPlan) -> bool:
+    """Whether `task` is a short session plan (a time limit of at most `PROMPT_S`), which
+    the worker runs at the server's niceness: a cluster manager waits for it in its cycle,
+    and it is bounded by its limit. At the pool's niceness (5) among busy processes of
+    niceness 0 it gets a third of their share of a core: M, 0.25 s, with four busy
+    processes on two cores, the service's plans took twice the in-process ones."""
+    limit = task.time_limit_s
+    return limit is not None and min(limit, task.max_time_limit_s) <= PROMPT_S
 
 
 @dataclass(frozen=True, slots=True)

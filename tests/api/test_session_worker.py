@@ -18,6 +18,7 @@ from api.session_worker import (
     SessionPlan,
     StaleSession,
     WorkerSessions,
+    prompt,
 )
 from benchmarks.generator import generate_custom
 from benchmarks.latency import random_events
@@ -169,3 +170,13 @@ def test_the_api_commit_from_the_delta_equals_the_parsed_plan_commit() -> None:
     assert misfit.apply(api.request) is None
     assert _commit(api.session, PlanJSON(text, result.solver, result.status, commit=misfit)
                    ).request == parsed.request
+
+
+def test_short_session_plans_are_prompt() -> None:
+    """Session plans whose limit (capped by the server's) is at most `PROMPT_S` run at the
+    server's niceness; longer ones, and those that take the session's own limit, do not."""
+    def task(limit: float | None, cap: float = 10.0) -> SessionPlan:
+        return SessionPlan("s", 1, limit, cap, 1)
+
+    assert prompt(task(0.25)) and prompt(task(1.0)) and prompt(task(5.0, cap=0.5))
+    assert not prompt(task(5.0)) and not prompt(task(None))
