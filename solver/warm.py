@@ -660,11 +660,15 @@ def prepare(request: PlanRequest, memo: WarmMemo) -> bool:
     plan beside the greedy pass and the finishing (M, 0.25 s, four busy processes on
     two cores: no LP in ten plans), and the plans drift from a cold solve's value; the
     time between plans is the session's own. Its bound is not carried (the next state
-    differs by the events since). Whether it ran."""
+    differs by the events since). Targets from between plans that no plan could round yet
+    are kept until `TARGETS_MAX_AGE` (a slow machine would otherwise pay an LP per plan
+    for nothing). Whether it ran."""
     if memo.plans == 0 or request.policy.deterministic or not applies(request) or \
             request.policy.objective not in LP_ROUND_OBJECTIVES or \
             lexicographic_levels(request):
         return False
+    if memo.prepared and memo.targets is not None and memo.targets_age < TARGETS_MAX_AGE:
+        return False  # the last ones still wait for a rounding that fits (`_repack`)
     cpu = memo.relax_cpu if memo.relax_cpu is not None else \
         REPACK_RELAX_CPU_PER_JOB * len(request.jobs)
     if cpu > PREPARE_MAX_CPU_S:

@@ -19,7 +19,7 @@ from models.objective import evaluate
 from solver import plan as cold_plan
 from solver.session import PlanningSession
 from solver.validate import validate_plan
-from solver.warm import WarmMemo, applies, warm_plan
+from solver.warm import TARGETS_MAX_AGE, WarmMemo, applies, warm_plan
 from tests.solver.test_session import events, snapshot
 
 
@@ -392,6 +392,11 @@ def test_targets_solved_between_plans_are_rounded_when_the_lp_does_not_fit() -> 
     _accounted(state, result)
     assert "round" in memo.last_steps and "relax" not in memo.last_steps
     assert memo.repacked == 1 and len(result.migrated) == 1 and not memo.prepared
+    # targets that wait for a rounding are kept, not solved again, up to TARGETS_MAX_AGE
+    memo.relax_cpu, memo.targets, memo.prepared, memo.targets_age = None, ({}, {}), True, 1
+    assert not session.prepare() and memo.prepares == 1
+    memo.targets_age = TARGETS_MAX_AGE
+    assert session.prepare() and memo.prepares == 2 and memo.targets_age == 0
     assert {"gang", "late"} <= {a.job for a in result.assignments}
     optimum = cold_plan(state.model_copy(update={"policy": state.policy.model_copy(
         update={"solver": "cp_sat", "time_limit_s": 10})}))
