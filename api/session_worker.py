@@ -25,7 +25,7 @@ delta of a warm plan after 20 events holds a few hundred jobs). The API process 
 last plan as the worker's JSON (for the store, `GET`, and a worker sent the state whole,
 which parses it). Once the plan is sent, the worker solves the LP relaxation of the state
 the plan left for the session's next plan (`WorkerSessions.prepare`; solver/warm.py
-`prepare`: only when its measured cost is at most 0.3 s of CPU), in the time the
+`prepare`: only when its last cost was at most 0.5 s of CPU), in the time the
 cluster manager takes to enact the plan and gather the next events.
 """
 

@@ -158,11 +158,13 @@ REPACK_SAFETY = 1.3
 #: again): the jobs that left since are skipped, the new ones placed by best fit.
 TARGETS_MAX_AGE = 3
 #: CPU seconds the LP between two plans (`prepare`) may be expected to take, at most (its
-#: measured cost): M 0.06-0.2 s runs, L (1-2 s) does not. Its wall time is that times the
-#: machine's pace (12 at load 12 on two cores), and a plan asked meanwhile waits for it.
-PREPARE_MAX_CPU_S = 0.3
-#: HiGHS's time limit for the LP between two plans, seconds.
-PREPARE_LP_S = 1.0
+#: last measured cost): M 0.1-0.35 s runs (with the integer re-solve of its gangs), L
+#: (1-2 s) does not. Its wall time is that times the machine's pace (up to 12 at load 12
+#: on two cores), and a plan asked meanwhile waits for it.
+PREPARE_MAX_CPU_S = 0.5
+#: The time limit of the LP between two plans, seconds (solver/bound.py `relax`: half of
+#: it at most goes to the integer re-solve).
+PREPARE_LP_S = 0.5
 
 
 @dataclass
@@ -246,6 +248,9 @@ class WarmMemo:
     #: before the events since; the LPs solved so far between plans
     prepared: bool = False
     prepares: int = 0
+    #: CPU seconds of the last LP between plans (apart from `relax_cpu`: it may run the
+    #: integer re-solve, which a plan's LP, given what is left of its limit, does not)
+    prepare_cpu: float | None = None
 
 
 class _Clock:
@@ -655,7 +660,7 @@ def _measured_relax(memo: WarmMemo, cpu: float) -> None:
 def prepare(request: PlanRequest, memo: WarmMemo) -> bool:
     """Between two plans of a session: solve the LP relaxation of its committed state
     `request` and keep its targets in `memo` for the next warm plan's rounding
-    (`_repack`), when the LP is expected (its measured CPU) to take at most
+    (`_repack`), when the LP is expected (its last measured CPU) to take at most
     `PREPARE_MAX_CPU_S`. On a loaded machine the LP no longer fits in a short
     plan beside the greedy pass and the finishing (M, 0.25 s, four busy processes on
     two cores: no LP in ten plans), and the plans drift from a cold solve's value; the
@@ -669,14 +674,14 @@ def prepare(request: PlanRequest, memo: WarmMemo) -> bool:
         return False
     if memo.prepared and memo.targets is not None and memo.targets_age < TARGETS_MAX_AGE:
         return False  # the last ones still wait for a rounding that fits (`_repack`)
-    cpu = memo.relax_cpu if memo.relax_cpu is not None else \
+    cpu = memo.prepare_cpu if memo.prepare_cpu is not None else \
         REPACK_RELAX_CPU_PER_JOB * len(request.jobs)
     if cpu > PREPARE_MAX_CPU_S:
         return False
     with gc_paused():
         c0 = time.process_time()
         rel = relax(request, time_limit_s=PREPARE_LP_S, nearest=True)
-        _measured_relax(memo, time.process_time() - c0)
+        memo.prepare_cpu = time.process_time() - c0
     memo.prepares += 1
     if rel is None or not rel.targets:
         return False

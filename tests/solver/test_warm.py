@@ -380,20 +380,21 @@ def test_targets_solved_between_plans_are_rounded_when_the_lp_does_not_fit() -> 
     first = session.plan(0.2)
     memo = session.memo
     assert "gang" not in {a.job for a in first.assignments} and "relax" not in memo.last_steps
+    memo.prepare_cpu = 100.0
     assert not session.prepare()  # an LP of 100 s of CPU is not solved between plans
-    memo.relax_cpu = None
+    memo.prepare_cpu = None
     assert session.prepare() and memo.prepared and memo.prepares == 1
     rel = relax(session.request, nearest=True)
     assert rel is not None and memo.targets == (rel.targets, rel.amounts)
     session.apply(events({"kind": "job_submitted", "job": {"name": "late", "gpus": 1}}))
     state = session.request
-    memo.relax_cpu = 100.0
+    assert memo.relax_cpu == 100.0  # the LP between plans is measured apart
     result = session.plan(0.2)
     _accounted(state, result)
     assert "round" in memo.last_steps and "relax" not in memo.last_steps
     assert memo.repacked == 1 and len(result.migrated) == 1 and not memo.prepared
     # targets that wait for a rounding are kept, not solved again, up to TARGETS_MAX_AGE
-    memo.relax_cpu, memo.targets, memo.prepared, memo.targets_age = None, ({}, {}), True, 1
+    memo.targets, memo.prepared, memo.targets_age = ({}, {}), True, 1
     assert not session.prepare() and memo.prepares == 1
     memo.targets_age = TARGETS_MAX_AGE
     assert session.prepare() and memo.prepares == 2 and memo.targets_age == 0
