@@ -665,13 +665,17 @@ def prepare(request: PlanRequest, memo: WarmMemo) -> bool:
     plan beside the greedy pass and the finishing (M, 0.25 s, four busy processes on
     two cores: no LP in ten plans), and the plans drift from a cold solve's value; the
     time between plans is the session's own. Its bound is not carried (the next state
-    differs by the events since). Targets from between plans that no plan could round yet
+    differs by the events since). It does not run after a plan whose own LP fitted (a
+    quiet machine: 0.1-0.35 s of CPU spent for nothing). Targets from between plans that
+    no plan could round yet
     are kept until `TARGETS_MAX_AGE` (a slow machine would otherwise pay an LP per plan
     for nothing). Whether it ran."""
     if memo.plans == 0 or request.policy.deterministic or not applies(request) or \
             request.policy.objective not in LP_ROUND_OBJECTIVES or \
             lexicographic_levels(request):
         return False
+    if "relax" in memo.last_steps:
+        return False  # the last plan's own LP fitted: the next one's likely will too
     if memo.prepared and memo.targets is not None and memo.targets_age < TARGETS_MAX_AGE:
         return False  # the last ones still wait for a rounding that fits (`_repack`)
     cpu = memo.prepare_cpu if memo.prepare_cpu is not None else \

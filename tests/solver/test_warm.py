@@ -413,9 +413,10 @@ def test_a_plan_solves_its_own_lp_over_targets_from_between_plans_when_both_fit(
     assert not session.prepare()
     session.plan()
     session.apply(events({"kind": "job_submitted", "job": {"name": "a", "gpus": 1}}))
+    session.memo = WarmMemo(relax_cpu=100.0)  # this plan's own LP does not fit
     session.plan(0.5)
     memo = session.memo
-    assert memo is not None and session.prepare() and memo.prepared
+    assert "relax" not in memo.last_steps and session.prepare() and memo.prepared
     session.apply(events({"kind": "job_submitted", "job": {"name": "b", "gpus": 2}}))
     state = session.request
     memo.relax_cpu = memo.round_cpu = 1e-4
@@ -423,3 +424,4 @@ def test_a_plan_solves_its_own_lp_over_targets_from_between_plans_when_both_fit(
     _accounted(state, result)
     assert "relax" in memo.last_steps and result.best_bound is not None
     assert memo.targets is None or not memo.prepared
+    assert not session.prepare()  # after a plan whose own LP fitted, none between plans
