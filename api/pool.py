@@ -50,7 +50,13 @@ from api.errors import (
     SolveTimeout,
 )
 from api.intake import RawRequest, load_payload, validate_body
-from api.session_worker import CommitDelta, SessionPlan, StaleSession, WorkerSessions
+from api.session_worker import (
+    CommitDelta,
+    SessionPlan,
+    StaleSession,
+    WorkerSessions,
+    prompt,
+)
 from models import Plan, PlanRequest
 from models.instance import forget_compiled
 from solver.gcpause import gc_paused
@@ -115,7 +121,9 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
     The planner runs in the worker's solve thread, at the pool's niceness (`nice`), so
     that solves give way to the API process; the worker's own thread, which validates a
     raw body and serialises the plan on the way to the client, keeps the niceness it was
-    started with (`_SolveThread`).
+    started with (`_SolveThread`). A short session plan (`api.session_worker.prompt`) runs
+    in the worker's own thread; the LP its session solves after the answer runs in the
+    solve thread.
 
     The cyclic collector is paused from the moment a task arrives until its answer is sent:
     validating a large body, solving and building the plan make hundreds of thousands of
@@ -195,6 +203,11 @@ class _SolveThread:
         return self._executor.submit(fn, *args, **kwargs).result()
 
 
+def _call(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in the calling thread (a short session plan: `prompt`)."""
+    return fn(*args)
+
+
 def _be_nice(nice: int) -> None:
     """Raise the calling thread's (Linux) or process's niceness by `nice`."""
     with contextlib.suppress(OSError):
@@ -232,7 +245,8 @@ def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, 
     try:
         commit: CommitDelta | None = None
         if isinstance(payload, SessionPlan):
-            result, commit = solve_thread.run(sessions.plan, payload, session_planner)
+            run = _call if prompt(payload) else solve_thread.run  # short: not nice
+            result, commit = run(sessions.plan, payload, session_planner)
         else:
             if isinstance(payload, RawRequest):  # an idle worker validates the body itself
                 checked = validate_body(payload.body, payload.settings)
@@ -252,7 +266,10 @@ def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, 
         sent = laps.lap("serialise")
         send(("done", task_id, text, result.solver, result.status,
               WorkerTimes(received_at, sent, tuple(laps.stages)), commit))
-        if not isinstance(payload, SessionPlan):
+        if isinstance(payload, SessionPlan):
+            # the LP of the committed state for the session's next plan (off the call's path)
+            solve_thread.run(sessions.prepare, payload.session_id)
+        else:
             # What the solve cached on the request (its compiled jobs: 230,000 objects
             # at 16,384 GPUs) would otherwise outlive it until the next task's first
             # cache access frees them, on that task's way; now, after the answer.

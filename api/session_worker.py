@@ -23,11 +23,15 @@ its own copy, so both stay at one state and version, without parsing the plan (a
 GPUs / 20,000 jobs parsing a plan and committing it cost the API process 190-340 ms; the
 delta of a warm plan after 20 events holds a few hundred jobs). The API process keeps the
 last plan as the worker's JSON (for the store, `GET`, and a worker sent the state whole,
-which parses it).
+which parses it). Once the plan is sent, the worker solves the LP relaxation of the state
+the plan left for the session's next plan (`WorkerSessions.prepare`; solver/warm.py
+`prepare`: only when its last cost was at most 0.5 s of CPU), in the time the
+cluster manager takes to enact the plan and gather the next events.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,10 +43,15 @@ from models.events import Event
 from solver.gcpause import gc_paused
 from solver.session import PlanningSession
 
+log = logging.getLogger(__name__)
+
 #: Sessions a worker keeps between plans (the least recently planned go first); one of
 #: 16,384 GPUs / 20,000 jobs takes about 95 MiB in memory, and 15 MiB more for the
 #: compiled jobs and placer its next warm plan starts from (solver/warm.py).
 HELD = 4
+#: Session plans asked with at most this time limit (seconds) run in the worker's own
+#: thread, at the server's niceness, not in its solve thread at the pool's (`prompt`).
+PROMPT_S = 1.0
 #: Event batches the API process keeps per session for its holder (beyond them, or when
 #: they are not all kept, the whole state is sent).
 KEPT_BATCHES = 64
@@ -71,6 +80,16 @@ class SessionPlan:
     state: PlanningSession | None = None
     #: the last plan's JSON, with a whole `state` (whose `last_plan` is then None)
     plan_json: str | None = None
+
+
+def prompt(task: SessionPlan) -> bool:
+    """Whether `task` is a short session plan (a time limit of at most `PROMPT_S`), which
+    the worker runs at the server's niceness: a cluster manager waits for it in its cycle,
+    and it is bounded by its limit. At the pool's niceness (5) among busy processes of
+    niceness 0 it gets a third of their share of a core: M, 0.25 s, with four busy
+    processes on two cores, the service's plans took twice the in-process ones."""
+    limit = task.time_limit_s
+    return limit is not None and min(limit, task.max_time_limit_s) <= PROMPT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +181,20 @@ class WorkerSessions:
         while len(self._held) > self.size:
             self._held.popitem(last=False)
         return result, CommitDelta.between(before, session.request)
+
+    def prepare(self, session_id: str) -> bool:
+        """After a plan of `session_id` is answered: the LP of its state for its next
+        plan (`PlanningSession.prepare`), when this worker holds it; whether it ran."""
+        session = self._held.get(session_id)
+        if session is None:
+            return False
+        try:
+            return session.prepare()
+        except Exception:
+            # the plan's answer is sent: the session is dropped (its next plan goes whole)
+            log.exception("the LP between plans of session %s failed", session_id)
+            self._held.pop(session_id, None)
+            return False
 
 
 @dataclass

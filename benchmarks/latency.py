@@ -34,22 +34,23 @@ CPU per post (/proc).
 Sessions (`--sessions-size`, M by default): a `solver.session.PlanningSession` opened on
 the instance and planned once (not measured), then per round a batch of `--events` random
 deltas (finishes, arrivals, cancellations, resizes, a GPU failing, a node cordoned or
-uncordoned, a node added) is applied and the session planned with `--session-limit`;
-per round the apply and plan wall times, and the plan's value against a cold solve of the
-same state with `--cold-limit`. With `--session-http` the rounds go through the
-service instead (`POST /v1/sessions`, then per round `POST .../events` and `POST
-.../plan` to a server on a loopback port, timed from the client), with an in-process
-session kept in step for the cold solves; `plan less its solve_time_s` is then what the
-service adds to a session plan (the hand-over to the worker, committing the plan, writing
-the session to the store), split into its parts by the answer's Server-Timing (`overhead
-part` rows: `session`, `dispatch`, `commit` and `store` are the session service's own,
-api/sessions.py). CPU per plan: in process this process's CPU time and, for the
-warm plans (solver/warm.py), the median CPU of each of their steps; through the service the
-solver worker's and the API process's CPU read from /proc around each post (`--worker-nice`
-sets the workers' niceness, 5 by default as in the service). Percentiles are nearest-rank
-over the `--rounds` rounds
-(p99 of fewer than 100 rounds is their maximum). The machine may be shared: figures are
-what this run saw.
+uncordoned, a node added) is applied and the session planned with `--session-limit`; per
+round the apply and plan wall times, and the plan's value against a cold solve of the same
+state with `--cold-limit`. After each plan's answer the session solves the LP of the state
+the plan left for the next plan (`PlanningSession.prepare`; in the service the worker
+does, after sending the plan): not in the plan's time, its CPU reported apart. With
+`--session-http` the rounds go through the service instead (`POST /v1/sessions`, then per
+round `POST .../events` and `POST .../plan` to a server on a loopback port, timed from the
+client), with an in-process session kept in step for the cold solves; `plan less its
+solve_time_s` is then what the service adds to a session plan (the hand-over to the
+worker, committing the plan, writing the session to the store), split into its parts by
+the answer's Server-Timing (`overhead part` rows: `session`, `dispatch`, `commit` and
+`store` are the session service's own, api/sessions.py). CPU per plan: in process this
+process's CPU time and, for the warm plans (solver/warm.py), the median CPU of each of
+their steps; through the service the solver worker's and the API process's CPU read from
+/proc around each post (`--worker-nice` sets the workers' niceness, 5 by default as in the
+service). Percentiles are nearest-rank over the `--rounds` rounds (p99 of fewer than 100
+rounds is their maximum). The machine may be shared: figures are what this run saw.
 """
 
 from __future__ import annotations
@@ -161,6 +162,10 @@ class SessionLatency:
     #: in process: warm plans that solved the LP, and those re-packed toward its targets
     lp: int = 0
     repacked: int = 0
+    #: in process: LPs solved between plans (`PlanningSession.prepare`, after each plan's
+    #: answer, not in its time) and their CPU seconds
+    prepared: int = 0
+    prepare_cpu_s: list[float] = field(default_factory=list)
     #: through the service: wall seconds of each part of each plan's overhead (its wall
     #: less its solve_time_s), from the answer's Server-Timing (`service_parts`)
     service: dict[str, list[float]] = field(default_factory=dict)
@@ -409,6 +414,9 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
             warm = session.plan(session_limit)
             plan_s = time.perf_counter() - t0
             out.plan_cpu_s.append(time.process_time() - c0)
+            c0 = time.process_time()
+            out.prepared += session.prepare()  # the LP for the next plan, after the answer
+            out.prepare_cpu_s.append(time.process_time() - c0)
             if is_warm and session.memo is not None:
                 out.warm += 1
                 out.cold_fallbacks += session.memo.cold - fallbacks
@@ -567,7 +575,8 @@ def format_sessions(s: SessionLatency) -> str:
         f"statuses: {', '.join(sorted(set(s.statuses)))}"
         + (f"; {s.warm} of {len(s.plan_s)} plans warm, {s.cold_fallbacks} of them answered "
            f"by the cold path, {s.carried} started from the last plan's carried state, "
-           f"{s.lp} solved the LP, {s.repacked} re-packed toward its targets"
+           f"{s.lp} solved the LP, {s.repacked} re-packed toward its targets; "
+           f"{s.prepared} LPs solved between plans"
            if s.via == "in-process" else ""),
         *(["CPU per step of the warm plans, median: " + ", ".join(
             f"{k} {ms(percentile(v, 50))}" for k, v in s.steps_cpu_s.items())]
@@ -583,7 +592,8 @@ def _cpu_rows(s: SessionLatency) -> list[str]:
     rows = [("apply events, CPU" + (" (API process)" if s.via == "http" else ""),
              s.apply_cpu_s),
             ("session plan, CPU" + (" (solver worker)" if s.via == "http" else ""),
-             s.plan_cpu_s)]
+             s.plan_cpu_s),
+            ("LP between plans, CPU (after the answer)", s.prepare_cpu_s)]
     if s.via == "http":
         rows.append(("session plan, CPU (API process)", s.api_cpu_s))
     return [f"| {name} | {ms(percentile(v, 50))} | {ms(percentile(v, 99))} | "

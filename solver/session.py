@@ -492,6 +492,17 @@ class PlanningSession:
         with gc_paused():
             return self._plan_request(request, planner)
 
+    def prepare(self) -> bool:
+        """Between plans: solve the LP relaxation of the current state for the next warm
+        plan (solver/warm.py `prepare`), when the session has made a warm plan and the
+        LP's measured cost is small; whether it ran. A caller that has idle time after
+        a plan calls it then; the next plan is valid either way."""
+        if self.memo is None or self.last_plan is None:
+            return False
+        from solver.warm import prepare
+
+        return prepare(self._request, self.memo)
+
     def _plan_request(self, request: PlanRequest, planner: Planner | None) -> Plan:
         if planner is None and self._warm(request):
             from solver.warm import WarmMemo, warm_plan

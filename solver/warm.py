@@ -23,7 +23,13 @@ from the state instead:
    ranks higher (`solver.outcome.rank`: migration and preemption costs included). At M
    the LP costs 0.06-0.11 s of CPU and a rounding 0.03-0.07 s, so at 0.25 s they
    share a plan on a quiet machine, and alternate when the machine is slower: one plan
-   solves the LP (and carries its bound), the next rounds;
+   solves the LP (and carries its bound), the next rounds. On a loaded machine neither
+   fits beside the greedy pass and the finishing, so the session may also solve the LP
+   between plans (`prepare`, called once a plan is answered: in process by the caller,
+   in the service by the worker after sending the plan) on the state the plan left;
+   the next plan rounds those targets (20 events older than its state: the jobs that
+   left are skipped, the new ones placed by best fit) unless the LP and a rounding both
+   fit in it;
 3. the quick bound (solver/quick_bound.py) when no LP ran and its measured cost fits;
 4. in a plan that ran neither the LP nor a rounding, the local search
    (heuristics/local_search.py) improves the plan for what is left of the limit, once
@@ -151,6 +157,14 @@ REPACK_SAFETY = 1.3
 #: Plans the LP's targets wait for a rounding that fits, at most (then the LP runs
 #: again): the jobs that left since are skipped, the new ones placed by best fit.
 TARGETS_MAX_AGE = 3
+#: CPU seconds the LP between two plans (`prepare`) may be expected to take, at most (its
+#: last measured cost): M 0.1-0.35 s runs (with the integer re-solve of its gangs), L
+#: (1-2 s) does not. Its wall time is that times the machine's pace (up to 12 at load 12
+#: on two cores), and a plan asked meanwhile waits for it.
+PREPARE_MAX_CPU_S = 0.5
+#: The time limit of the LP between two plans, seconds (solver/bound.py `relax`: half of
+#: it at most goes to the integer re-solve).
+PREPARE_LP_S = 0.5
 
 
 @dataclass
@@ -230,6 +244,13 @@ class WarmMemo:
     targets: tuple[dict[str, str], dict[str, float]] | None = None
     targets_age: int = 0
     repacked: int = 0
+    #: `targets` came from the LP solved between plans (`prepare`), on the committed state
+    #: before the events since; the LPs solved so far between plans
+    prepared: bool = False
+    prepares: int = 0
+    #: CPU seconds of the last LP between plans (apart from `relax_cpu`: it may run the
+    #: integer re-solve, which a plan's LP, given what is left of its limit, does not)
+    prepare_cpu: float | None = None
 
 
 class _Clock:
@@ -566,26 +587,31 @@ def _repack(request: PlanRequest, result: HeuristicResult, clock: _Clock, memo: 
     2). The LP runs when its measured cost fits in the time left; the rounding follows
     in the same plan when it fits too, else in one of the next `TARGETS_MAX_AGE` plans
     on these targets (the jobs that left since are skipped, the new ones placed by best
-    fit), which run no LP."""
+    fit), which run no LP. Targets solved between plans (`prepare`) are rounded unless
+    the LP and a rounding both fit in this plan (then the LP of this state is solved)."""
     pending, memo.targets = memo.targets, None
+    prepared, memo.prepared = memo.prepared and pending is not None, False
     age = memo.targets_age + 1 if pending is not None else 0
     if clock.cancelled() or request.policy.objective not in LP_ROUND_OBJECTIVES or \
             lexicographic_levels(request):
         return result, None
     bound = None
-    if pending is None or age > TARGETS_MAX_AGE:
-        age = 0
+    round_prior = memo.round_cpu if memo.round_cpu is not None else \
+        REPACK_ROUND_CPU_PER_JOB * len(request.jobs)
+    if pending is None or age > TARGETS_MAX_AGE or (
+            prepared and _relax_fits(request, clock, memo, round_prior)):
         rel = _relax(request, clock, memo, steps)
-        if rel is None or not rel.targets:
+        if rel is not None and rel.targets:
+            age, bound, pending = 0, rel.bound, (rel.targets, rel.amounts)
+        elif not prepared or age > TARGETS_MAX_AGE:
             # no LP solution within its time (the capacity-free fallback, looser than
             # the quick bound) or nothing to round: the quick bound may stand in
             return result, None
-        bound, pending = rel.bound, (rel.targets, rel.amounts)
-    prior = memo.round_cpu if memo.round_cpu is not None else \
-        REPACK_ROUND_CPU_PER_JOB * len(request.jobs)
+    assert pending is not None
     stop = clock.deadline - _reserve(request, clock, memo)
-    if stop - time.monotonic() < REPACK_SAFETY * prior * clock.pace:
+    if stop - time.monotonic() < REPACK_SAFETY * round_prior * clock.pace:
         memo.targets, memo.targets_age = pending, age  # they wait for the next plan
+        memo.prepared = prepared and bound is None
         return result, bound
     targets, sizes = pending
     with _Step(steps, "round", clock):
@@ -596,6 +622,16 @@ def _repack(request: PlanRequest, result: HeuristicResult, clock: _Clock, memo: 
         memo.repacked += 1
         return rounded, bound
     return result, bound
+
+
+def _relax_fits(request: PlanRequest, clock: _Clock, memo: WarmMemo, round_cpu: float
+                ) -> bool:
+    """Whether the LP (`_relax`'s estimate) and a rounding of `round_cpu` CPU seconds
+    both fit in the time left."""
+    est = (memo.relax_cpu if memo.relax_cpu is not None
+           else REPACK_RELAX_CPU_PER_JOB * len(request.jobs)) + round_cpu
+    room = clock.deadline - _reserve(request, clock, memo) - time.monotonic()
+    return room >= REPACK_SAFETY * est * clock.pace
 
 
 def _relax(request: PlanRequest, clock: _Clock, memo: WarmMemo,
@@ -610,10 +646,51 @@ def _relax(request: PlanRequest, clock: _Clock, memo: WarmMemo,
     with _Step(steps, "relax", clock):
         # HiGHS's share of the room: what the grouping and rows (Python) leave of it
         rel = relax(request, time_limit_s=max(0.05, room - prior), nearest=True)
-    # cautious: an LP dearer than the last counts whole, a cheaper one half
-    cpu, last = steps["relax"], memo.relax_cpu
-    memo.relax_cpu = cpu if last is None else max(cpu, (cpu + last) / 2)
+    _measured_relax(memo, steps["relax"])
     return rel
+
+
+def _measured_relax(memo: WarmMemo, cpu: float) -> None:
+    """Keep an LP's CPU seconds in `memo`, cautiously: an LP dearer than the last counts
+    whole, a cheaper one half."""
+    last = memo.relax_cpu
+    memo.relax_cpu = cpu if last is None else max(cpu, (cpu + last) / 2)
+
+
+def prepare(request: PlanRequest, memo: WarmMemo) -> bool:
+    """Between two plans of a session: solve the LP relaxation of its committed state
+    `request` and keep its targets in `memo` for the next warm plan's rounding
+    (`_repack`), when the LP is expected (its last measured CPU) to take at most
+    `PREPARE_MAX_CPU_S`. On a loaded machine the LP no longer fits in a short
+    plan beside the greedy pass and the finishing (M, 0.25 s, four busy processes on
+    two cores: no LP in ten plans), and the plans drift from a cold solve's value; the
+    time between plans is the session's own. Its bound is not carried (the next state
+    differs by the events since). It does not run after a plan whose own LP fitted (a
+    quiet machine: 0.1-0.35 s of CPU spent for nothing). Targets from between plans that
+    no plan could round yet
+    are kept until `TARGETS_MAX_AGE` (a slow machine would otherwise pay an LP per plan
+    for nothing). Whether it ran."""
+    if memo.plans == 0 or request.policy.deterministic or not applies(request) or \
+            request.policy.objective not in LP_ROUND_OBJECTIVES or \
+            lexicographic_levels(request):
+        return False
+    if "relax" in memo.last_steps:
+        return False  # the last plan's own LP fitted: the next one's likely will too
+    if memo.prepared and memo.targets is not None and memo.targets_age < TARGETS_MAX_AGE:
+        return False  # the last ones still wait for a rounding that fits (`_repack`)
+    cpu = memo.prepare_cpu if memo.prepare_cpu is not None else \
+        REPACK_RELAX_CPU_PER_JOB * len(request.jobs)
+    if cpu > PREPARE_MAX_CPU_S:
+        return False
+    with gc_paused():
+        c0 = time.process_time()
+        rel = relax(request, time_limit_s=PREPARE_LP_S, nearest=True)
+        memo.prepare_cpu = time.process_time() - c0
+    memo.prepares += 1
+    if rel is None or not rel.targets:
+        return False
+    memo.targets, memo.targets_age, memo.prepared = (rel.targets, rel.amounts), 0, True
+    return True
 
 
 def _bound(request: PlanRequest, clock: _Clock, memo: WarmMemo,

@@ -18,6 +18,7 @@ from api.session_worker import (
     SessionPlan,
     StaleSession,
     WorkerSessions,
+    prompt,
 )
 from benchmarks.generator import generate_custom
 from benchmarks.latency import random_events
@@ -95,6 +96,12 @@ def test_the_state_goes_once_then_only_the_batches_and_both_copies_agree() -> No
         assert held.memo is not None and held.memo.plans == r + 1  # planned warm
         # from the second warm plan on, from the last one's carried jobs and placer
         assert held.memo.carried == r
+        # after the answer, the LP of the state the plan left, for the next plan (when the
+        # plan's own LP did not fit): the session's state and version stay as they are
+        held.memo.last_steps.pop("relax", None)
+        assert worker.prepare("s") and held.memo.prepares == r + 1 and held.memo.prepared
+        assert held.version == api.version and held.request == api.request
+    assert not worker.prepare("other")
     # another worker has no copy: the whole state goes to it
     assert _dispatch(holders, api).resolve(12).state is not None
 
@@ -164,3 +171,13 @@ def test_the_api_commit_from_the_delta_equals_the_parsed_plan_commit() -> None:
     assert misfit.apply(api.request) is None
     assert _commit(api.session, PlanJSON(text, result.solver, result.status, commit=misfit)
                    ).request == parsed.request
+
+
+def test_short_session_plans_are_prompt() -> None:
+    """Session plans whose limit (capped by the server's) is at most `PROMPT_S` run at the
+    server's niceness; longer ones, and those that take the session's own limit, do not."""
+    def task(limit: float | None, cap: float = 10.0) -> SessionPlan:
+        return SessionPlan("s", 1, limit, cap, 1)
+
+    assert prompt(task(0.25)) and prompt(task(1.0)) and prompt(task(5.0, cap=0.5))
+    assert not prompt(task(5.0)) and not prompt(task(None))

@@ -19,7 +19,7 @@ from models.objective import evaluate
 from solver import plan as cold_plan
 from solver.session import PlanningSession
 from solver.validate import validate_plan
-from solver.warm import WarmMemo, applies, warm_plan
+from solver.warm import TARGETS_MAX_AGE, WarmMemo, applies, warm_plan
 from tests.solver.test_session import events, snapshot
 
 
@@ -361,3 +361,67 @@ def test_the_lp_counts_a_warm_repack_rounds_go_to_the_nearest_integer() -> None:
     assert _targets(groups, members, cols) == {"g1": "H100"}
     assert _targets(groups, members, cols, nearest=True) == {
         "g1": "H100", "g2": "H100", "s": "H100"}
+
+
+def test_targets_solved_between_plans_are_rounded_when_the_lp_does_not_fit() -> None:
+    """A gang arrives that fits only if a running job moves, while the LP does not fit in
+    the plan (its measured cost is made large): the plan leaves the gang out. The LP solved
+    between plans (`prepare`, on the state that plan left) gives the targets, and the next
+    plan, whose LP still does not fit, rounds them: the gang is placed, one job migrates,
+    and that plan is the proven optimum of its state. A job that joined since the LP is
+    placed beside them."""
+    from solver.bound import relax
+
+    session = PlanningSession(_two_nodes())
+    session.plan()
+    session.apply(events({"kind": "job_submitted", "job": {"name": "gang", "gpus": 4,
+                                                           "weight": 3}}))
+    session.memo = WarmMemo(relax_cpu=100.0, search_wait=100)  # no search either
+    first = session.plan(0.2)
+    memo = session.memo
+    assert "gang" not in {a.job for a in first.assignments} and "relax" not in memo.last_steps
+    memo.prepare_cpu = 100.0
+    assert not session.prepare()  # an LP of 100 s of CPU is not solved between plans
+    memo.prepare_cpu = None
+    assert session.prepare() and memo.prepared and memo.prepares == 1
+    rel = relax(session.request, nearest=True)
+    assert rel is not None and memo.targets == (rel.targets, rel.amounts)
+    session.apply(events({"kind": "job_submitted", "job": {"name": "late", "gpus": 1}}))
+    state = session.request
+    assert memo.relax_cpu == 100.0  # the LP between plans is measured apart
+    result = session.plan(0.2)
+    _accounted(state, result)
+    assert "round" in memo.last_steps and "relax" not in memo.last_steps
+    assert memo.repacked == 1 and len(result.migrated) == 1 and not memo.prepared
+    # targets that wait for a rounding are kept, not solved again, up to TARGETS_MAX_AGE
+    memo.targets, memo.prepared, memo.targets_age = ({}, {}), True, 1
+    assert not session.prepare() and memo.prepares == 1
+    memo.targets_age = TARGETS_MAX_AGE
+    assert session.prepare() and memo.prepares == 2 and memo.targets_age == 0
+    assert {"gang", "late"} <= {a.job for a in result.assignments}
+    optimum = cold_plan(state.model_copy(update={"policy": state.policy.model_copy(
+        update={"solver": "cp_sat", "time_limit_s": 10})}))
+    assert optimum.status == "optimal"
+    assert result.objective_value == pytest.approx(optimum.objective_value, abs=1e-6)
+
+
+def test_a_plan_solves_its_own_lp_over_targets_from_between_plans_when_both_fit() -> None:
+    """Targets from between plans stand in only when the plan's own LP and a rounding do
+    not both fit: with a cheap LP the plan solves the LP of its state (and carries its
+    bound); a fresh session, without a warm plan, solves nothing between plans."""
+    session = PlanningSession(_two_nodes())
+    assert not session.prepare()
+    session.plan()
+    session.apply(events({"kind": "job_submitted", "job": {"name": "a", "gpus": 1}}))
+    session.memo = WarmMemo(relax_cpu=100.0)  # this plan's own LP does not fit
+    session.plan(0.5)
+    memo = session.memo
+    assert "relax" not in memo.last_steps and session.prepare() and memo.prepared
+    session.apply(events({"kind": "job_submitted", "job": {"name": "b", "gpus": 2}}))
+    state = session.request
+    memo.relax_cpu = memo.round_cpu = 1e-4
+    result = session.plan(0.5)
+    _accounted(state, result)
+    assert "relax" in memo.last_steps and result.best_bound is not None
+    assert memo.targets is None or not memo.prepared
+    assert not session.prepare()  # after a plan whose own LP fitted, none between plans
