@@ -158,7 +158,8 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
             if msg is None:
                 return
             _serve(msg, time.monotonic(), send, planner,
-                   None if planner is solver_plan else planner, sessions, solve_thread)
+                   None if planner is solver_plan else planner, sessions, solve_thread,
+                   conn.poll)
             del msg  # freed now, with the task's objects, while the collector is paused
 
 
@@ -231,9 +232,12 @@ class _Laps:
 
 def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, ...]], None],
            planner: Planner, session_planner: Planner | None,
-           sessions: WorkerSessions, solve_thread: _SolveThread) -> None:
+           sessions: WorkerSessions, solve_thread: _SolveThread,
+           waiting: Callable[[], bool] = lambda: False) -> None:
     """One task in the worker (`_worker_main` documents the messages); the planner call
-    in `solve_thread`."""
+    in `solve_thread`. After a session plan, its session's LP for the next plan runs only
+    when no task is `waiting` already (it cannot be interrupted, and the task would wait
+    for it)."""
     from solver import PlanningError
 
     task_id, payload = msg
@@ -267,8 +271,10 @@ def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, 
         send(("done", task_id, text, result.solver, result.status,
               WorkerTimes(received_at, sent, tuple(laps.stages)), commit))
         if isinstance(payload, SessionPlan):
-            # the LP of the committed state for the session's next plan (off the call's path)
-            solve_thread.run(sessions.prepare, payload.session_id)
+            # the LP of the committed state for the session's next plan (off the call's
+            # path), unless the next task is already here
+            if not waiting():
+                solve_thread.run(sessions.prepare, payload.session_id)
         else:
             # What the solve cached on the request (its compiled jobs: 230,000 objects
             # at 16,384 GPUs) would otherwise outlive it until the next task's first

@@ -181,3 +181,30 @@ def test_short_session_plans_are_prompt() -> None:
 
     assert prompt(task(0.25)) and prompt(task(1.0)) and prompt(task(5.0, cap=0.5))
     assert not prompt(task(5.0)) and not prompt(task(None))
+
+
+class _Spy(WorkerSessions):
+    """Real worker sessions that record the LP runs between plans."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prepared: list[str] = []
+
+    def prepare(self, session_id: str) -> bool:
+        self.prepared.append(session_id)
+        return super().prepare(session_id)
+
+
+@pytest.mark.parametrize("waiting", [False, True])
+def test_no_lp_between_plans_when_the_next_task_is_already_waiting(waiting: bool) -> None:
+    """The worker (api/pool.py `_serve`) answers the session plan either way; it solves the
+    session's LP for the next plan only when no task waits (the LP cannot be interrupted)."""
+    from api.pool import _serve, _SolveThread
+
+    holders, worker, api = Holders(), _Spy(), _Api()
+    payload = _dispatch(holders, api).resolve(11)
+    sent: list[tuple[object, ...]] = []
+    _serve(("t1", payload), 0.0, sent.append, lambda *a, **k: None, None, worker,
+           _SolveThread(0), lambda: waiting)
+    assert [m[0] for m in sent] == ["done"]
+    assert worker.prepared == ([] if waiting else ["s"])
