@@ -80,9 +80,13 @@ CUT_EARLY = 0.3
 #: there; solver/bound.py now runs it only when its slice is worth 5 LP solves, so the
 #: term is 0 (L 4 s: the LP and a rounding fit, 0.22% instead of 10%). Its Python part is
 #: not time-boxed, so the LP is skipped (the quick bound stands in) when this much does
-#: not fit.
-RELAX_CPU_S = 0.1
-RELAX_CPU_PER_JOB = 5e-5
+#: not fit. Session 10 measured, inside quiet L solves at 3 s (its limit below the
+#: integer re-solve's), 0.69-0.84 s against the 1.1 s of the earlier form (0.1 s + 5e-5
+#: per job): with the priced greedy pass as the alternative, L at 3 s took the LP-first
+#: path only at a pace under 1.08 and lost it in one run of four (35% gap, or 4.4% with
+#: the quick bound, where the LP path reaches 0.22%). Now M 0.18 s, L 0.9 s.
+RELAX_CPU_S = 0.12
+RELAX_CPU_PER_JOB = 3.9e-5
 RELAX_RESOLVE_CPU_PER_JOB = 0.0
 RELAX_SAFETY = 1.25
 #: ... and in the test of whether the LP and a rounding go first (`_lp_first`), which is
