@@ -46,7 +46,7 @@ from __future__ import annotations
 import time
 
 from heuristics.greedy import Greedy
-from heuristics.levels import may_move, placer_of, restore_displaced, rises
+from heuristics.levels import keep_or_undo, may_move, placer_of, restore_displaced, rises
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest
 from models.instance import JobInfo
@@ -149,25 +149,7 @@ def _repack(g: Greedy, p: int, model: str, extra: list[JobInfo]) -> bool:
     before = guaranteed_served(st.quotas, st.quota_used)
     old: dict[str, list[Placement]] = {n: st.remove(i) or [] for n, i in jobs.items()}
     _refill(g, p, model, list(jobs.values()))
-    deltas: dict[int, float] = {}
-    for n, pl in old.items():
-        i = jobs[n]
-        deltas[i.job.priority] = (deltas.get(i.job.priority, 0.0)
-                                  + g.term(i, st.placed.get(n)) - g.term(i, pl))
-    after = guaranteed_served(st.quotas, st.quota_used)
-    moved = any(not same_placement(st.placed.get(n) or [], pl) for n, pl in old.items())
-    if moved and after >= before - 1e-9 * max(1.0, before) and rises(deltas):
-        for n, i in jobs.items():
-            if n not in st.placed and not i.current:
-                g.reasons[n] = ("lower_priority", f"its GPUs went to class {p} jobs "
-                                f"repacked on {model}")
-        return True
-    for n in jobs:
-        st.remove(jobs[n])
-    for n, pl in old.items():
-        if pl:
-            st.place(jobs[n], pl)
-    return False
+    return keep_or_undo(g, old, before, f"its GPUs went to class {p} jobs repacked on {model}")
 
 
 def _delta_to(g: Greedy, i: JobInfo, model: str) -> float:

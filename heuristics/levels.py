@@ -538,27 +538,46 @@ def _exchange(g: Greedy, x: JobInfo, occupants: list[JobInfo],
     old = {x.name: st.remove(x) or []}
     old.update((o.name, st.remove(o) or []) for o in occupants)
     found = where()
-    if found is not None:
-        st.place(x, found)
-        for o in sorted(occupants, key=lambda o: (-o.job.priority, -o.density, o.name)):
-            g.place(o)
-        deltas: dict[int, float] = {}
-        for n, pl in old.items():
-            o = g.by_name[n]
-            deltas[o.job.priority] = (deltas.get(o.job.priority, 0.0)
-                                      + g.term(o, st.placed.get(n)) - g.term(o, pl))
-        after = guaranteed_served(st.quotas, st.quota_used)
-        if after >= before - 1e-9 * max(1.0, before) and rises(deltas):
-            for o in occupants:
-                if o.name not in st.placed and not o.current:
-                    g.reasons[o.name] = ("lower_priority", reason)
-            return True
+    if found is None:
+        put_back(g, old)
+        return False
+    st.place(x, found)
+    for o in sorted(occupants, key=lambda o: (-o.job.priority, -o.density, o.name)):
+        g.place(o)
+    return keep_or_undo(g, old, before, reason)
+
+
+def keep_or_undo(g: Greedy, old: dict[str, list[Placement]], before: float,
+                 reason: str) -> bool:
+    """Once the jobs of `old` (name -> their placements before; [] when unplaced) were
+    taken out and placed again: kept when no less guaranteed usage is served than
+    `before` and the classes rise (`rises`), those left out that do not run now then
+    saying `reason`; else every job of `old` goes back as it was (`put_back`). True when
+    kept."""
+    st = g.state
+    deltas: dict[int, float] = {}
+    for n, pl in old.items():
+        o = g.by_name[n]
+        deltas[o.job.priority] = (deltas.get(o.job.priority, 0.0)
+                                  + g.term(o, st.placed.get(n)) - g.term(o, pl))
+    after = guaranteed_served(st.quotas, st.quota_used)
+    if after >= before - 1e-9 * max(1.0, before) and rises(deltas):
         for n in old:
-            st.remove(g.by_name[n])
+            if n not in st.placed and not g.by_name[n].current:
+                g.reasons[n] = ("lower_priority", reason)
+        return True
+    put_back(g, old)
+    return False
+
+
+def put_back(g: Greedy, old: dict[str, list[Placement]]) -> None:
+    """Every job of `old` (name -> its placements before; [] when unplaced) as it was."""
+    st = g.state
+    for n in old:
+        st.remove(g.by_name[n])
     for n, pl in old.items():
         if pl:
             st.place(g.by_name[n], pl)
-    return False
 
 
 def upgrade_classes(request: PlanRequest, result: HeuristicResult,
