@@ -638,23 +638,17 @@ def _relax(request: PlanRequest, clock: _Clock, memo: WarmMemo,
            steps: dict[str, float]) -> Relaxation | None:
     """The LP relaxation of `request` (solver/bound.py) when its measured cost fits in
     the time left; None when it does not (or the relaxation is infeasible)."""
-    prior = REPACK_RELAX_CPU_PER_JOB * len(request.jobs) * clock.pace
-    est = memo.relax_cpu * clock.pace if memo.relax_cpu is not None else prior
-    room = clock.deadline - _reserve(request, clock, memo) - time.monotonic()
-    if room < REPACK_SAFETY * est:
+    if not _relax_fits(request, clock, memo, 0.0):
         return None
+    prior = REPACK_RELAX_CPU_PER_JOB * len(request.jobs) * clock.pace
+    room = clock.deadline - _reserve(request, clock, memo) - time.monotonic()
     with _Step(steps, "relax", clock):
         # HiGHS's share of the room: what the grouping and rows (Python) leave of it
         rel = relax(request, time_limit_s=max(0.05, room - prior), nearest=True)
-    _measured_relax(memo, steps["relax"])
-    return rel
-
-
-def _measured_relax(memo: WarmMemo, cpu: float) -> None:
-    """Keep an LP's CPU seconds in `memo`, cautiously: an LP dearer than the last counts
-    whole, a cheaper one half."""
-    last = memo.relax_cpu
+    # cautious: an LP dearer than the last counts whole, a cheaper one half
+    cpu, last = steps["relax"], memo.relax_cpu
     memo.relax_cpu = cpu if last is None else max(cpu, (cpu + last) / 2)
+    return rel
 
 
 def prepare(request: PlanRequest, memo: WarmMemo) -> bool:
