@@ -261,11 +261,15 @@ class Portfolio:
             if self._keep_only(room):   # (a pass that short would keep them first)
                 self._greedy = self.unchecked = _running_kept(self.request)
                 return self._greedy
-            self._greedy = self._run(partial(
-                plan_greedy, self.request, seed=self.request.policy.seed,
-                deadline=self._heuristic_deadline(room), keep_running=keep),
-                one_pass if keep is not None else 0.0)
+            self._greedy = self._run(partial(self._greedy_pass, self._heuristic_deadline(room),
+                                             keep), one_pass if keep is not None else 0.0)
         return self._greedy
+
+    def _greedy_pass(self, deadline: float | None, keep_running: bool | None
+                     ) -> HeuristicResult:
+        """One greedy pass over this request with its seed, cut at `deadline`."""
+        return plan_greedy(self.request, seed=self.request.policy.seed, deadline=deadline,
+                           keep_running=keep_running)
 
     def _keep_only(self, room: float) -> bool:
         """Whether a greedy pass cut at its deadline (`room` seconds before the finishing
@@ -291,19 +295,15 @@ class Portfolio:
         if not b.fits(KEEP_AFTER_BOUND * self._jobs_cpu(KEEP_CPU_PER_JOB)):
             return kept
         self.unchecked = None
-        self._greedy = self._run(partial(
-            plan_greedy, self.request, seed=self.request.policy.seed,
-            deadline=self._heuristic_deadline(), keep_running=True),
-            self._jobs_cpu(GREEDY_CPU_PER_JOB))
+        self._greedy = self._run(partial(self._greedy_pass, self._heuristic_deadline(), True),
+                                 self._jobs_cpu(GREEDY_CPU_PER_JOB))
         return self._greedy
 
     def fall_back(self) -> HeuristicResult:
         """The validator rejected the unchecked plan (`unchecked`): the greedy pass that
         keeps the running jobs it can, cut at once, stands in for it."""
         self.unchecked = None
-        self._greedy = self._start = plan_greedy(self.request, seed=self.request.policy.seed,
-                                                 deadline=time.monotonic(),
-                                                 keep_running=True)
+        self._greedy = self._start = self._greedy_pass(time.monotonic(), True)
         return self._greedy
 
     def _one_variant(self) -> bool | None:
