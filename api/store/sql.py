@@ -349,9 +349,7 @@ class SqlStore(ABC):
         """Write `rec` whole if the stored version is still `expected_version` (the head's
         compare and set decides; its state and changes follow in the same transaction)."""
         return self._tx(
-            ("UPDATE planning_sessions SET updated_at = ?, version = ? "
-             "WHERE id = ? AND version = ?",
-             (rec.updated_at, rec.version, rec.id, expected_version)),
+            _head_step(rec.id, expected_version, rec.version, rec.updated_at),
             ("UPDATE planning_session_states SET version = ?, request = ?, last_plan = ?, "
              "pending = ? WHERE id = ?",
              (rec.version, rec.request_json, rec.plan_json, rec.pending, rec.id)),
@@ -362,9 +360,7 @@ class SqlStore(ABC):
         """Raise the session's version by one if it is still `expected_version` and write
         `change` as that version's row (one transaction; the state is not touched)."""
         return self._tx(
-            ("UPDATE planning_sessions SET updated_at = ?, version = ? "
-             "WHERE id = ? AND version = ?",
-             (updated_at, expected_version + 1, session_id, expected_version)),
+            _head_step(session_id, expected_version, expected_version + 1, updated_at),
             ("INSERT INTO planning_session_changes (session_id, version, change) "
              "VALUES (?, ?, ?)", (session_id, expected_version + 1, change)))
 
@@ -396,6 +392,15 @@ class SqlStore(ABC):
         self._run("DELETE FROM planning_session_changes WHERE session_id NOT IN "
                   "(SELECT id FROM planning_sessions)")
         return n
+
+
+def _head_step(session_id: str, expected_version: int, version: int, updated_at: float
+               ) -> tuple[str, tuple[Any, ...]]:
+    """The compare and set on a session's head that opens every write of it: `version`
+    and `updated_at` are written only if the stored version is still `expected_version`
+    (`SqlStore._tx` then writes nothing else when no row changed)."""
+    return ("UPDATE planning_sessions SET updated_at = ?, version = ? "
+            "WHERE id = ? AND version = ?", (updated_at, version, session_id, expected_version))
 
 
 def _record(row: tuple[Any, ...]) -> SolveRecord:
