@@ -85,7 +85,7 @@ from typing import TypeVar
 
 from models.catalog import GpuModel, Instance, layout_violations
 from models.plan import Plan
-from models.request import Gpu, Job, Node, Placement, PlanRequest
+from models.request import Gpu, Job, MigInstance, Node, Placement, PlanRequest
 from models.rules import model_eligible
 
 #: Slack on capacity sums (fractions, GiB, millicores).
@@ -118,9 +118,16 @@ class Violation:
         return " ".join(parts) or "-"
 
 
+#: One placement of a placed job, read once: (job, placement, GPU key, the GPU or None
+#: when the cluster has no such GPU, the placement's MIG instance, its fraction).
+_Row = tuple[str, Placement, GpuKey, "Gpu | None", "MigInstance | None", "float | None"]
+
+
 @dataclass
 class _Ctx:
-    """Everything the rule checks share, computed once from the request and the plan."""
+    """Everything the rule checks share, computed once from the request and the plan: the
+    request's lookups, and the plan's placements read once into `rows` (a placement is a
+    pydantic object whose every attribute read costs; the checks walk the rows)."""
 
     request: PlanRequest
     plan: Plan
@@ -130,14 +137,29 @@ class _Ctx:
     gpus: dict[GpuKey, Gpu]
     #: Placed known jobs -> their placements (the first assignment of each job).
     placed: dict[str, list[Placement]] = field(default_factory=dict)
+    #: Placed known jobs -> their placements as rows (in the order of `placed`).
+    rows: dict[str, list[_Row]] = field(default_factory=dict)
+    #: Placed known jobs -> their shape ("whole", "mig" or "share").
+    shapes: dict[str, str] = field(default_factory=dict)
+    #: The rows of MIG instances and of fractions on existing GPUs, in row order.
+    mig_rows: list[_Row] = field(default_factory=list)
+    frac_rows: list[_Row] = field(default_factory=list)
+    #: The `job` of every assignment, in order, and those of assignments with no placements.
+    assigned: list[str] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
     #: Running jobs placed exactly on their current placements.
     kept: set[str] = field(default_factory=set)
+    #: The placed jobs with a `topology`, the elastic ones and those with host requests
+    #: (`cpu_millicores` or `host_memory_gib`), each in `placed` order.
+    topo: list[str] = field(default_factory=list)
+    elastic: list[str] = field(default_factory=list)
+    hosted: list[str] = field(default_factory=list)
     #: Contract 5.2: placed shared job -> product of its co-location factors (absent: 1).
     factors: dict[str, float] = field(default_factory=dict)
     out: list[Violation] = field(default_factory=list)
-    _on_gpus: list[tuple[str, Placement, Gpu]] | None = None
     _running: tuple[list[str], list[str]] | None = None
     _models: dict[str, tuple[str, GpuModel]] | None = None
+    _classes: list[int] | None = None
 
     def add(self, rule: str, message: str, *, job: str | None = None,
             node: str | None = None, gpu: int | None = None) -> None:
@@ -149,15 +171,6 @@ class _Ctx:
             return None
         spec = self.catalog.get(gpu.model)
         return None if spec is None else (gpu.model, spec)
-
-    def placements_on_gpus(self) -> Iterable[tuple[str, Placement, Gpu]]:
-        """(job, placement, GPU) for every placement naming an existing GPU (resolved once:
-        several checks walk them)."""
-        if self._on_gpus is None:
-            gpus = self.gpus
-            self._on_gpus = [(name, p, gpu) for name, pls in self.placed.items() for p in pls
-                             if (gpu := gpus.get((p.node, p.gpu))) is not None]
-        return self._on_gpus
 
 
 def _pkey(p: Placement) -> PlacementKey:
@@ -183,27 +196,40 @@ def _where(p: Placement) -> str:
 
 
 def _check_accounting(c: _Ctx) -> None:
-    seen = Counter(a.job for a in c.plan.assignments)
-    seen.update(u.job for u in c.plan.unplaced)
+    jobs = c.jobs
+    unplaced = [u.job for u in c.plan.unplaced]
+    listed = set(c.assigned)
+    listed.update(unplaced)
+    if len(listed) == len(jobs) == len(c.assigned) + len(unplaced) and listed == jobs.keys():
+        # every job exactly once, so every entry names a job of the request
+        for name in c.empty:
+            c.add("accounting", "assignment with no placements", job=name)
+    else:
+        _accounting_errors(c, unplaced)
+    if c.plan.status == "infeasible" and c.plan.assignments:
+        c.add("accounting", f"status infeasible but {len(c.plan.assignments)} assignments")
+
+
+def _accounting_errors(c: _Ctx, unplaced: list[str]) -> None:
+    """The accounting violations of a plan that does not list every job exactly once."""
     jobs = c.jobs
     for a in c.plan.assignments:
         if a.job not in jobs:
             c.add("accounting", "assignment of a job that is not in the request", job=a.job)
         elif not a.placements:
             c.add("accounting", "assignment with no placements", job=a.job)
-    for u in c.plan.unplaced:
-        if u.job not in jobs:
-            c.add("accounting", "unplaced entry for a job that is not in the request", job=u.job)
-    once = len(seen) == len(jobs) == len(c.plan.assignments) + len(c.plan.unplaced) \
-        and seen.keys() == jobs.keys()
-    for name in () if once else jobs:   # (`once`: every job exactly once)
+    for name in unplaced:
+        if name not in jobs:
+            c.add("accounting", "unplaced entry for a job that is not in the request",
+                  job=name)
+    seen = Counter(c.assigned)
+    seen.update(unplaced)
+    for name in jobs:
         n = seen.get(name, 0)
         if n == 0:
             c.add("accounting", "job appears in neither assignments nor unplaced", job=name)
         elif n > 1:
             c.add("accounting", f"job appears {n} times in assignments/unplaced", job=name)
-    if c.plan.status == "infeasible" and c.plan.assignments:
-        c.add("accounting", f"status infeasible but {len(c.plan.assignments)} assignments")
 
 
 # ---------------------------------------------------------------- 2. eligibility
@@ -212,28 +238,27 @@ def _check_accounting(c: _Ctx) -> None:
 def _check_eligibility(c: _Ctx) -> None:
     # model eligibility per (job, model), asked once per gang rather than per GPU
     eligible: dict[tuple[str, str], bool] = {}
-    for name, pls in c.placed.items():
-        job = c.jobs[name]
-        kept = name in c.kept
-        shape = job.shape
-        if shape != "whole" and len(pls) != 1:
-            c.add("eligibility", f"a {shape} job takes exactly one placement, got {len(pls)}",
+    kept_set = c.kept
+    for name, rows in c.rows.items():
+        shape = c.shapes[name]
+        if shape != "whole" and len(rows) != 1:
+            c.add("eligibility", f"a {shape} job takes exactly one placement, got {len(rows)}",
                   job=name)
-        for p in pls:
-            if not (kept and _plain_kept(c, shape, p)):
-                _check_placement(c, job, shape, p, kept, eligible)
+        kept = name in kept_set
+        for row in rows:
+            if not (kept and _plain_kept(c, shape, row)):
+                _check_placement(c, c.jobs[name], shape, row[1], kept, eligible)
 
 
-def _plain_kept(c: _Ctx, shape: str, p: Placement) -> bool:
-    """Whether `_check_placement` finds nothing wrong with `p`, a kept placement of a job
+def _plain_kept(c: _Ctx, shape: str, row: _Row) -> bool:
+    """Whether `_check_placement` finds nothing wrong with `row`, a kept placement of a job
     of `shape`, by the few questions it asks of a kept whole-GPU or MIG placement (an
     existing GPU of a catalog model, in the mode of the placement's kind); False sends
     it through `_check_placement` (shares and anything odd)."""
-    if shape == "share" or p.fraction is not None or p.node not in c.nodes:
-        return False
-    gpu = c.gpus.get((p.node, p.gpu))
-    return gpu is not None and gpu.model in c.catalog \
-        and gpu.mig_enabled == (shape == "mig") == (p.mig is not None)
+    _, _, _, gpu, mig, frac = row
+    # (an existing GPU is a GPU of an existing node: `gpus` is read from the nodes)
+    return shape != "share" and frac is None and gpu is not None \
+        and gpu.model in c.catalog and gpu.mig_enabled == (shape == "mig") == (mig is not None)
 
 
 def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
@@ -308,37 +333,36 @@ def _check_mig_covers(job: Job, p: Placement, spec: GpuModel,
 def _check_whole_gpu(c: _Ctx) -> None:
     holder: dict[GpuKey, str] = {}          # the first whole-GPU job on each GPU
     more: dict[GpuKey, set[str]] = {}       # GPUs with several, all their jobs
-    for name, pls in c.placed.items():
-        job = c.jobs[name]
-        if job.shape != "whole":
+    shapes = c.shapes
+    for name, rows in c.rows.items():
+        if shapes[name] != "whole":
             continue
-        for p in pls:
-            if p.mig is None and p.fraction is None:
-                key = (p.node, p.gpu)
+        for _, _, key, _, mig, frac in rows:
+            if mig is None and frac is None:
                 first = holder.setdefault(key, name)
                 if first != name:
                     more.setdefault(key, {first}).add(name)
-        _check_gang(c, job, pls)
+        _check_gang(c, c.jobs[name], rows)
     for (node, idx), names in sorted(more.items()):
         if (node, idx) in c.gpus:
             c.add("whole_gpu", f"whole GPU hosts {len(names)} whole-GPU jobs: "
                   f"{', '.join(sorted(names))}", node=node, gpu=idx)
 
 
-def _check_gang(c: _Ctx, job: Job, pls: list[Placement]) -> None:
+def _check_gang(c: _Ctx, job: Job, rows: list[_Row]) -> None:
     name = job.name
-    keys = [(p.node, p.gpu) for p in pls]
-    if job.elastic is None and len(pls) != job.gpus:
-        c.add("whole_gpu", f"gang needs {job.gpus} GPUs, got {len(pls)}", job=name)
+    keys = [row[2] for row in rows]
+    if job.elastic is None and len(rows) != job.gpus:
+        c.add("whole_gpu", f"gang needs {job.gpus} GPUs, got {len(rows)}", job=name)
     if len(set(keys)) != len(keys):
         c.add("whole_gpu", "gang lists the same GPU more than once", job=name)
     if name in c.kept:
         return
-    known = [k for k in keys if k in c.gpus]
-    models = {c.gpus[k].model for k in known}
+    gpus = [row[3] for row in rows if row[3] is not None]
+    models = {g.model for g in gpus}
     if len(models) > 1:
         c.add("whole_gpu", f"gang spans several models: {', '.join(sorted(models))}", job=name)
-    nodes = {n for n, _ in known}
+    nodes = {row[2][0] for row in rows if row[3] is not None}
     if job.single_node:
         if len(nodes) > 1:
             c.add("whole_gpu", f"single-node gang spans nodes {', '.join(sorted(nodes))}",
@@ -376,12 +400,12 @@ def _check_level(c: _Ctx, job: Job, nodes: set[str], level: str, rule: str,
 def _check_topology(c: _Ctx) -> None:
     """T1: new placements of a job with `topology.required` lie in one domain of it (kept
     placements are grandfathered)."""
-    for name, pls in c.placed.items():
+    for name in c.topo:
         job = c.jobs[name]
         required = job.topology.required if job.topology is not None else None
         if required is None or name in c.kept:
             continue
-        nodes = {p.node for p in pls if p.node in c.nodes}
+        nodes = {p.node for p in c.placed[name] if p.node in c.nodes}
         _check_level(c, job, nodes, required, "topology", f"gang requiring one {required}")
 
 
@@ -400,8 +424,9 @@ def _allowed(job: Job, n: int) -> bool:
 
 def _check_elastic(c: _Ctx) -> None:
     """E1: a placed elastic gang has an allowed number of GPUs."""
-    for name, pls in c.placed.items():
+    for name in c.elastic:
         job = c.jobs[name]
+        pls = c.placed[name]
         if job.elastic is not None and job.gpus is not None and not _allowed(job, len(pls)):
             el = job.elastic
             sizes = (", ".join(sorted(el.speedup, key=int)) if el.speedup
@@ -451,18 +476,17 @@ def _check_mig(c: _Ctx) -> None:
     hosts: dict[tuple[str, int, tuple[str, int]], list[str]] = defaultdict(list)
     pairs: dict[GpuKey, set[tuple[str, int]]] = {
         key: {(i.profile, i.start) for i in layout} for key, layout in final.items()}
-    for name, p, gpu in c.placements_on_gpus():
-        if p.mig is None or not gpu.mig_enabled:
+    for name, _, key, gpu, mig, _ in c.mig_rows:
+        if gpu is None or mig is None or not gpu.mig_enabled:
             continue
-        inst = (p.mig.profile, p.mig.start)
-        hosts[(p.node, p.gpu, inst)].append(name)
-        layout = pairs.get((p.node, p.gpu))
+        inst = (mig.profile, mig.start)
+        hosts[(key[0], key[1], inst)].append(name)
+        layout = pairs.get(key)
         if layout is None:   # unchanged (a layout is checked only where the plan changes it)
-            layout = pairs[(p.node, p.gpu)] = {(m.profile, m.start)
-                                               for m in gpu.mig_instances}
+            layout = pairs[key] = {(m.profile, m.start) for m in gpu.mig_instances}
         if inst not in layout:
             c.add("mig", f"instance {inst[0]}@{inst[1]} is not in the final layout",
-                  job=name, node=p.node, gpu=p.gpu)
+                  job=name, node=key[0], gpu=key[1])
     for node, idx, inst in sorted(k for k, names in hosts.items() if len(names) > 1):
         names = hosts[(node, idx, inst)]
         c.add("mig", f"instance {inst[0]}@{inst[1]} hosts {len(names)} jobs: "
@@ -507,21 +531,22 @@ def _check_shared(c: _Ctx) -> None:
     memory: dict[GpuKey, float] = defaultdict(float)
     whole: dict[GpuKey, list[str]] = defaultdict(list)
     sharers: dict[GpuKey, list[str]] = defaultdict(list)
-    on = c.placements_on_gpus()
-    for name, p, gpu in on:
-        if p.fraction is not None:
-            key = (p.node, p.gpu)
-            if gpu.mig_enabled:
-                c.add("shared", "shared placement on a MIG-enabled GPU",
-                      job=name, node=p.node, gpu=p.gpu)
-            fractions[key] += p.fraction
-            memory[key] += c.jobs[name].gpu_memory_gib or 0.0
-            sharers[key].append(name)
+    for name, _, key, gpu, _, frac in c.frac_rows:
+        if gpu is None or frac is None:
+            continue
+        if gpu.mig_enabled:
+            c.add("shared", "shared placement on a MIG-enabled GPU",
+                  job=name, node=key[0], gpu=key[1])
+        fractions[key] += frac
+        memory[key] += c.jobs[name].gpu_memory_gib or 0.0
+        sharers[key].append(name)
     if sharers:   # the whole-GPU jobs beside them
-        for name, p, _ in on:
-            if p.fraction is None and p.mig is None and (p.node, p.gpu) in sharers \
-                    and c.jobs[name].shape == "whole":
-                whole[(p.node, p.gpu)].append(name)
+        for name, rows in c.rows.items():
+            if c.shapes[name] != "whole":
+                continue
+            for _, _, key, gpu, mig, frac in rows:
+                if frac is None and mig is None and gpu is not None and key in sharers:
+                    whole[key].append(name)
     for key in sorted(sharers):
         node, idx = key
         names = ", ".join(sorted(sharers[key]))
@@ -546,22 +571,25 @@ def _check_host_resources(c: _Ctx) -> None:
     mem: dict[str, float] = defaultdict(float)
     touched: set[str] = set()
     jobs = c.jobs
-    for name, p, _ in c.placements_on_gpus():
+    # (a node only jobs without host requests use holds them: capacities are >= 0)
+    for name in c.hosted:
         job = jobs[name]
-        if job.cpu_millicores or job.host_memory_gib:
-            # (a node only jobs without host requests use holds them: capacities are >= 0)
-            touched.add(p.node)
-            # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
-            part = 1.0 / job.gpus if job.gpus else 1.0
-            cpu[p.node] += (job.cpu_millicores or 0.0) * part
-            mem[p.node] += (job.host_memory_gib or 0.0) * part
-    for name in sorted(touched):
-        node = c.nodes[name]
-        for what, used, cap in (("cpu_millicores", cpu[name], node.cpu_millicores),
-                                ("memory_gib", mem[name], node.memory_gib)):
+        # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
+        part = 1.0 / job.gpus if job.gpus else 1.0
+        job_cpu = (job.cpu_millicores or 0.0) * part
+        job_mem = (job.host_memory_gib or 0.0) * part
+        for _, _, (node, _), gpu, _, _ in c.rows[name]:
+            if gpu is not None:
+                touched.add(node)
+                cpu[node] += job_cpu
+                mem[node] += job_mem
+    for node_name in sorted(touched):
+        node = c.nodes[node_name]
+        for what, used, cap in (("cpu_millicores", cpu[node_name], node.cpu_millicores),
+                                ("memory_gib", mem[node_name], node.memory_gib)):
             if cap is not None and used > cap * (1 + CAPACITY_TOL) + CAPACITY_TOL:
                 c.add("host_resources", f"{what}: placed jobs need {used:.6g} > {cap:.6g}",
-                      node=name)
+                      node=node_name)
 
 
 # ---------------------------------------------------------------- 7. running jobs
@@ -681,10 +709,12 @@ def _placed_models(c: _Ctx) -> dict[str, tuple[str, GpuModel]]:
     derived once per plan (several checks read it; callers do not change it)."""
     if c._models is None:
         out: dict[str, tuple[str, GpuModel]] = {}
-        for name, pls in c.placed.items():
-            got = c.model_of((pls[0].node, pls[0].gpu))
-            if got is not None:
-                out[name] = got
+        catalog = c.catalog
+        for name, rows in c.rows.items():
+            gpu = rows[0][3]
+            spec = None if gpu is None else catalog.get(gpu.model)
+            if gpu is not None and spec is not None:
+                out[name] = (gpu.model, spec)
         c._models = out
     return c._models
 
@@ -747,14 +777,14 @@ def _topology_costs(c: _Ctx, names: set[str] | None = None) -> float:
     topology_cost * (domains spanned there - 1) (contract 5.5)."""
     cost = c.request.policy.topology_cost
     total = 0.0
-    for name, pls in c.placed.items():
+    for name in c.topo:
         if names is not None and name not in names:
             continue
         job = c.jobs[name]
         level = job.topology.preferred if job.topology is not None else None
         if level is None:
             continue
-        spanned = {_node_domain(c, p.node, level) for p in pls if p.node in c.nodes}
+        spanned = {_node_domain(c, p.node, level) for p in c.placed[name] if p.node in c.nodes}
         total += cost * max(len(spanned) - 1, 0)
     return total
 
@@ -904,7 +934,10 @@ def _check_quota(c: _Ctx) -> None:
 
 
 def _classes(c: _Ctx) -> list[int]:
-    return sorted({j.priority for j in c.jobs.values()}, reverse=True)
+    """The jobs' priority classes, the highest first (derived once per plan)."""
+    if c._classes is None:
+        c._classes = sorted({j.priority for j in c.jobs.values()}, reverse=True)
+    return c._classes
 
 
 @dataclass
@@ -1125,17 +1158,64 @@ def _first_wins(items: Iterable[tuple[K, V]]) -> dict[K, V]:
 def _context(request: PlanRequest, plan: Plan) -> _Ctx:
     cluster = request.cluster.nodes
     nodes = _first_wins((n.name, n) for n in cluster)
-    gpus = _first_wins(((n.name, g.index), g) for n in cluster for g in n.gpus)
-    jobs = _first_wins((j.name, j) for j in request.jobs)
+    jobs = {j.name: j for j in request.jobs}
+    if len(jobs) != len(request.jobs):   # a repeated name: the first job wins
+        jobs = _first_wins((j.name, j) for j in request.jobs)
     c = _Ctx(request=request, plan=plan, catalog=request.cluster.catalog(),
-             jobs=jobs, nodes=nodes, gpus=gpus)
-    placed = c.placed
-    for a in plan.assignments:
-        if a.placements and a.job in jobs and a.job not in placed:
-            placed[a.job] = list(a.placements)
-    c.kept = {n for n, pls in placed.items() if jobs[n].current and _is_kept(jobs[n], pls)}
+             jobs=jobs, nodes=nodes, gpus=_gpu_table(cluster))
+    _read_plan(c)
     c.factors = _colocation_factors(c)
     return c
+
+
+def _gpu_table(cluster: list[Node]) -> dict[GpuKey, Gpu]:
+    """(node, index) -> GPU, the first of a repeated key winning."""
+    gpus: dict[GpuKey, Gpu] = {}
+    count = 0
+    for n in cluster:
+        name = n.name
+        count += len(n.gpus)
+        for g in n.gpus:
+            gpus[(name, g.index)] = g
+    if len(gpus) == count:
+        return gpus
+    return _first_wins(((n.name, g.index), g) for n in cluster for g in n.gpus)
+
+
+def _read_plan(c: _Ctx) -> None:
+    """Fill `c`'s views of the plan in one pass over its assignments: `assigned`, `empty`,
+    `placed`, `kept`, `shapes`, `topo`, `elastic`, `hosted`, `rows`, `mig_rows` and `frac_rows`."""
+    jobs, gpus, placed = c.jobs, c.gpus, c.placed
+    mig_rows, frac_rows = c.mig_rows, c.frac_rows
+    for a in c.plan.assignments:
+        name, pls = a.job, a.placements
+        c.assigned.append(name)
+        if not pls:
+            c.empty.append(name)
+            continue
+        job = jobs.get(name)
+        if job is None or name in placed:
+            continue
+        placed[name] = pls
+        if job.current and _is_kept(job, pls):
+            c.kept.add(name)
+        c.shapes[name] = job.shape
+        if job.topology is not None:
+            c.topo.append(name)
+        if job.elastic is not None:
+            c.elastic.append(name)
+        if job.cpu_millicores or job.host_memory_gib:
+            c.hosted.append(name)
+        rows = c.rows[name] = []
+        for p in pls:
+            key = (p.node, p.gpu)
+            row = (name, p, key, gpus.get(key), p.mig, p.fraction)
+            rows.append(row)
+            if row[3] is not None:
+                if row[4] is not None:
+                    mig_rows.append(row)
+                if row[5] is not None:
+                    frac_rows.append(row)
 
 
 #: The rule checks, keyed by rule name (contract section 3 order).
