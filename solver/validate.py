@@ -583,13 +583,13 @@ def _check_host_resources(c: _Ctx) -> None:
                 touched.add(node)
                 cpu[node] += job_cpu
                 mem[node] += job_mem
-    for node_name in sorted(touched):
-        node = c.nodes[node_name]
-        for what, used, cap in (("cpu_millicores", cpu[node_name], node.cpu_millicores),
-                                ("memory_gib", mem[node_name], node.memory_gib)):
+    for node in sorted(touched):
+        spec = c.nodes[node]
+        for what, used, cap in (("cpu_millicores", cpu[node], spec.cpu_millicores),
+                                ("memory_gib", mem[node], spec.memory_gib)):
             if cap is not None and used > cap * (1 + CAPACITY_TOL) + CAPACITY_TOL:
                 c.add("host_resources", f"{what}: placed jobs need {used:.6g} > {cap:.6g}",
-                      node=node_name)
+                      node=node)
 
 
 # ---------------------------------------------------------------- 7. running jobs
