@@ -118,9 +118,12 @@ class Violation:
         return " ".join(parts) or "-"
 
 
-#: One placement of a placed job, read once: (job, placement, GPU key, the GPU or None
-#: when the cluster has no such GPU, the placement's MIG instance, its fraction).
-_Row = tuple[str, Placement, GpuKey, "Gpu | None", "MigInstance | None", "float | None"]
+#: A GPU as the checks read it: (the GPU, its model, the model's catalog entry or None
+#: when the catalog has no such model, whether MIG mode is on).
+_GpuInfo = tuple[Gpu, str, "GpuModel | None", bool]
+#: One placement of a placed job, read once: (job, placement, GPU key, the GPU's
+#: `_GpuInfo` or None when the cluster has no such GPU, the MIG instance, the fraction).
+_Row = tuple[str, Placement, GpuKey, "_GpuInfo | None", "MigInstance | None", "float | None"]
 
 
 @dataclass
@@ -135,6 +138,12 @@ class _Ctx:
     jobs: dict[str, Job]
     nodes: dict[str, Node]
     gpus: dict[GpuKey, Gpu]
+    #: The GPUs again, as `_GpuInfo`s.
+    gpu_info: dict[GpuKey, _GpuInfo]
+    #: Running jobs (with `current`) in request order.
+    running: list[str]
+    #: The jobs' priority classes, the highest first.
+    classes: list[int]
     #: Placed known jobs -> their placements (the first assignment of each job).
     placed: dict[str, list[Placement]] = field(default_factory=dict)
     #: Placed known jobs -> their placements as rows (in the order of `placed`).
@@ -159,7 +168,6 @@ class _Ctx:
     out: list[Violation] = field(default_factory=list)
     _running: tuple[list[str], list[str]] | None = None
     _models: dict[str, tuple[str, GpuModel]] | None = None
-    _classes: list[int] | None = None
 
     def add(self, rule: str, message: str, *, job: str | None = None,
             node: str | None = None, gpu: int | None = None) -> None:
@@ -245,20 +253,25 @@ def _check_eligibility(c: _Ctx) -> None:
             c.add("eligibility", f"a {shape} job takes exactly one placement, got {len(rows)}",
                   job=name)
         kept = name in kept_set
+        if kept and _plain_kept(c, shape, rows):
+            continue
+        job = c.jobs[name]
         for row in rows:
-            if not (kept and _plain_kept(c, shape, row)):
-                _check_placement(c, c.jobs[name], shape, row[1], kept, eligible)
+            _check_placement(c, job, shape, row[1], kept, eligible)
 
 
-def _plain_kept(c: _Ctx, shape: str, row: _Row) -> bool:
-    """Whether `_check_placement` finds nothing wrong with `row`, a kept placement of a job
-    of `shape`, by the few questions it asks of a kept whole-GPU or MIG placement (an
-    existing GPU of a catalog model, in the mode of the placement's kind); False sends
-    it through `_check_placement` (shares and anything odd)."""
-    _, _, _, gpu, mig, frac = row
+def _plain_kept(c: _Ctx, shape: str, rows: list[_Row]) -> bool:
+    """Whether `_check_placement` finds nothing wrong with `rows`, the placements of a
+    kept job of `shape`, by the few questions it asks of a kept whole-GPU or MIG placement
+    (an existing GPU of a catalog model, in the mode of the placement's kind); False sends
+    them through `_check_placement` (shares and anything odd)."""
+    if shape == "share":
+        return False
+    mig_mode = shape == "mig"
     # (an existing GPU is a GPU of an existing node: `gpus` is read from the nodes)
-    return shape != "share" and frac is None and gpu is not None \
-        and gpu.model in c.catalog and gpu.mig_enabled == (shape == "mig") == (mig is not None)
+    return all(frac is None and info is not None and info[2] is not None
+               and info[3] == mig_mode == (mig is not None)
+               for _, _, _, info, mig, frac in rows)
 
 
 def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
@@ -358,8 +371,7 @@ def _check_gang(c: _Ctx, job: Job, rows: list[_Row]) -> None:
         c.add("whole_gpu", "gang lists the same GPU more than once", job=name)
     if name in c.kept:
         return
-    gpus = [row[3] for row in rows if row[3] is not None]
-    models = {g.model for g in gpus}
+    models = {row[3][1] for row in rows if row[3] is not None}
     if len(models) > 1:
         c.add("whole_gpu", f"gang spans several models: {', '.join(sorted(models))}", job=name)
     nodes = {row[2][0] for row in rows if row[3] is not None}
@@ -476,14 +488,14 @@ def _check_mig(c: _Ctx) -> None:
     hosts: dict[tuple[str, int, tuple[str, int]], list[str]] = defaultdict(list)
     pairs: dict[GpuKey, set[tuple[str, int]]] = {
         key: {(i.profile, i.start) for i in layout} for key, layout in final.items()}
-    for name, _, key, gpu, mig, _ in c.mig_rows:
-        if gpu is None or mig is None or not gpu.mig_enabled:
+    for name, _, key, info, mig, _ in c.mig_rows:
+        if info is None or mig is None or not info[3]:
             continue
         inst = (mig.profile, mig.start)
         hosts[(key[0], key[1], inst)].append(name)
         layout = pairs.get(key)
         if layout is None:   # unchanged (a layout is checked only where the plan changes it)
-            layout = pairs[key] = {(m.profile, m.start) for m in gpu.mig_instances}
+            layout = pairs[key] = {(m.profile, m.start) for m in info[0].mig_instances}
         if inst not in layout:
             c.add("mig", f"instance {inst[0]}@{inst[1]} is not in the final layout",
                   job=name, node=key[0], gpu=key[1])
@@ -531,10 +543,10 @@ def _check_shared(c: _Ctx) -> None:
     memory: dict[GpuKey, float] = defaultdict(float)
     whole: dict[GpuKey, list[str]] = defaultdict(list)
     sharers: dict[GpuKey, list[str]] = defaultdict(list)
-    for name, _, key, gpu, _, frac in c.frac_rows:
-        if gpu is None or frac is None:
+    for name, _, key, info, _, frac in c.frac_rows:
+        if info is None or frac is None:
             continue
-        if gpu.mig_enabled:
+        if info[3]:
             c.add("shared", "shared placement on a MIG-enabled GPU",
                   job=name, node=key[0], gpu=key[1])
         fractions[key] += frac
@@ -544,8 +556,8 @@ def _check_shared(c: _Ctx) -> None:
         for name, rows in c.rows.items():
             if c.shapes[name] != "whole":
                 continue
-            for _, _, key, gpu, mig, frac in rows:
-                if frac is None and mig is None and gpu is not None and key in sharers:
+            for _, _, key, info, mig, frac in rows:
+                if frac is None and mig is None and info is not None and key in sharers:
                     whole[key].append(name)
     for key in sorted(sharers):
         node, idx = key
@@ -578,8 +590,8 @@ def _check_host_resources(c: _Ctx) -> None:
         part = 1.0 / job.gpus if job.gpus else 1.0
         job_cpu = (job.cpu_millicores or 0.0) * part
         job_mem = (job.host_memory_gib or 0.0) * part
-        for _, _, (node, _), gpu, _, _ in c.rows[name]:
-            if gpu is not None:
+        for _, _, (node, _), info, _, _ in c.rows[name]:
+            if info is not None:
                 touched.add(node)
                 cpu[node] += job_cpu
                 mem[node] += job_mem
@@ -599,7 +611,7 @@ def _running_outcome(c: _Ctx) -> tuple[list[str], list[str]]:
     """(moved, stopped) running jobs, in request order (derived once per plan: the running
     and objective checks both read it)."""
     if c._running is None:
-        running = [n for n, j in c.jobs.items() if j.current]
+        running = c.running
         c._running = ([n for n in running if n in c.placed and n not in c.kept],
                       [n for n in running if n not in c.placed])
     return c._running
@@ -709,12 +721,10 @@ def _placed_models(c: _Ctx) -> dict[str, tuple[str, GpuModel]]:
     derived once per plan (several checks read it; callers do not change it)."""
     if c._models is None:
         out: dict[str, tuple[str, GpuModel]] = {}
-        catalog = c.catalog
         for name, rows in c.rows.items():
-            gpu = rows[0][3]
-            spec = None if gpu is None else catalog.get(gpu.model)
-            if gpu is not None and spec is not None:
-                out[name] = (gpu.model, spec)
+            info = rows[0][3]
+            if info is not None and info[2] is not None:
+                out[name] = (info[1], info[2])
         c._models = out
     return c._models
 
@@ -934,10 +944,8 @@ def _check_quota(c: _Ctx) -> None:
 
 
 def _classes(c: _Ctx) -> list[int]:
-    """The jobs' priority classes, the highest first (derived once per plan)."""
-    if c._classes is None:
-        c._classes = sorted({j.priority for j in c.jobs.values()}, reverse=True)
-    return c._classes
+    """The jobs' priority classes, the highest first."""
+    return c.classes
 
 
 @dataclass
@@ -1158,34 +1166,44 @@ def _first_wins(items: Iterable[tuple[K, V]]) -> dict[K, V]:
 def _context(request: PlanRequest, plan: Plan) -> _Ctx:
     cluster = request.cluster.nodes
     nodes = _first_wins((n.name, n) for n in cluster)
-    jobs = {j.name: j for j in request.jobs}
-    if len(jobs) != len(request.jobs):   # a repeated name: the first job wins
-        jobs = _first_wins((j.name, j) for j in request.jobs)
-    c = _Ctx(request=request, plan=plan, catalog=request.cluster.catalog(),
-             jobs=jobs, nodes=nodes, gpus=_gpu_table(cluster))
+    catalog = request.cluster.catalog()
+    jobs: dict[str, Job] = {}
+    running: list[str] = []
+    classes: set[int] = set()
+    for j in request.jobs:   # (a repeated name: the first job wins)
+        name = j.name
+        if name not in jobs:
+            jobs[name] = j
+            if j.current:
+                running.append(name)
+            classes.add(j.priority)
+    gpus, info = _gpu_tables(cluster, catalog)
+    c = _Ctx(request=request, plan=plan, catalog=catalog, jobs=jobs, nodes=nodes, gpus=gpus,
+             gpu_info=info, running=running, classes=sorted(classes, reverse=True))
     _read_plan(c)
     c.factors = _colocation_factors(c)
     return c
 
 
-def _gpu_table(cluster: list[Node]) -> dict[GpuKey, Gpu]:
-    """(node, index) -> GPU, the first of a repeated key winning."""
+def _gpu_tables(cluster: list[Node], catalog: Mapping[str, GpuModel]
+                ) -> tuple[dict[GpuKey, Gpu], dict[GpuKey, _GpuInfo]]:
+    """(node, index) -> the GPU, and -> its `_GpuInfo`; the first of a repeated key wins."""
     gpus: dict[GpuKey, Gpu] = {}
-    count = 0
+    info: dict[GpuKey, _GpuInfo] = {}
     for n in cluster:
         name = n.name
-        count += len(n.gpus)
         for g in n.gpus:
-            gpus[(name, g.index)] = g
-    if len(gpus) == count:
-        return gpus
-    return _first_wins(((n.name, g.index), g) for n in cluster for g in n.gpus)
+            key = (name, g.index)
+            if key not in gpus:
+                gpus[key] = g
+                info[key] = (g, g.model, catalog.get(g.model), g.mig_enabled)
+    return gpus, info
 
 
 def _read_plan(c: _Ctx) -> None:
     """Fill `c`'s views of the plan in one pass over its assignments: `assigned`, `empty`,
     `placed`, `kept`, `shapes`, `topo`, `elastic`, `hosted`, `rows`, `mig_rows` and `frac_rows`."""
-    jobs, gpus, placed = c.jobs, c.gpus, c.placed
+    jobs, gpus, placed = c.jobs, c.gpu_info, c.placed
     mig_rows, frac_rows = c.mig_rows, c.frac_rows
     for a in c.plan.assignments:
         name, pls = a.job, a.placements
