@@ -150,9 +150,11 @@ class _Ctx:
     rows: dict[str, list[_Row]] = field(default_factory=dict)
     #: Placed known jobs -> their shape ("whole", "mig" or "share").
     shapes: dict[str, str] = field(default_factory=dict)
-    #: The rows of MIG instances and of fractions on existing GPUs, in row order.
+    #: The rows on existing GPUs of MIG instances, of fractions, and of neither (whole
+    #: GPUs), each in row order.
     mig_rows: list[_Row] = field(default_factory=list)
     frac_rows: list[_Row] = field(default_factory=list)
+    plain_rows: list[_Row] = field(default_factory=list)
     #: The `job` of every assignment, in order, and those of assignments with no placements.
     assigned: list[str] = field(default_factory=list)
     empty: list[str] = field(default_factory=list)
@@ -186,13 +188,11 @@ def _pkey(p: Placement) -> PlacementKey:
     return (p.node, p.gpu, p.mig.profile if p.mig else "", p.mig.start if p.mig else -1)
 
 
-def _is_kept(job: Job, pls: list[Placement]) -> bool:
-    cur = job.current
-    if not cur:
-        return False
-    if len(pls) == len(cur) and all(p is q for p, q in zip(pls, cur, strict=True)):
-        return True   # the very placements it runs on (what a plan keeping it holds)
-    return {_pkey(p) for p in pls} == {_pkey(p) for p in cur}
+def _is_kept(cur: list[Placement], pls: list[Placement]) -> bool:
+    """Whether `pls` are the `cur`rent placements of a running job, fractions aside."""
+    # `==` first: the very placements it runs on (what a plan keeping it holds) compare
+    # by identity, equal ones field by field
+    return pls == cur or {_pkey(p) for p in pls} == {_pkey(p) for p in cur}
 
 
 def _where(p: Placement) -> str:
@@ -269,9 +269,11 @@ def _plain_kept(c: _Ctx, shape: str, rows: list[_Row]) -> bool:
         return False
     mig_mode = shape == "mig"
     # (an existing GPU is a GPU of an existing node: `gpus` is read from the nodes)
-    return all(frac is None and info is not None and info[2] is not None
-               and info[3] == mig_mode == (mig is not None)
-               for _, _, _, info, mig, frac in rows)
+    for _, _, _, info, mig, frac in rows:
+        if frac is not None or info is None or info[2] is None \
+                or not info[3] == mig_mode == (mig is not None):
+            return False
+    return True
 
 
 def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
@@ -347,15 +349,14 @@ def _check_whole_gpu(c: _Ctx) -> None:
     holder: dict[GpuKey, str] = {}          # the first whole-GPU job on each GPU
     more: dict[GpuKey, set[str]] = {}       # GPUs with several, all their jobs
     shapes = c.shapes
+    for name, _, key, _, _, _ in c.plain_rows:   # (GPUs the cluster has)
+        if shapes[name] == "whole":
+            first = holder.setdefault(key, name)
+            if first != name:
+                more.setdefault(key, {first}).add(name)
     for name, rows in c.rows.items():
-        if shapes[name] != "whole":
-            continue
-        for _, _, key, _, mig, frac in rows:
-            if mig is None and frac is None:
-                first = holder.setdefault(key, name)
-                if first != name:
-                    more.setdefault(key, {first}).add(name)
-        _check_gang(c, c.jobs[name], rows)
+        if shapes[name] == "whole":
+            _check_gang(c, c.jobs[name], rows)
     for (node, idx), names in sorted(more.items()):
         if (node, idx) in c.gpus:
             c.add("whole_gpu", f"whole GPU hosts {len(names)} whole-GPU jobs: "
@@ -553,21 +554,23 @@ def _check_shared(c: _Ctx) -> None:
         memory[key] += c.jobs[name].gpu_memory_gib or 0.0
         sharers[key].append(name)
     if sharers:   # the whole-GPU jobs beside them
-        for name, rows in c.rows.items():
-            if c.shapes[name] != "whole":
-                continue
-            for _, _, key, info, mig, frac in rows:
-                if frac is None and mig is None and info is not None and key in sharers:
-                    whole[key].append(name)
+        shapes = c.shapes
+        for name, _, key, _, _, _ in c.plain_rows:
+            if key in sharers and shapes[name] == "whole":
+                whole[key].append(name)
     for key in sorted(sharers):
         node, idx = key
+        spec = c.gpu_info[key][2]
+        cap = spec.memory_gib if spec is not None else None
+        over = fractions[key] > 1 + CAPACITY_TOL
+        heavy = cap is not None and memory[key] > cap + CAPACITY_TOL
+        if not (over or heavy or whole[key]):
+            continue
         names = ", ".join(sorted(sharers[key]))
-        if fractions[key] > 1 + CAPACITY_TOL:
+        if over:
             c.add("shared", f"fractions sum to {fractions[key]:.6g} > 1 ({names})",
                   node=node, gpu=idx)
-        got = c.model_of(key)
-        cap = got[1].memory_gib if got else None
-        if cap is not None and memory[key] > cap + CAPACITY_TOL:
+        if heavy:
             c.add("shared", f"shared jobs need {memory[key]:.6g} GiB > the GPU's {cap:.6g} "
                   f"({names})", node=node, gpu=idx)
         if whole[key]:
@@ -1202,12 +1205,14 @@ def _gpu_tables(cluster: list[Node], catalog: Mapping[str, GpuModel]
 
 def _read_plan(c: _Ctx) -> None:
     """Fill `c`'s views of the plan in one pass over its assignments: `assigned`, `empty`,
-    `placed`, `kept`, `shapes`, `topo`, `elastic`, `hosted`, `rows`, `mig_rows` and `frac_rows`."""
-    jobs, gpus, placed = c.jobs, c.gpu_info, c.placed
-    mig_rows, frac_rows = c.mig_rows, c.frac_rows
+    `placed`, `kept`, `shapes`, `topo`, `elastic`, `hosted`, `rows`, `mig_rows`,
+    `frac_rows` and `plain_rows`."""
+    jobs, gpus, placed, shapes, all_rows = c.jobs, c.gpu_info, c.placed, c.shapes, c.rows
+    mig_rows, frac_rows, plain_rows = c.mig_rows, c.frac_rows, c.plain_rows
+    assigned = c.assigned
     for a in c.plan.assignments:
         name, pls = a.job, a.placements
-        c.assigned.append(name)
+        assigned.append(name)
         if not pls:
             c.empty.append(name)
             continue
@@ -1215,16 +1220,17 @@ def _read_plan(c: _Ctx) -> None:
         if job is None or name in placed:
             continue
         placed[name] = pls
-        if job.current and _is_kept(job, pls):
+        cur = job.current
+        if cur and _is_kept(cur, pls):
             c.kept.add(name)
-        c.shapes[name] = job.shape
+        shapes[name] = job.shape
         if job.topology is not None:
             c.topo.append(name)
         if job.elastic is not None:
             c.elastic.append(name)
         if job.cpu_millicores or job.host_memory_gib:
             c.hosted.append(name)
-        rows = c.rows[name] = []
+        rows = all_rows[name] = []
         for p in pls:
             key = (p.node, p.gpu)
             row = (name, p, key, gpus.get(key), p.mig, p.fraction)
@@ -1234,6 +1240,8 @@ def _read_plan(c: _Ctx) -> None:
                     mig_rows.append(row)
                 if row[5] is not None:
                     frac_rows.append(row)
+                elif row[4] is None:
+                    plain_rows.append(row)
 
 
 #: The rule checks, keyed by rule name (contract section 3 order).
