@@ -137,8 +137,7 @@ class _Ctx:
     catalog: dict[str, GpuModel]
     jobs: dict[str, Job]
     nodes: dict[str, Node]
-    gpus: dict[GpuKey, Gpu]
-    #: The GPUs again, as `_GpuInfo`s.
+    #: (node, index) -> the GPU, as a `_GpuInfo`.
     gpu_info: dict[GpuKey, _GpuInfo]
     #: Running jobs (with `current`) in request order.
     running: list[str]
@@ -176,11 +175,8 @@ class _Ctx:
         self.out.append(Violation(rule, message, job, node, gpu))
 
     def model_of(self, key: GpuKey) -> tuple[str, GpuModel] | None:
-        gpu = self.gpus.get(key)
-        if gpu is None:
-            return None
-        spec = self.catalog.get(gpu.model)
-        return None if spec is None else (gpu.model, spec)
+        info = self.gpu_info.get(key)
+        return None if info is None or info[2] is None else (info[1], info[2])
 
 
 def _pkey(p: Placement) -> PlacementKey:
@@ -283,7 +279,8 @@ def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
 def _check_placement(c: _Ctx, job: Job, shape: str, p: Placement, kept: bool,
                      eligible: dict[tuple[str, str], bool]) -> None:
     node = c.nodes.get(p.node)
-    gpu = c.gpus.get((p.node, p.gpu))
+    info = c.gpu_info.get((p.node, p.gpu))
+    gpu = None if info is None else info[0]
     if node is None or gpu is None:
         _bad_placement(c, job, p, "no such node" if node is None else "no such GPU on this node")
         return
@@ -358,7 +355,7 @@ def _check_whole_gpu(c: _Ctx) -> None:
         if shapes[name] == "whole":
             _check_gang(c, c.jobs[name], rows)
     for (node, idx), names in sorted(more.items()):
-        if (node, idx) in c.gpus:
+        if (node, idx) in c.gpu_info:
             c.add("whole_gpu", f"whole GPU hosts {len(names)} whole-GPU jobs: "
                   f"{', '.join(sorted(names))}", node=node, gpu=idx)
 
@@ -459,11 +456,11 @@ def _check_mig(c: _Ctx) -> None:
     for ch in c.plan.mig_changes:
         key = (ch.node, ch.gpu)
         listed[key] += 1
-        gpu = c.gpus.get(key)
-        if gpu is None:
+        info = c.gpu_info.get(key)
+        if info is None:
             c.add("mig", "MIG change on a GPU that does not exist", node=ch.node, gpu=ch.gpu)
             continue
-        if not gpu.mig_enabled:
+        if not info[3]:
             c.add("mig", "MIG change on a GPU without MIG mode", node=ch.node, gpu=ch.gpu)
             continue
         if (ch.destroy or ch.create) and not policy.allow_mig_reconfiguration:
@@ -479,9 +476,9 @@ def _check_mig(c: _Ctx) -> None:
     # their current layout (read below only where a placement names an instance)
     final: dict[GpuKey, list[Instance]] = {}
     changed = set(destroy) | set(create)
-    order = [key for key in c.gpus if key in changed] if len(changed) > 1 else changed
+    order = [key for key in c.gpu_info if key in changed] if len(changed) > 1 else changed
     for key in order:
-        final[key] = _final_layout(c, key, c.gpus[key], destroy[key], create[key])
+        final[key] = _final_layout(c, key, c.gpu_info[key][0], destroy[key], create[key])
 
     # Each instance hosts at most one job and exists in the final layout. Instances are
     # compared as (profile, start) pairs here (what `Instance` equality and order are),
@@ -697,8 +694,9 @@ def _remaining(job: Job, n: int | None = None) -> float:
     return max(r, 1.0)
 
 
-def _job_term_throughput(job: Job, model: str, spec: GpuModel, n: int) -> float:
-    return _value(job, model, spec, n)
+#: The throughput term is the job's value (one call less per job: the objective calls it
+#: for every placed job).
+_job_term_throughput: Callable[[Job, str, GpuModel, int], float] = _value
 
 
 def _job_term_jct(job: Job, model: str, spec: GpuModel, n: int) -> float:
@@ -737,7 +735,7 @@ def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]],
     """min over tenants k of (value of k's placed jobs) / D_k (docs/semantics.md); with
     `priority`, over the jobs of that class only (demands included)."""
     # Models present in each mode: MIG jobs need MIG-enabled GPUs, the others non-MIG ones.
-    present = {mig: {g.model for g in c.gpus.values() if g.mig_enabled == mig}
+    present = {mig: {model for _, model, _, on in c.gpu_info.values() if on == mig}
                for mig in (False, True)}
     demand: dict[str, float] = defaultdict(float)
     got: dict[str, float] = defaultdict(float)
@@ -749,9 +747,9 @@ def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]],
                    if m in c.catalog and model_eligible(job, m, c.catalog[m])}
         if job.current:
             # A running job's own model counts even when no longer eligible.
-            cur = c.gpus.get((job.current[0].node, job.current[0].gpu))
-            if cur is not None and cur.model in c.catalog:
-                options.add(cur.model)
+            cur = c.gpu_info.get((job.current[0].node, job.current[0].gpu))
+            if cur is not None and cur[1] in c.catalog:
+                options.add(cur[1])
         sizes: list[int | None] = [None]
         if job.elastic is not None:
             el = job.elastic
@@ -781,8 +779,14 @@ def _objective(c: _Ctx) -> float:
     costs = (policy.migration_cost * len(moved) + policy.preemption_cost * len(stopped)
              + _topology_costs(c))
     term = _ADDITIVE[objective]
-    return sum(term(c.jobs[n], *models[n], len(c.placed[n])) * c.factors.get(n, 1.0)
-               for n in c.jobs if n in models) - costs
+    placed, factors = c.placed, c.factors
+    if factors:
+        total = sum(term(job, *models[n], len(placed[n])) * factors.get(n, 1.0)
+                    for n, job in c.jobs.items() if n in models)
+    else:   # (every factor 1: x * 1.0 is x, the same sum)
+        total = sum(term(job, *models[n], len(placed[n]))
+                    for n, job in c.jobs.items() if n in models)
+    return total - costs
 
 
 def _topology_costs(c: _Ctx, names: set[str] | None = None) -> float:
@@ -1180,27 +1184,25 @@ def _context(request: PlanRequest, plan: Plan) -> _Ctx:
             if j.current:
                 running.append(name)
             classes.add(j.priority)
-    gpus, info = _gpu_tables(cluster, catalog)
-    c = _Ctx(request=request, plan=plan, catalog=catalog, jobs=jobs, nodes=nodes, gpus=gpus,
-             gpu_info=info, running=running, classes=sorted(classes, reverse=True))
+    c = _Ctx(request=request, plan=plan, catalog=catalog, jobs=jobs, nodes=nodes,
+             gpu_info=_gpu_table(cluster, catalog), running=running,
+             classes=sorted(classes, reverse=True))
     _read_plan(c)
     c.factors = _colocation_factors(c)
     return c
 
 
-def _gpu_tables(cluster: list[Node], catalog: Mapping[str, GpuModel]
-                ) -> tuple[dict[GpuKey, Gpu], dict[GpuKey, _GpuInfo]]:
-    """(node, index) -> the GPU, and -> its `_GpuInfo`; the first of a repeated key wins."""
-    gpus: dict[GpuKey, Gpu] = {}
+def _gpu_table(cluster: list[Node], catalog: Mapping[str, GpuModel]
+               ) -> dict[GpuKey, _GpuInfo]:
+    """(node, index) -> the GPU's `_GpuInfo`; the first of a repeated key wins."""
     info: dict[GpuKey, _GpuInfo] = {}
     for n in cluster:
         name = n.name
         for g in n.gpus:
             key = (name, g.index)
-            if key not in gpus:
-                gpus[key] = g
+            if key not in info:
                 info[key] = (g, g.model, catalog.get(g.model), g.mig_enabled)
-    return gpus, info
+    return info
 
 
 def _read_plan(c: _Ctx) -> None:
