@@ -149,6 +149,8 @@ class _Ctx:
     rows: dict[str, list[_Row]] = field(default_factory=dict)
     #: Placed known jobs -> their shape ("whole", "mig" or "share").
     shapes: dict[str, str] = field(default_factory=dict)
+    #: Placed whole-GPU jobs that are not elastic -> their `gpus`.
+    need: dict[str, int] = field(default_factory=dict)
     #: The rows on existing GPUs of MIG instances, of fractions, and of neither (whole
     #: GPUs), each in row order.
     mig_rows: list[_Row] = field(default_factory=list)
@@ -169,6 +171,7 @@ class _Ctx:
     out: list[Violation] = field(default_factory=list)
     _running: tuple[list[str], list[str]] | None = None
     _models: dict[str, tuple[str, GpuModel]] | None = None
+    _whole: tuple[dict[GpuKey, str], dict[GpuKey, list[str]]] | None = None
 
     def add(self, rule: str, message: str, *, job: str | None = None,
             node: str | None = None, gpu: int | None = None) -> None:
@@ -343,21 +346,42 @@ def _check_mig_covers(job: Job, p: Placement, spec: GpuModel,
 
 
 def _check_whole_gpu(c: _Ctx) -> None:
-    holder: dict[GpuKey, str] = {}          # the first whole-GPU job on each GPU
-    more: dict[GpuKey, set[str]] = {}       # GPUs with several, all their jobs
-    shapes = c.shapes
-    for name, _, key, _, _, _ in c.plain_rows:   # (GPUs the cluster has)
-        if shapes[name] == "whole":
-            first = holder.setdefault(key, name)
-            if first != name:
-                more.setdefault(key, {first}).add(name)
+    shapes, need, kept = c.shapes, c.need, c.kept
     for name, rows in c.rows.items():
-        if shapes[name] == "whole":
+        if shapes[name] == "whole" and not (name in kept and _plain_gang(rows, need.get(name))):
             _check_gang(c, c.jobs[name], rows)
-    for (node, idx), names in sorted(more.items()):
-        if (node, idx) in c.gpu_info:
+    first, more = _whole_on(c)
+    for key in sorted(more):
+        names = {first[key], *more[key]}
+        if len(names) > 1:
             c.add("whole_gpu", f"whole GPU hosts {len(names)} whole-GPU jobs: "
-                  f"{', '.join(sorted(names))}", node=node, gpu=idx)
+                  f"{', '.join(sorted(names))}", node=key[0], gpu=key[1])
+
+
+def _whole_on(c: _Ctx) -> tuple[dict[GpuKey, str], dict[GpuKey, list[str]]]:
+    """The whole-GPU jobs' whole-GPU placements on the cluster's GPUs: the first job on
+    each GPU, and the jobs of the GPU's later placements (a job again when it lists the
+    GPU again), in row order; derived once per plan (the whole-GPU and shared checks)."""
+    if c._whole is None:
+        first: dict[GpuKey, str] = {}
+        more: dict[GpuKey, list[str]] = {}
+        shapes = c.shapes
+        for name, _, key, _, _, _ in c.plain_rows:
+            if shapes[name] == "whole":
+                if key in first:
+                    more.setdefault(key, []).append(name)
+                else:
+                    first[key] = name
+        c._whole = (first, more)
+    return c._whole
+
+
+def _plain_gang(rows: list[_Row], need: int | None) -> bool:
+    """Whether `_check_gang` finds nothing wrong with a kept gang placed on `rows`, by the
+    questions it asks of one: the gang's size is `need` (None for an elastic gang, which
+    the check asks about) and its GPUs are distinct."""
+    n = len(rows)
+    return n == need and (n == 1 or len({row[2] for row in rows}) == n)
 
 
 def _check_gang(c: _Ctx, job: Job, rows: list[_Row]) -> None:
@@ -551,10 +575,10 @@ def _check_shared(c: _Ctx) -> None:
         memory[key] += c.jobs[name].gpu_memory_gib or 0.0
         sharers[key].append(name)
     if sharers:   # the whole-GPU jobs beside them
-        shapes = c.shapes
-        for name, _, key, _, _, _ in c.plain_rows:
-            if key in sharers and shapes[name] == "whole":
-                whole[key].append(name)
+        first, more = _whole_on(c)
+        for key in sharers:
+            if key in first:
+                whole[key] = [first[key], *more.get(key, ())]
     for key in sorted(sharers):
         node, idx = key
         spec = c.gpu_info[key][2]
@@ -1207,7 +1231,7 @@ def _gpu_table(cluster: list[Node], catalog: Mapping[str, GpuModel]
 
 def _read_plan(c: _Ctx) -> None:
     """Fill `c`'s views of the plan in one pass over its assignments: `assigned`, `empty`,
-    `placed`, `kept`, `shapes`, `topo`, `elastic`, `hosted`, `rows`, `mig_rows`,
+    `placed`, `kept`, `shapes`, `need`, `topo`, `elastic`, `hosted`, `rows`, `mig_rows`,
     `frac_rows` and `plain_rows`."""
     jobs, gpus, placed, shapes, all_rows = c.jobs, c.gpu_info, c.placed, c.shapes, c.rows
     mig_rows, frac_rows, plain_rows = c.mig_rows, c.frac_rows, c.plain_rows
@@ -1225,11 +1249,13 @@ def _read_plan(c: _Ctx) -> None:
         cur = job.current
         if cur and _is_kept(cur, pls):
             c.kept.add(name)
-        shapes[name] = job.shape
+        shape = shapes[name] = job.shape
         if job.topology is not None:
             c.topo.append(name)
         if job.elastic is not None:
             c.elastic.append(name)
+        elif shape == "whole" and job.gpus is not None:
+            c.need[name] = job.gpus
         if job.cpu_millicores or job.host_memory_gib:
             c.hosted.append(name)
         rows = all_rows[name] = []
