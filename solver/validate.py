@@ -151,6 +151,9 @@ class _Ctx:
     shapes: dict[str, str] = field(default_factory=dict)
     #: Placed whole-GPU jobs that are not elastic -> their `gpus`.
     need: dict[str, int] = field(default_factory=dict)
+    #: The placed jobs the eligibility check reads (in `placed` order): all but the kept
+    #: ones whose placements `_plain_kept` clears and whose count is right for the shape.
+    odd: list[str] = field(default_factory=list)
     #: The rows on existing GPUs of MIG instances, of fractions, and of neither (whole
     #: GPUs), each in row order.
     mig_rows: list[_Row] = field(default_factory=list)
@@ -246,7 +249,8 @@ def _check_eligibility(c: _Ctx) -> None:
     # model eligibility per (job, model), asked once per gang rather than per GPU
     eligible: dict[tuple[str, str], bool] = {}
     kept_set = c.kept
-    for name, rows in c.rows.items():
+    for name in c.odd:   # (the others: kept, `_plain_kept` and of the right count)
+        rows = c.rows[name]
         shape = c.shapes[name]
         if shape != "whole" and len(rows) != 1:
             c.add("eligibility", f"a {shape} job takes exactly one placement, got {len(rows)}",
@@ -507,22 +511,26 @@ def _check_mig(c: _Ctx) -> None:
     # Each instance hosts at most one job and exists in the final layout. Instances are
     # compared as (profile, start) pairs here (what `Instance` equality and order are),
     # without building an `Instance` per placement.
-    hosts: dict[tuple[str, int, tuple[str, int]], list[str]] = defaultdict(list)
+    host: dict[tuple[GpuKey, tuple[str, int]], str] = {}   # each instance's first job
+    hosts: dict[tuple[GpuKey, tuple[str, int]], list[str]] = {}   # those with several
     pairs: dict[GpuKey, set[tuple[str, int]]] = {
         key: {(i.profile, i.start) for i in layout} for key, layout in final.items()}
     for name, _, key, info, mig, _ in c.mig_rows:
         if info is None or mig is None or not info[3]:
             continue
         inst = (mig.profile, mig.start)
-        hosts[(key[0], key[1], inst)].append(name)
+        if (key, inst) in host:
+            hosts.setdefault((key, inst), [host[(key, inst)]]).append(name)
+        else:
+            host[(key, inst)] = name
         layout = pairs.get(key)
         if layout is None:   # unchanged (a layout is checked only where the plan changes it)
             layout = pairs[key] = {(m.profile, m.start) for m in info[0].mig_instances}
         if inst not in layout:
             c.add("mig", f"instance {inst[0]}@{inst[1]} is not in the final layout",
                   job=name, node=key[0], gpu=key[1])
-    for node, idx, inst in sorted(k for k, names in hosts.items() if len(names) > 1):
-        names = hosts[(node, idx, inst)]
+    for (node, idx), inst in sorted(hosts):
+        names = hosts[((node, idx), inst)]
         c.add("mig", f"instance {inst[0]}@{inst[1]} hosts {len(names)} jobs: "
               f"{', '.join(sorted(names))}", node=node, gpu=idx)
 
@@ -1231,7 +1239,7 @@ def _gpu_table(cluster: list[Node], catalog: Mapping[str, GpuModel]
 
 def _read_plan(c: _Ctx) -> None:
     """Fill `c`'s views of the plan in one pass over its assignments: `assigned`, `empty`,
-    `placed`, `kept`, `shapes`, `need`, `topo`, `elastic`, `hosted`, `rows`, `mig_rows`,
+    `placed`, `kept`, `shapes`, `need`, `odd`, `topo`, `elastic`, `hosted`, `rows`, `mig_rows`,
     `frac_rows` and `plain_rows`."""
     jobs, gpus, placed, shapes, all_rows = c.jobs, c.gpu_info, c.placed, c.shapes, c.rows
     mig_rows, frac_rows, plain_rows = c.mig_rows, c.frac_rows, c.plain_rows
@@ -1270,6 +1278,9 @@ def _read_plan(c: _Ctx) -> None:
                     frac_rows.append(row)
                 elif row[4] is None:
                     plain_rows.append(row)
+        if not (name in c.kept and _plain_kept(c, shape, rows)) \
+                or (shape != "whole" and len(rows) != 1):
+            c.odd.append(name)
 
 
 #: The rule checks, keyed by rule name (contract section 3 order).
