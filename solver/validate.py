@@ -154,6 +154,9 @@ class _Ctx:
     #: The placed jobs the eligibility check reads (in `placed` order): all but the kept
     #: ones whose placements `_plain_kept` clears and whose count is right for the shape.
     odd: list[str] = field(default_factory=list)
+    #: The placed whole-GPU jobs the gang check reads: all but the kept ones whose
+    #: placements `_plain_gang` clears (in `placed` order).
+    gangs: list[str] = field(default_factory=list)
     #: The rows on existing GPUs of MIG instances, of fractions, and of neither (whole
     #: GPUs), each in row order.
     mig_rows: list[_Row] = field(default_factory=list)
@@ -190,11 +193,10 @@ def _pkey(p: Placement) -> PlacementKey:
     return (p.node, p.gpu, p.mig.profile if p.mig else "", p.mig.start if p.mig else -1)
 
 
-def _is_kept(cur: list[Placement], pls: list[Placement]) -> bool:
-    """Whether `pls` are the `cur`rent placements of a running job, fractions aside."""
-    # `==` first: the very placements it runs on (what a plan keeping it holds) compare
-    # by identity, equal ones field by field
-    return pls == cur or {_pkey(p) for p in pls} == {_pkey(p) for p in cur}
+def _same_places(cur: list[Placement], pls: list[Placement]) -> bool:
+    """Whether `pls` are where the `cur`rent placements of a running job are, fractions
+    aside (a running job placed so is kept)."""
+    return {_pkey(p) for p in pls} == {_pkey(p) for p in cur}
 
 
 def _where(p: Placement) -> str:
@@ -256,20 +258,20 @@ def _check_eligibility(c: _Ctx) -> None:
             c.add("eligibility", f"a {shape} job takes exactly one placement, got {len(rows)}",
                   job=name)
         kept = name in kept_set
-        if kept and _plain_kept(c, shape, rows):
-            continue
         job = c.jobs[name]
         for row in rows:
             _check_placement(c, job, shape, row[1], kept, eligible)
 
 
-def _plain_kept(c: _Ctx, shape: str, rows: list[_Row]) -> bool:
+def _plain_kept(c: _Ctx, shape: str, rows: list[_Row], same: bool) -> bool:
     """Whether `_check_placement` finds nothing wrong with `rows`, the placements of a
-    kept job of `shape`, by the few questions it asks of a kept whole-GPU or MIG placement
-    (an existing GPU of a catalog model, in the mode of the placement's kind); False sends
-    them through `_check_placement` (shares and anything odd)."""
+    kept job of `shape` (`same`: equal to its current ones), by the few questions it asks
+    of such a placement: an existing GPU of a catalog model; for a whole-GPU or MIG job, in
+    the mode of the placement's kind; for a shared job, a finite fraction, its current
+    one when `same`. False sends them through `_check_placement` (anything odd)."""
     if shape == "share":
-        return False
+        return same and all(frac is not None and math.isfinite(frac) and info is not None
+                            and info[2] is not None for _, _, _, info, _, frac in rows)
     mig_mode = shape == "mig"
     # (an existing GPU is a GPU of an existing node: `gpus` is read from the nodes)
     for _, _, _, info, mig, frac in rows:
@@ -350,10 +352,8 @@ def _check_mig_covers(job: Job, p: Placement, spec: GpuModel,
 
 
 def _check_whole_gpu(c: _Ctx) -> None:
-    shapes, need, kept = c.shapes, c.need, c.kept
-    for name, rows in c.rows.items():
-        if shapes[name] == "whole" and not (name in kept and _plain_gang(rows, need.get(name))):
-            _check_gang(c, c.jobs[name], rows)
+    for name in c.gangs:   # (the others: kept gangs `_plain_gang` clears)
+        _check_gang(c, c.jobs[name], c.rows[name])
     first, more = _whole_on(c)
     for key in sorted(more):
         names = {first[key], *more[key]}
@@ -753,12 +753,11 @@ def _placed_models(c: _Ctx) -> dict[str, tuple[str, GpuModel]]:
     """Placed job -> the model of its first placement (jobs on unknown GPUs are skipped);
     derived once per plan (several checks read it; callers do not change it)."""
     if c._models is None:
-        out: dict[str, tuple[str, GpuModel]] = {}
+        c._models = {}
         for name, rows in c.rows.items():
             info = rows[0][3]
             if info is not None and info[2] is not None:
-                out[name] = (info[1], info[2])
-        c._models = out
+                c._models[name] = (info[1], info[2])
     return c._models
 
 
@@ -1238,12 +1237,16 @@ def _gpu_table(cluster: list[Node], catalog: Mapping[str, GpuModel]
 
 
 def _read_plan(c: _Ctx) -> None:
-    """Fill `c`'s views of the plan in one pass over its assignments: `assigned`, `empty`,
-    `placed`, `kept`, `shapes`, `need`, `odd`, `topo`, `elastic`, `hosted`, `rows`, `mig_rows`,
-    `frac_rows` and `plain_rows`."""
+    """Fill `c`'s views of the plan in one pass over its assignments (each job and each
+    placement is read here once): `assigned`, `empty`, `placed`, `kept`, `shapes`, `need`,
+    `topo`, `elastic`, `hosted`, `rows`, `mig_rows`, `frac_rows`, `plain_rows`, the
+    models of `_placed_models`, and the jobs the eligibility and gang checks are left
+    to read (`odd`, `gangs`: the others are kept jobs their fast paths clear)."""
     jobs, gpus, placed, shapes, all_rows = c.jobs, c.gpu_info, c.placed, c.shapes, c.rows
     mig_rows, frac_rows, plain_rows = c.mig_rows, c.frac_rows, c.plain_rows
-    assigned = c.assigned
+    assigned, kept = c.assigned, c.kept
+    models: dict[str, tuple[str, GpuModel]] = {}
+    c._models = models
     for a in c.plan.assignments:
         name, pls = a.job, a.placements
         assigned.append(name)
@@ -1255,8 +1258,9 @@ def _read_plan(c: _Ctx) -> None:
             continue
         placed[name] = pls
         cur = job.current
-        if cur and _is_kept(cur, pls):
-            c.kept.add(name)
+        same = bool(cur) and pls == cur   # (the very placements it runs on compare by `is`)
+        if same or (cur and _same_places(cur, pls)):
+            kept.add(name)
         shape = shapes[name] = job.shape
         if job.topology is not None:
             c.topo.append(name)
@@ -1278,9 +1282,14 @@ def _read_plan(c: _Ctx) -> None:
                     frac_rows.append(row)
                 elif row[4] is None:
                     plain_rows.append(row)
-        if not (name in c.kept and _plain_kept(c, shape, rows)) \
+        info = rows[0][3]
+        if info is not None and info[2] is not None:
+            models[name] = (info[1], info[2])
+        if not (name in kept and _plain_kept(c, shape, rows, same)) \
                 or (shape != "whole" and len(rows) != 1):
             c.odd.append(name)
+        if shape == "whole" and not (name in kept and _plain_gang(rows, c.need.get(name))):
+            c.gangs.append(name)
 
 
 #: The rule checks, keyed by rule name (contract section 3 order).
