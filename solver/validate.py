@@ -73,6 +73,14 @@ Kept placements of running jobs (placed exactly on their `current` GPUs / instan
 grandfathered: health, schedulability, model eligibility and gang topology are not checked
 for them, capacity always is. The validator never raises on a well-typed plan, however
 nonsensical: unknown nodes, GPUs, jobs or profiles are reported as violations.
+
+Cost: every attribute of a request or plan object read on a large plan is a cache miss,
+so each object is read once. `_context` reads the jobs, the GPUs (`_GpuInfo`) and, in
+`_read_plan`, every assignment and placement (`_Row`s, with the lists of MIG, shared and
+whole-GPU rows and the per-job facts the checks need); the checks walk those. A kept job
+whose placements `_plain_kept` / `_plain_gang` clear (what a plan keeping most running
+jobs holds) is not read again by the eligibility and gang checks; the tests hold both
+fast paths to the general checks.
 """
 
 from __future__ import annotations
