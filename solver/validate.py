@@ -281,7 +281,7 @@ def _plain_kept(c: _Ctx, shape: str, rows: list[_Row], same: bool) -> bool:
         return same and all(frac is not None and math.isfinite(frac) and info is not None
                             and info[2] is not None for _, _, _, info, _, frac in rows)
     mig_mode = shape == "mig"
-    # (an existing GPU is a GPU of an existing node: `gpus` is read from the nodes)
+    # (an existing GPU is a GPU of an existing node: `gpu_info` is read from the nodes)
     for _, _, _, info, mig, frac in rows:
         if frac is not None or info is None or info[2] is None \
                 or not info[3] == mig_mode == (mig is not None):
