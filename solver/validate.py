@@ -175,11 +175,13 @@ class _Ctx:
     empty: list[str] = field(default_factory=list)
     #: Running jobs placed exactly on their current placements.
     kept: set[str] = field(default_factory=set)
-    #: The placed jobs with a `topology`, the elastic ones and those with host requests
-    #: (`cpu_millicores` or `host_memory_gib`), each in `placed` order.
+    #: The placed jobs with a `topology` and the elastic ones, each in `placed` order.
     topo: list[str] = field(default_factory=list)
     elastic: list[str] = field(default_factory=list)
-    hosted: list[str] = field(default_factory=list)
+    #: The placed jobs with host requests, in `placed` order: (job, `cpu_millicores`,
+    #: `host_memory_gib`, `gpus`).
+    hosted: list[tuple[str, float | None, float | None, int | None]] = field(
+        default_factory=list)
     #: Contract 5.2: placed shared job -> product of its co-location factors (absent: 1).
     factors: dict[str, float] = field(default_factory=dict)
     out: list[Violation] = field(default_factory=list)
@@ -622,14 +624,12 @@ def _check_host_resources(c: _Ctx) -> None:
     cpu: dict[str, float] = defaultdict(float)
     mem: dict[str, float] = defaultdict(float)
     touched: set[str] = set()
-    jobs = c.jobs
     # (a node only jobs without host requests use holds them: capacities are >= 0)
-    for name in c.hosted:
-        job = jobs[name]
+    for name, cpu_request, mem_request, gpus in c.hosted:
         # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
-        part = 1.0 / job.gpus if job.gpus else 1.0
-        job_cpu = (job.cpu_millicores or 0.0) * part
-        job_mem = (job.host_memory_gib or 0.0) * part
+        part = 1.0 / gpus if gpus else 1.0
+        job_cpu = (cpu_request or 0.0) * part
+        job_mem = (mem_request or 0.0) * part
         for _, _, (node, _), info, _, _ in c.rows[name]:
             if info is not None:
                 touched.add(node)
@@ -1277,7 +1277,7 @@ def _read_plan(c: _Ctx) -> None:
         elif shape == "whole" and job.gpus is not None:
             c.need[name] = job.gpus
         if job.cpu_millicores or job.host_memory_gib:
-            c.hosted.append(name)
+            c.hosted.append((name, job.cpu_millicores, job.host_memory_gib, job.gpus))
         rows = all_rows[name] = []
         for p in pls:
             key = (p.node, p.gpu)
