@@ -73,6 +73,14 @@ Kept placements of running jobs (placed exactly on their `current` GPUs / instan
 grandfathered: health, schedulability, model eligibility and gang topology are not checked
 for them, capacity always is. The validator never raises on a well-typed plan, however
 nonsensical: unknown nodes, GPUs, jobs or profiles are reported as violations.
+
+Cost: every attribute of a request or plan object read on a large plan is a cache miss,
+so each object is read once. `_context` reads the jobs, the GPUs (`_GpuInfo`) and, in
+`_read_plan`, every assignment and placement (`_Row`s, with the lists of MIG, shared and
+whole-GPU rows and the per-job facts the checks need); the checks walk those. A kept job
+whose placements `_plain_kept` / `_plain_gang` clear (what a plan keeping most running
+jobs holds) is not read again by the eligibility and gang checks; the tests hold both
+fast paths to the general checks.
 """
 
 from __future__ import annotations
@@ -85,7 +93,7 @@ from typing import TypeVar
 
 from models.catalog import GpuModel, Instance, layout_violations
 from models.plan import Plan
-from models.request import Gpu, Job, Node, Placement, PlanRequest
+from models.request import Gpu, Job, MigInstance, Node, Placement, PlanRequest
 from models.rules import model_eligible
 
 #: Slack on capacity sums (fractions, GiB, millicores).
@@ -118,46 +126,76 @@ class Violation:
         return " ".join(parts) or "-"
 
 
+#: A GPU as the checks read it: (the GPU, its model, the model's catalog entry or None
+#: when the catalog has no such model, whether MIG mode is on).
+_GpuInfo = tuple[Gpu, str, "GpuModel | None", bool]
+#: One placement of a placed job, read once: (job, placement, GPU key, the GPU's
+#: `_GpuInfo` or None when the cluster has no such GPU, the MIG instance, the fraction).
+_Row = tuple[str, Placement, GpuKey, "_GpuInfo | None", "MigInstance | None", "float | None"]
+
+
 @dataclass
 class _Ctx:
-    """Everything the rule checks share, computed once from the request and the plan."""
+    """Everything the rule checks share, computed once from the request and the plan: the
+    request's lookups, and the plan's placements read once into `rows` (a placement is a
+    pydantic object whose every attribute read costs; the checks walk the rows)."""
 
     request: PlanRequest
     plan: Plan
     catalog: dict[str, GpuModel]
     jobs: dict[str, Job]
     nodes: dict[str, Node]
-    gpus: dict[GpuKey, Gpu]
+    #: (node, index) -> the GPU, as a `_GpuInfo`.
+    gpu_info: dict[GpuKey, _GpuInfo]
+    #: Running jobs (with `current`) in request order.
+    running: list[str]
+    #: The jobs' priority classes, the highest first.
+    classes: list[int]
     #: Placed known jobs -> their placements (the first assignment of each job).
     placed: dict[str, list[Placement]] = field(default_factory=dict)
+    #: Placed known jobs -> their placements as rows (in the order of `placed`).
+    rows: dict[str, list[_Row]] = field(default_factory=dict)
+    #: Placed known jobs -> their shape ("whole", "mig" or "share").
+    shapes: dict[str, str] = field(default_factory=dict)
+    #: Placed whole-GPU jobs that are not elastic -> their `gpus`.
+    need: dict[str, int] = field(default_factory=dict)
+    #: The placed jobs the eligibility check reads (in `placed` order): all but the kept
+    #: ones whose placements `_plain_kept` clears and whose count is right for the shape.
+    odd: list[str] = field(default_factory=list)
+    #: The placed whole-GPU jobs the gang check reads: all but the kept ones whose
+    #: placements `_plain_gang` clears (in `placed` order).
+    gangs: list[str] = field(default_factory=list)
+    #: The rows on existing GPUs of MIG instances, of fractions, and of neither (whole
+    #: GPUs), each in row order.
+    mig_rows: list[_Row] = field(default_factory=list)
+    frac_rows: list[_Row] = field(default_factory=list)
+    plain_rows: list[_Row] = field(default_factory=list)
+    #: The `job` of every assignment, in order, and those of assignments with no placements.
+    assigned: list[str] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
     #: Running jobs placed exactly on their current placements.
     kept: set[str] = field(default_factory=set)
+    #: The placed jobs with a `topology` and the elastic ones, each in `placed` order.
+    topo: list[str] = field(default_factory=list)
+    elastic: list[str] = field(default_factory=list)
+    #: The placed jobs with host requests, in `placed` order: (job, `cpu_millicores`,
+    #: `host_memory_gib`, `gpus`).
+    hosted: list[tuple[str, float | None, float | None, int | None]] = field(
+        default_factory=list)
     #: Contract 5.2: placed shared job -> product of its co-location factors (absent: 1).
     factors: dict[str, float] = field(default_factory=dict)
     out: list[Violation] = field(default_factory=list)
-    _on_gpus: list[tuple[str, Placement, Gpu]] | None = None
     _running: tuple[list[str], list[str]] | None = None
     _models: dict[str, tuple[str, GpuModel]] | None = None
+    _whole: tuple[dict[GpuKey, str], dict[GpuKey, list[str]]] | None = None
 
     def add(self, rule: str, message: str, *, job: str | None = None,
             node: str | None = None, gpu: int | None = None) -> None:
         self.out.append(Violation(rule, message, job, node, gpu))
 
     def model_of(self, key: GpuKey) -> tuple[str, GpuModel] | None:
-        gpu = self.gpus.get(key)
-        if gpu is None:
-            return None
-        spec = self.catalog.get(gpu.model)
-        return None if spec is None else (gpu.model, spec)
-
-    def placements_on_gpus(self) -> Iterable[tuple[str, Placement, Gpu]]:
-        """(job, placement, GPU) for every placement naming an existing GPU (resolved once:
-        several checks walk them)."""
-        if self._on_gpus is None:
-            gpus = self.gpus
-            self._on_gpus = [(name, p, gpu) for name, pls in self.placed.items() for p in pls
-                             if (gpu := gpus.get((p.node, p.gpu))) is not None]
-        return self._on_gpus
+        info = self.gpu_info.get(key)
+        return None if info is None or info[2] is None else (info[1], info[2])
 
 
 def _pkey(p: Placement) -> PlacementKey:
@@ -165,12 +203,9 @@ def _pkey(p: Placement) -> PlacementKey:
     return (p.node, p.gpu, p.mig.profile if p.mig else "", p.mig.start if p.mig else -1)
 
 
-def _is_kept(job: Job, pls: list[Placement]) -> bool:
-    cur = job.current
-    if not cur:
-        return False
-    if len(pls) == len(cur) and all(p is q for p, q in zip(pls, cur, strict=True)):
-        return True   # the very placements it runs on (what a plan keeping it holds)
+def _same_places(cur: list[Placement], pls: list[Placement]) -> bool:
+    """Whether `pls` are where the `cur`rent placements of a running job are, fractions
+    aside (a running job placed so is kept)."""
     return {_pkey(p) for p in pls} == {_pkey(p) for p in cur}
 
 
@@ -183,27 +218,40 @@ def _where(p: Placement) -> str:
 
 
 def _check_accounting(c: _Ctx) -> None:
-    seen = Counter(a.job for a in c.plan.assignments)
-    seen.update(u.job for u in c.plan.unplaced)
+    jobs = c.jobs
+    unplaced = [u.job for u in c.plan.unplaced]
+    listed = set(c.assigned)
+    listed.update(unplaced)
+    if len(listed) == len(jobs) == len(c.assigned) + len(unplaced) and listed == jobs.keys():
+        # every job exactly once, so every entry names a job of the request
+        for name in c.empty:
+            c.add("accounting", "assignment with no placements", job=name)
+    else:
+        _accounting_errors(c, unplaced)
+    if c.plan.status == "infeasible" and c.plan.assignments:
+        c.add("accounting", f"status infeasible but {len(c.plan.assignments)} assignments")
+
+
+def _accounting_errors(c: _Ctx, unplaced: list[str]) -> None:
+    """The accounting violations of a plan that does not list every job exactly once."""
     jobs = c.jobs
     for a in c.plan.assignments:
         if a.job not in jobs:
             c.add("accounting", "assignment of a job that is not in the request", job=a.job)
         elif not a.placements:
             c.add("accounting", "assignment with no placements", job=a.job)
-    for u in c.plan.unplaced:
-        if u.job not in jobs:
-            c.add("accounting", "unplaced entry for a job that is not in the request", job=u.job)
-    once = len(seen) == len(jobs) == len(c.plan.assignments) + len(c.plan.unplaced) \
-        and seen.keys() == jobs.keys()
-    for name in () if once else jobs:   # (`once`: every job exactly once)
+    for name in unplaced:
+        if name not in jobs:
+            c.add("accounting", "unplaced entry for a job that is not in the request",
+                  job=name)
+    seen = Counter(c.assigned)
+    seen.update(unplaced)
+    for name in jobs:
         n = seen.get(name, 0)
         if n == 0:
             c.add("accounting", "job appears in neither assignments nor unplaced", job=name)
         elif n > 1:
             c.add("accounting", f"job appears {n} times in assignments/unplaced", job=name)
-    if c.plan.status == "infeasible" and c.plan.assignments:
-        c.add("accounting", f"status infeasible but {len(c.plan.assignments)} assignments")
 
 
 # ---------------------------------------------------------------- 2. eligibility
@@ -212,28 +260,35 @@ def _check_accounting(c: _Ctx) -> None:
 def _check_eligibility(c: _Ctx) -> None:
     # model eligibility per (job, model), asked once per gang rather than per GPU
     eligible: dict[tuple[str, str], bool] = {}
-    for name, pls in c.placed.items():
-        job = c.jobs[name]
-        kept = name in c.kept
-        shape = job.shape
-        if shape != "whole" and len(pls) != 1:
-            c.add("eligibility", f"a {shape} job takes exactly one placement, got {len(pls)}",
+    kept_set = c.kept
+    for name in c.odd:   # (the others: kept, `_plain_kept` and of the right count)
+        rows = c.rows[name]
+        shape = c.shapes[name]
+        if shape != "whole" and len(rows) != 1:
+            c.add("eligibility", f"a {shape} job takes exactly one placement, got {len(rows)}",
                   job=name)
-        for p in pls:
-            if not (kept and _plain_kept(c, shape, p)):
-                _check_placement(c, job, shape, p, kept, eligible)
+        kept = name in kept_set
+        job = c.jobs[name]
+        for row in rows:
+            _check_placement(c, job, shape, row[1], kept, eligible)
 
 
-def _plain_kept(c: _Ctx, shape: str, p: Placement) -> bool:
-    """Whether `_check_placement` finds nothing wrong with `p`, a kept placement of a job
-    of `shape`, by the few questions it asks of a kept whole-GPU or MIG placement (an
-    existing GPU of a catalog model, in the mode of the placement's kind); False sends
-    it through `_check_placement` (shares and anything odd)."""
-    if shape == "share" or p.fraction is not None or p.node not in c.nodes:
-        return False
-    gpu = c.gpus.get((p.node, p.gpu))
-    return gpu is not None and gpu.model in c.catalog \
-        and gpu.mig_enabled == (shape == "mig") == (p.mig is not None)
+def _plain_kept(c: _Ctx, shape: str, rows: list[_Row], same: bool) -> bool:
+    """Whether `_check_placement` finds nothing wrong with `rows`, the placements of a
+    kept job of `shape` (`same`: equal to its current ones), by the few questions it asks
+    of such a placement: an existing GPU of a catalog model; for a whole-GPU or MIG job, in
+    the mode of the placement's kind; for a shared job, a finite fraction, its current
+    one when `same`. False sends them through `_check_placement` (anything odd)."""
+    if shape == "share":
+        return same and all(frac is not None and math.isfinite(frac) and info is not None
+                            and info[2] is not None for _, _, _, info, _, frac in rows)
+    mig_mode = shape == "mig"
+    # (an existing GPU is a GPU of an existing node: `gpu_info` is read from the nodes)
+    for _, _, _, info, mig, frac in rows:
+        if frac is not None or info is None or info[2] is None \
+                or not info[3] == mig_mode == (mig is not None):
+            return False
+    return True
 
 
 def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
@@ -243,7 +298,8 @@ def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
 def _check_placement(c: _Ctx, job: Job, shape: str, p: Placement, kept: bool,
                      eligible: dict[tuple[str, str], bool]) -> None:
     node = c.nodes.get(p.node)
-    gpu = c.gpus.get((p.node, p.gpu))
+    info = c.gpu_info.get((p.node, p.gpu))
+    gpu = None if info is None else info[0]
     if node is None or gpu is None:
         _bad_placement(c, job, p, "no such node" if node is None else "no such GPU on this node")
         return
@@ -306,39 +362,55 @@ def _check_mig_covers(job: Job, p: Placement, spec: GpuModel,
 
 
 def _check_whole_gpu(c: _Ctx) -> None:
-    holder: dict[GpuKey, str] = {}          # the first whole-GPU job on each GPU
-    more: dict[GpuKey, set[str]] = {}       # GPUs with several, all their jobs
-    for name, pls in c.placed.items():
-        job = c.jobs[name]
-        if job.shape != "whole":
-            continue
-        for p in pls:
-            if p.mig is None and p.fraction is None:
-                key = (p.node, p.gpu)
-                first = holder.setdefault(key, name)
-                if first != name:
-                    more.setdefault(key, {first}).add(name)
-        _check_gang(c, job, pls)
-    for (node, idx), names in sorted(more.items()):
-        if (node, idx) in c.gpus:
+    for name in c.gangs:   # (the others: kept gangs `_plain_gang` clears)
+        _check_gang(c, c.jobs[name], c.rows[name])
+    first, more = _whole_on(c)
+    for key in sorted(more):
+        names = {first[key], *more[key]}
+        if len(names) > 1:
             c.add("whole_gpu", f"whole GPU hosts {len(names)} whole-GPU jobs: "
-                  f"{', '.join(sorted(names))}", node=node, gpu=idx)
+                  f"{', '.join(sorted(names))}", node=key[0], gpu=key[1])
 
 
-def _check_gang(c: _Ctx, job: Job, pls: list[Placement]) -> None:
+def _whole_on(c: _Ctx) -> tuple[dict[GpuKey, str], dict[GpuKey, list[str]]]:
+    """The whole-GPU jobs' whole-GPU placements on the cluster's GPUs: the first job on
+    each GPU, and the jobs of the GPU's later placements (a job again when it lists the
+    GPU again), in row order; derived once per plan (the whole-GPU and shared checks)."""
+    if c._whole is None:
+        first: dict[GpuKey, str] = {}
+        more: dict[GpuKey, list[str]] = {}
+        shapes = c.shapes
+        for name, _, key, _, _, _ in c.plain_rows:
+            if shapes[name] == "whole":
+                if key in first:
+                    more.setdefault(key, []).append(name)
+                else:
+                    first[key] = name
+        c._whole = (first, more)
+    return c._whole
+
+
+def _plain_gang(rows: list[_Row], need: int | None) -> bool:
+    """Whether `_check_gang` finds nothing wrong with a kept gang placed on `rows`, by the
+    questions it asks of one: the gang's size is `need` (None for an elastic gang, which
+    the check asks about) and its GPUs are distinct."""
+    n = len(rows)
+    return n == need and (n == 1 or len({row[2] for row in rows}) == n)
+
+
+def _check_gang(c: _Ctx, job: Job, rows: list[_Row]) -> None:
     name = job.name
-    keys = [(p.node, p.gpu) for p in pls]
-    if job.elastic is None and len(pls) != job.gpus:
-        c.add("whole_gpu", f"gang needs {job.gpus} GPUs, got {len(pls)}", job=name)
+    keys = [row[2] for row in rows]
+    if job.elastic is None and len(rows) != job.gpus:
+        c.add("whole_gpu", f"gang needs {job.gpus} GPUs, got {len(rows)}", job=name)
     if len(set(keys)) != len(keys):
         c.add("whole_gpu", "gang lists the same GPU more than once", job=name)
     if name in c.kept:
         return
-    known = [k for k in keys if k in c.gpus]
-    models = {c.gpus[k].model for k in known}
+    models = {row[3][1] for row in rows if row[3] is not None}
     if len(models) > 1:
         c.add("whole_gpu", f"gang spans several models: {', '.join(sorted(models))}", job=name)
-    nodes = {n for n, _ in known}
+    nodes = {row[2][0] for row in rows if row[3] is not None}
     if job.single_node:
         if len(nodes) > 1:
             c.add("whole_gpu", f"single-node gang spans nodes {', '.join(sorted(nodes))}",
@@ -376,12 +448,12 @@ def _check_level(c: _Ctx, job: Job, nodes: set[str], level: str, rule: str,
 def _check_topology(c: _Ctx) -> None:
     """T1: new placements of a job with `topology.required` lie in one domain of it (kept
     placements are grandfathered)."""
-    for name, pls in c.placed.items():
+    for name in c.topo:
         job = c.jobs[name]
         required = job.topology.required if job.topology is not None else None
         if required is None or name in c.kept:
             continue
-        nodes = {p.node for p in pls if p.node in c.nodes}
+        nodes = {p.node for p in c.placed[name] if p.node in c.nodes}
         _check_level(c, job, nodes, required, "topology", f"gang requiring one {required}")
 
 
@@ -400,8 +472,9 @@ def _allowed(job: Job, n: int) -> bool:
 
 def _check_elastic(c: _Ctx) -> None:
     """E1: a placed elastic gang has an allowed number of GPUs."""
-    for name, pls in c.placed.items():
+    for name in c.elastic:
         job = c.jobs[name]
+        pls = c.placed[name]
         if job.elastic is not None and job.gpus is not None and not _allowed(job, len(pls)):
             el = job.elastic
             sizes = (", ".join(sorted(el.speedup, key=int)) if el.speedup
@@ -421,11 +494,11 @@ def _check_mig(c: _Ctx) -> None:
     for ch in c.plan.mig_changes:
         key = (ch.node, ch.gpu)
         listed[key] += 1
-        gpu = c.gpus.get(key)
-        if gpu is None:
+        info = c.gpu_info.get(key)
+        if info is None:
             c.add("mig", "MIG change on a GPU that does not exist", node=ch.node, gpu=ch.gpu)
             continue
-        if not gpu.mig_enabled:
+        if not info[3]:
             c.add("mig", "MIG change on a GPU without MIG mode", node=ch.node, gpu=ch.gpu)
             continue
         if (ch.destroy or ch.create) and not policy.allow_mig_reconfiguration:
@@ -441,30 +514,33 @@ def _check_mig(c: _Ctx) -> None:
     # their current layout (read below only where a placement names an instance)
     final: dict[GpuKey, list[Instance]] = {}
     changed = set(destroy) | set(create)
-    order = [key for key in c.gpus if key in changed] if len(changed) > 1 else changed
+    order = [key for key in c.gpu_info if key in changed] if len(changed) > 1 else changed
     for key in order:
-        final[key] = _final_layout(c, key, c.gpus[key], destroy[key], create[key])
+        final[key] = _final_layout(c, key, c.gpu_info[key][0], destroy[key], create[key])
 
     # Each instance hosts at most one job and exists in the final layout. Instances are
     # compared as (profile, start) pairs here (what `Instance` equality and order are),
     # without building an `Instance` per placement.
-    hosts: dict[tuple[str, int, tuple[str, int]], list[str]] = defaultdict(list)
+    host: dict[tuple[GpuKey, tuple[str, int]], str] = {}   # each instance's first job
+    hosts: dict[tuple[GpuKey, tuple[str, int]], list[str]] = {}   # those with several
     pairs: dict[GpuKey, set[tuple[str, int]]] = {
         key: {(i.profile, i.start) for i in layout} for key, layout in final.items()}
-    for name, p, gpu in c.placements_on_gpus():
-        if p.mig is None or not gpu.mig_enabled:
+    for name, _, key, info, mig, _ in c.mig_rows:
+        if info is None or mig is None or not info[3]:
             continue
-        inst = (p.mig.profile, p.mig.start)
-        hosts[(p.node, p.gpu, inst)].append(name)
-        layout = pairs.get((p.node, p.gpu))
+        inst = (mig.profile, mig.start)
+        if (key, inst) in host:
+            hosts.setdefault((key, inst), [host[(key, inst)]]).append(name)
+        else:
+            host[(key, inst)] = name
+        layout = pairs.get(key)
         if layout is None:   # unchanged (a layout is checked only where the plan changes it)
-            layout = pairs[(p.node, p.gpu)] = {(m.profile, m.start)
-                                               for m in gpu.mig_instances}
+            layout = pairs[key] = {(m.profile, m.start) for m in info[0].mig_instances}
         if inst not in layout:
             c.add("mig", f"instance {inst[0]}@{inst[1]} is not in the final layout",
-                  job=name, node=p.node, gpu=p.gpu)
-    for node, idx, inst in sorted(k for k, names in hosts.items() if len(names) > 1):
-        names = hosts[(node, idx, inst)]
+                  job=name, node=key[0], gpu=key[1])
+    for (node, idx), inst in sorted(hosts):
+        names = hosts[((node, idx), inst)]
         c.add("mig", f"instance {inst[0]}@{inst[1]} hosts {len(names)} jobs: "
               f"{', '.join(sorted(names))}", node=node, gpu=idx)
 
@@ -507,30 +583,33 @@ def _check_shared(c: _Ctx) -> None:
     memory: dict[GpuKey, float] = defaultdict(float)
     whole: dict[GpuKey, list[str]] = defaultdict(list)
     sharers: dict[GpuKey, list[str]] = defaultdict(list)
-    on = c.placements_on_gpus()
-    for name, p, gpu in on:
-        if p.fraction is not None:
-            key = (p.node, p.gpu)
-            if gpu.mig_enabled:
-                c.add("shared", "shared placement on a MIG-enabled GPU",
-                      job=name, node=p.node, gpu=p.gpu)
-            fractions[key] += p.fraction
-            memory[key] += c.jobs[name].gpu_memory_gib or 0.0
-            sharers[key].append(name)
+    for name, _, key, info, _, frac in c.frac_rows:
+        if info is None or frac is None:
+            continue
+        if info[3]:
+            c.add("shared", "shared placement on a MIG-enabled GPU",
+                  job=name, node=key[0], gpu=key[1])
+        fractions[key] += frac
+        memory[key] += c.jobs[name].gpu_memory_gib or 0.0
+        sharers[key].append(name)
     if sharers:   # the whole-GPU jobs beside them
-        for name, p, _ in on:
-            if p.fraction is None and p.mig is None and (p.node, p.gpu) in sharers \
-                    and c.jobs[name].shape == "whole":
-                whole[(p.node, p.gpu)].append(name)
+        first, more = _whole_on(c)
+        for key in sharers:
+            if key in first:
+                whole[key] = [first[key], *more.get(key, ())]
     for key in sorted(sharers):
         node, idx = key
+        spec = c.gpu_info[key][2]
+        cap = spec.memory_gib if spec is not None else None
+        over = fractions[key] > 1 + CAPACITY_TOL
+        heavy = cap is not None and memory[key] > cap + CAPACITY_TOL
+        if not (over or heavy or whole[key]):
+            continue
         names = ", ".join(sorted(sharers[key]))
-        if fractions[key] > 1 + CAPACITY_TOL:
+        if over:
             c.add("shared", f"fractions sum to {fractions[key]:.6g} > 1 ({names})",
                   node=node, gpu=idx)
-        got = c.model_of(key)
-        cap = got[1].memory_gib if got else None
-        if cap is not None and memory[key] > cap + CAPACITY_TOL:
+        if heavy:
             c.add("shared", f"shared jobs need {memory[key]:.6g} GiB > the GPU's {cap:.6g} "
                   f"({names})", node=node, gpu=idx)
         if whole[key]:
@@ -545,23 +624,24 @@ def _check_host_resources(c: _Ctx) -> None:
     cpu: dict[str, float] = defaultdict(float)
     mem: dict[str, float] = defaultdict(float)
     touched: set[str] = set()
-    jobs = c.jobs
-    for name, p, _ in c.placements_on_gpus():
-        job = jobs[name]
-        if job.cpu_millicores or job.host_memory_gib:
-            # (a node only jobs without host requests use holds them: capacities are >= 0)
-            touched.add(p.node)
-            # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
-            part = 1.0 / job.gpus if job.gpus else 1.0
-            cpu[p.node] += (job.cpu_millicores or 0.0) * part
-            mem[p.node] += (job.host_memory_gib or 0.0) * part
-    for name in sorted(touched):
-        node = c.nodes[name]
-        for what, used, cap in (("cpu_millicores", cpu[name], node.cpu_millicores),
-                                ("memory_gib", mem[name], node.memory_gib)):
+    # (a node only jobs without host requests use holds them: capacities are >= 0)
+    for name, cpu_request, mem_request, gpus in c.hosted:
+        # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
+        part = 1.0 / gpus if gpus else 1.0
+        job_cpu = (cpu_request or 0.0) * part
+        job_mem = (mem_request or 0.0) * part
+        for _, _, (node, _), info, _, _ in c.rows[name]:
+            if info is not None:
+                touched.add(node)
+                cpu[node] += job_cpu
+                mem[node] += job_mem
+    for node in sorted(touched):
+        spec = c.nodes[node]
+        for what, used, cap in (("cpu_millicores", cpu[node], spec.cpu_millicores),
+                                ("memory_gib", mem[node], spec.memory_gib)):
             if cap is not None and used > cap * (1 + CAPACITY_TOL) + CAPACITY_TOL:
                 c.add("host_resources", f"{what}: placed jobs need {used:.6g} > {cap:.6g}",
-                      node=name)
+                      node=node)
 
 
 # ---------------------------------------------------------------- 7. running jobs
@@ -571,7 +651,7 @@ def _running_outcome(c: _Ctx) -> tuple[list[str], list[str]]:
     """(moved, stopped) running jobs, in request order (derived once per plan: the running
     and objective checks both read it)."""
     if c._running is None:
-        running = [n for n, j in c.jobs.items() if j.current]
+        running = c.running
         c._running = ([n for n in running if n in c.placed and n not in c.kept],
                       [n for n in running if n not in c.placed])
     return c._running
@@ -654,8 +734,9 @@ def _remaining(job: Job, n: int | None = None) -> float:
     return max(r, 1.0)
 
 
-def _job_term_throughput(job: Job, model: str, spec: GpuModel, n: int) -> float:
-    return _value(job, model, spec, n)
+#: The throughput term is the job's value (one call less per job: the objective calls it
+#: for every placed job).
+_job_term_throughput: Callable[[Job, str, GpuModel, int], float] = _value
 
 
 def _job_term_jct(job: Job, model: str, spec: GpuModel, n: int) -> float:
@@ -680,12 +761,11 @@ def _placed_models(c: _Ctx) -> dict[str, tuple[str, GpuModel]]:
     """Placed job -> the model of its first placement (jobs on unknown GPUs are skipped);
     derived once per plan (several checks read it; callers do not change it)."""
     if c._models is None:
-        out: dict[str, tuple[str, GpuModel]] = {}
-        for name, pls in c.placed.items():
-            got = c.model_of((pls[0].node, pls[0].gpu))
-            if got is not None:
-                out[name] = got
-        c._models = out
+        c._models = {}
+        for name, rows in c.rows.items():
+            info = rows[0][3]
+            if info is not None and info[2] is not None:
+                c._models[name] = (info[1], info[2])
     return c._models
 
 
@@ -694,7 +774,7 @@ def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]],
     """min over tenants k of (value of k's placed jobs) / D_k (docs/semantics.md); with
     `priority`, over the jobs of that class only (demands included)."""
     # Models present in each mode: MIG jobs need MIG-enabled GPUs, the others non-MIG ones.
-    present = {mig: {g.model for g in c.gpus.values() if g.mig_enabled == mig}
+    present = {mig: {model for _, model, _, on in c.gpu_info.values() if on == mig}
                for mig in (False, True)}
     demand: dict[str, float] = defaultdict(float)
     got: dict[str, float] = defaultdict(float)
@@ -706,9 +786,9 @@ def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]],
                    if m in c.catalog and model_eligible(job, m, c.catalog[m])}
         if job.current:
             # A running job's own model counts even when no longer eligible.
-            cur = c.gpus.get((job.current[0].node, job.current[0].gpu))
-            if cur is not None and cur.model in c.catalog:
-                options.add(cur.model)
+            cur = c.gpu_info.get((job.current[0].node, job.current[0].gpu))
+            if cur is not None and cur[1] in c.catalog:
+                options.add(cur[1])
         sizes: list[int | None] = [None]
         if job.elastic is not None:
             el = job.elastic
@@ -738,8 +818,14 @@ def _objective(c: _Ctx) -> float:
     costs = (policy.migration_cost * len(moved) + policy.preemption_cost * len(stopped)
              + _topology_costs(c))
     term = _ADDITIVE[objective]
-    return sum(term(c.jobs[n], *models[n], len(c.placed[n])) * c.factors.get(n, 1.0)
-               for n in c.jobs if n in models) - costs
+    placed, factors = c.placed, c.factors
+    if factors:
+        total = sum(term(job, *models[n], len(placed[n])) * factors.get(n, 1.0)
+                    for n, job in c.jobs.items() if n in models)
+    else:   # (every factor 1: x * 1.0 is x, the same sum)
+        total = sum(term(job, *models[n], len(placed[n]))
+                    for n, job in c.jobs.items() if n in models)
+    return total - costs
 
 
 def _topology_costs(c: _Ctx, names: set[str] | None = None) -> float:
@@ -747,14 +833,14 @@ def _topology_costs(c: _Ctx, names: set[str] | None = None) -> float:
     topology_cost * (domains spanned there - 1) (contract 5.5)."""
     cost = c.request.policy.topology_cost
     total = 0.0
-    for name, pls in c.placed.items():
+    for name in c.topo:
         if names is not None and name not in names:
             continue
         job = c.jobs[name]
         level = job.topology.preferred if job.topology is not None else None
         if level is None:
             continue
-        spanned = {_node_domain(c, p.node, level) for p in pls if p.node in c.nodes}
+        spanned = {_node_domain(c, p.node, level) for p in c.placed[name] if p.node in c.nodes}
         total += cost * max(len(spanned) - 1, 0)
     return total
 
@@ -904,7 +990,8 @@ def _check_quota(c: _Ctx) -> None:
 
 
 def _classes(c: _Ctx) -> list[int]:
-    return sorted({j.priority for j in c.jobs.values()}, reverse=True)
+    """The jobs' priority classes, the highest first."""
+    return c.classes
 
 
 @dataclass
@@ -1125,17 +1212,92 @@ def _first_wins(items: Iterable[tuple[K, V]]) -> dict[K, V]:
 def _context(request: PlanRequest, plan: Plan) -> _Ctx:
     cluster = request.cluster.nodes
     nodes = _first_wins((n.name, n) for n in cluster)
-    gpus = _first_wins(((n.name, g.index), g) for n in cluster for g in n.gpus)
-    jobs = _first_wins((j.name, j) for j in request.jobs)
-    c = _Ctx(request=request, plan=plan, catalog=request.cluster.catalog(),
-             jobs=jobs, nodes=nodes, gpus=gpus)
-    placed = c.placed
-    for a in plan.assignments:
-        if a.placements and a.job in jobs and a.job not in placed:
-            placed[a.job] = list(a.placements)
-    c.kept = {n for n, pls in placed.items() if jobs[n].current and _is_kept(jobs[n], pls)}
+    catalog = request.cluster.catalog()
+    jobs: dict[str, Job] = {}
+    running: list[str] = []
+    classes: set[int] = set()
+    for j in request.jobs:   # (a repeated name: the first job wins)
+        name = j.name
+        if name not in jobs:
+            jobs[name] = j
+            if j.current:
+                running.append(name)
+            classes.add(j.priority)
+    c = _Ctx(request=request, plan=plan, catalog=catalog, jobs=jobs, nodes=nodes,
+             gpu_info=_gpu_table(cluster, catalog), running=running,
+             classes=sorted(classes, reverse=True))
+    _read_plan(c)
     c.factors = _colocation_factors(c)
     return c
+
+
+def _gpu_table(cluster: list[Node], catalog: Mapping[str, GpuModel]
+               ) -> dict[GpuKey, _GpuInfo]:
+    """(node, index) -> the GPU's `_GpuInfo`; the first of a repeated key wins."""
+    info: dict[GpuKey, _GpuInfo] = {}
+    for n in cluster:
+        name = n.name
+        for g in n.gpus:
+            key = (name, g.index)
+            if key not in info:
+                info[key] = (g, g.model, catalog.get(g.model), g.mig_enabled)
+    return info
+
+
+def _read_plan(c: _Ctx) -> None:
+    """Fill `c`'s views of the plan in one pass over its assignments (each job and each
+    placement is read here once): `assigned`, `empty`, `placed`, `kept`, `shapes`, `need`,
+    `topo`, `elastic`, `hosted`, `rows`, `mig_rows`, `frac_rows`, `plain_rows`, the
+    models of `_placed_models`, and the jobs the eligibility and gang checks are left
+    to read (`odd`, `gangs`: the others are kept jobs their fast paths clear)."""
+    jobs, gpus, placed, shapes, all_rows = c.jobs, c.gpu_info, c.placed, c.shapes, c.rows
+    mig_rows, frac_rows, plain_rows = c.mig_rows, c.frac_rows, c.plain_rows
+    assigned, kept = c.assigned, c.kept
+    models: dict[str, tuple[str, GpuModel]] = {}
+    c._models = models
+    for a in c.plan.assignments:
+        name, pls = a.job, a.placements
+        assigned.append(name)
+        if not pls:
+            c.empty.append(name)
+            continue
+        job = jobs.get(name)
+        if job is None or name in placed:
+            continue
+        placed[name] = pls
+        cur = job.current
+        same = bool(cur) and pls == cur   # (the very placements it runs on compare by `is`)
+        if same or (cur and _same_places(cur, pls)):
+            kept.add(name)
+        shape = shapes[name] = job.shape
+        if job.topology is not None:
+            c.topo.append(name)
+        if job.elastic is not None:
+            c.elastic.append(name)
+        elif shape == "whole" and job.gpus is not None:
+            c.need[name] = job.gpus
+        if job.cpu_millicores or job.host_memory_gib:
+            c.hosted.append((name, job.cpu_millicores, job.host_memory_gib, job.gpus))
+        rows = all_rows[name] = []
+        for p in pls:
+            key = (p.node, p.gpu)
+            row = (name, p, key, gpus.get(key), p.mig, p.fraction)
+            rows.append(row)
+            if row[3] is not None:
+                if row[4] is not None:
+                    mig_rows.append(row)
+                if row[5] is not None:
+                    frac_rows.append(row)
+                elif row[4] is None:
+                    plain_rows.append(row)
+        info = rows[0][3]
+        if info is not None and info[2] is not None:
+            models[name] = (info[1], info[2])
+        if not (name in kept and _plain_kept(c, shape, rows, same)) \
+                or (shape != "whole" and len(rows) != 1):
+            c.odd.append(name)
+        if shape == "whole" and not (name in kept and _plain_gang(rows, c.need.get(name))):
+            c.gangs.append(name)
 
 
 #: The rule checks, keyed by rule name (contract section 3 order).
