@@ -725,12 +725,16 @@ def _value(job: Job, model: str, spec: GpuModel, n: int | None = None) -> float:
 
 def _remaining(job: Job, n: int | None = None) -> float:
     """max(R, 1) (H when absent); an elastic gang on n GPUs: R * speedup[gpus] /
-    speedup[n] in place of R."""
+    speedup[n] in place of R, infinite on a size its curve does not list (no progress;
+    the plan breaks E1 then, and the objective must still be computable)."""
     if job.remaining_work is None:
         return HORIZON_S
     r = job.remaining_work
     if job.elastic is not None and job.gpus is not None and n is not None and n != job.gpus:
-        r = r * _speedup(job, job.gpus) / _speedup(job, n)
+        at_n = _speedup(job, n)
+        if at_n <= 0:
+            return math.inf
+        r = r * _speedup(job, job.gpus) / at_n
     return max(r, 1.0)
 
 
@@ -744,7 +748,9 @@ def _job_term_jct(job: Job, model: str, spec: GpuModel, n: int) -> float:
 
 
 def _job_term_makespan(job: Job, model: str, spec: GpuModel, n: int) -> float:
-    return _value(job, model, spec, n) * _remaining(job, n) / HORIZON_S
+    value = _value(job, model, spec, n)
+    # (a size off the curve: value 0, remaining time infinite; the term is 0)
+    return value * _remaining(job, n) / HORIZON_S if value else 0.0
 
 
 #: Per-job contribution of each additive objective (before migration/preemption costs),

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from heuristics.result import HeuristicResult
-from models import Plan, PlanRequest
+from models import Placement, Plan, PlanRequest
 from models.objective import evaluate
 from solver.build import build_plan
 from solver.level_report import level_stats
@@ -857,3 +857,27 @@ def test_reclaim_by_a_guarantee_is_not_a_priority_violation() -> None:
     # guarantee and the lower class took them, the rule would fire
     req, plan = request_dict("quotas-priority"), plan_dict("quotas-priority.valid")
     assert "research-train-1" in plan["preempted"] and check(req, plan) == []
+
+
+@pytest.mark.parametrize("objective", ["throughput", "jct", "makespan", "fairness"])
+def test_an_elastic_gang_off_its_curve_is_caught_not_raised(objective: str) -> None:
+    # A plan posted to /v1/validate may put an elastic gang on a size its speedup curve
+    # does not list (3 here): E1 catches it, and the objective (no progress there, a
+    # term of 0) is still computed; the time-based objectives once divided by zero.
+    a100 = "A100-SXM4-80GB"
+    req = PlanRequest.model_validate({
+        "cluster": {"nodes": [{"name": "n0", "gpus": [{"index": g, "model": a100}
+                                                      for g in range(4)]}]},
+        "jobs": [{"name": "e", "gpus": 2, "remaining_work": 3600,
+                  "elastic": {"min_gpus": 1, "max_gpus": 4,
+                              "speedup": {"1": 1.0, "2": 1.9, "4": 2.6}}}],
+        "policy": {"objective": objective}})
+    built = build_plan(req, HeuristicResult({"e": [Placement(node="n0", gpu=g)
+                                                   for g in range(2)]}, {}),
+                       status="heuristic", solver="heuristic")
+    data = built.model_dump(mode="json")
+    (gang,) = [a for a in data["assignments"] if a["job"] == "e"]
+    gang["placements"].append(dict(gang["placements"][0], gpu=2))
+    off = Plan.model_validate(data)
+    assert "elastic" in rules_of(validate_plan(req, off))
+    assert math.isfinite(recompute_objective(req, off))
