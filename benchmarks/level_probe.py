@@ -46,6 +46,11 @@ def _with_limit(request: PlanRequest, seconds: float) -> PlanRequest:
         update={"time_limit_s": seconds})})
 
 
+def _fig(x: float | None) -> str:
+    """A figure of the report (`-` for none)."""
+    return "-" if x is None else f"{x:,.2f}"
+
+
 def probe(size: str, seed: int, time_limit: float, polish_s: float,
           bound_s: float = 60.0) -> list[str]:
     """The report's lines (module doc)."""
@@ -61,17 +66,17 @@ def probe(size: str, seed: int, time_limit: float, polish_s: float,
     for (name, v), b in zip(values, level_bounds(request, placements, bound_s),
                             strict=True):
         gap = "-" if b is None else f"{level_gap(v, b, empty[name]):.1%}"
-        lines.append(f"  {name}: {v:,.2f} / {'-' if b is None else f'{b:,.2f}'} ({gap})")
+        lines.append(f"  {name}: {v:,.2f} / {_fig(b)} ({gap})")
     final, above = values[-1][0], values[-2][0]
     higher = dict(values[:-1])
     got = held_bound(request, final, higher, bound_s)
-    lines.append(f"  held (every level above at the plan's values): {final} <= {got}")
+    lines.append(f"  held (every level above at the plan's values): {final} <= {_fig(got)}")
     top = held_bound(request, above, dict(values[:-2]), bound_s)
     if top is not None:
         for step in TRADE_STEPS:
             at = higher[above] + step * (top - higher[above])
             got = held_bound(request, final, {**higher, above: at}, bound_s)
-            lines.append(f"  trade: {above} held at {at:,.2f} -> {final} <= {got}")
+            lines.append(f"  trade: {above} held at {at:,.2f} -> {final} <= {_fig(got)}")
     ctx = Context.start(_with_limit(request, polish_s), None, None)
     t0 = time.perf_counter()
     pinned = polish_final(ctx, HeuristicResult(placements, {}))

@@ -54,6 +54,10 @@ COMPILE_CPU_PER_JOB = 1.2e-3
 #: The least wall time worth giving the solve after the build (M: the first
 #: improvement after 1-2 s)
 SOLVE_MIN_S = 1.0
+#: The solve's share of the time left after the build: the rest stays for the exact
+#: search after the level search (solver/auto.py: the lexicographic walk of CP-SAT on
+#: the pruned model, which settles smaller medium requests)
+SOLVE_SHARE = 0.5
 
 
 def _decimals(xs: list[float], most: int = 4) -> int:
@@ -164,7 +168,7 @@ def polish_final(ctx: Context, result: HeuristicResult) -> HeuristicResult:
     c = _model(ctx, sub, result, lowest, values.get("quota", 0.0))
     if c is None or ctx.budget.stopped(need=0.05):
         return result
-    sol = solve(ctx, "cp_sat", c.model, 1.0)
+    sol = solve(ctx, "cp_sat", c.model, SOLVE_SHARE)
     if sol.values is None or sol.status not in ("optimal", "feasible"):
         return result
     got = decode(c, sol.values)
