@@ -309,14 +309,15 @@ def held_bound(request: PlanRequest, level: str, held: Mapping[str, float],
     A bound over the plans that reach every held value. It bounds the lexicographic
     optimum's `level` only when the optimum is known to reach them, as `level_bounds`
     holds them; otherwise it is a measure, not a bound: how much of a lower level's
-    bound comes from the room a higher level leaves (benchmarks/level_probe.py)."""
+    bound comes from the room a higher level leaves (benchmarks/level_probe.py). None
+    also for fairness, and when a running job that must stay has no option."""
     built = _build(request)
     if built is None or request.policy.objective == "fairness":
         return None
     model, _, _ = built
     lp = model.lp
-    if lp.num_cols == 0:
-        return None
+    if lp.num_cols == 0:  # no job can be placed: the level is its constant
+        return 0.0 if level == "quota" else model.const[int(level.split(" ", 1)[1])]
     h = lp.to_highs()
 
     def row_of(name: str) -> tuple[int, float]:

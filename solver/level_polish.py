@@ -143,8 +143,11 @@ def _model(ctx: Context, sub: PlanRequest, result: HeuristicResult, lowest: int,
             m.fix(keep, 1)
     if sub.cluster.quotas:
         _hold_served(m, c, sub, served_value)
-    m.objective = dict(c.class_terms.get(lowest, {}))
-    m.objective_const = c.class_const.get(lowest, 0.0)
+    if lowest in c.class_terms:
+        m.objective = dict(c.class_terms[lowest])
+        m.objective_const = c.class_const[lowest]
+    # else no job of a higher class is placed and there are no quotas: the restricted
+    # request has no levels, and its compiled objective is the lowest class's own
     return c
 
 
