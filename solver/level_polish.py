@@ -50,12 +50,12 @@ from solver.linear import BuildTimeout, LinearModel, ModelTooLarge, build_deadli
 #: Targets per job of the pinned model (M: with 4 the solve is not proven in 60 s, with 8
 #: in 5 s; the model stays about 18,000 variables)
 PRUNE_K = 8
-#: CPU seconds per job of building the pinned model, a prior for the budget (M: 1.6-2.3
-#: s of wall for 1,500 jobs at load 1-8)
-COMPILE_CPU_PER_JOB = 1.2e-3
-#: The least wall time worth giving the solve after the build (M: the first
-#: improvement after 1-2 s)
-SOLVE_MIN_S = 1.0
+#: CPU seconds per job of building the pinned model and its hint, a prior for the budget
+#: (M, 1,500 jobs: 0.52-0.60 CPU s, 1.1 s of wall at load 7, 17,535-21,570 variables)
+COMPILE_CPU_PER_JOB = 4e-4
+#: The least wall time worth giving the solve after the build (M at load 7-8: +14.8 on
+#: seed 1 after 3.5 s, nothing after 1.4 s; seed 0 proven in 4.7 s)
+SOLVE_MIN_S = 1.5
 #: The solve's share of the time left after the build: the rest stays for the exact
 #: search after the level search (solver/auto.py: the lexicographic walk of CP-SAT on
 #: the pruned model, which settles smaller medium requests)
@@ -157,15 +157,15 @@ def polish_final(ctx: Context, result: HeuristicResult) -> HeuristicResult:
     """`result` with the lowest class's jobs re-placed exactly beside the higher classes
     (module doc); `result` itself when there is one class, the objective is not additive,
     the mode is deterministic, the time left does not buy the build (its prior,
-    `COMPILE_CPU_PER_JOB`, at the solve's pace) and `SOLVE_MIN_S`, or the model or its
-    solve finds nothing in time."""
+    `COMPILE_CPU_PER_JOB`, at the solve's pace) and a solve of `SOLVE_MIN_S` (its share
+    of what is left), or the model or its solve finds nothing in time."""
     req = ctx.request
     budget = ctx.budget
     classes = priority_classes(req.jobs)
     if (len(classes) < 2 or budget.deterministic
             or req.policy.objective in ("fairness", "priority_fifo")
             or budget.stopped(need=budget.estimate(COMPILE_CPU_PER_JOB * len(req.jobs))
-                              + SOLVE_MIN_S)):
+                              + SOLVE_MIN_S / SOLVE_SHARE)):
         return result
     lowest = classes[-1]
     sub = pinned_request(req, result, lowest)

@@ -395,8 +395,8 @@ def level_search(ctx: Context) -> HeuristicResult:
     `solver.level_fit.fit_guarantees` on the best (the exchanges end FIT_RESERVE_S early
     for it; it comes before them when less than 1.5 times that is left: the guarantees
     are the top level), and with POST_FIT_S left after it one more round of the
-    exchanges; last, when the time left still buys its build and a second of solving
-    (so not on M at 5 s), `solver.level_polish.polish_final`, the lowest class re-placed
+    exchanges; last, when the time left still buys its build and a solve worth having
+    (not on M at 5 or 10 s), `solver.level_polish.polish_final`, the lowest class re-placed
     exactly beside the higher classes; the best is returned.
 
     The restarts come first as they decide the top level (the guaranteed usage served, M:
