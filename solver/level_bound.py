@@ -298,3 +298,47 @@ def proven(value: float, bound: float, jobs: int) -> bool:
     `_held` and the bound's own margins): then the lexicographic optimum has that value
     there, as far as floats tell (module doc)."""
     return bound - value <= 1e-6 * (1.0 + abs(value) + jobs) + _REL * abs(bound) + _ABS
+
+
+def held_bound(request: PlanRequest, level: str, held: Mapping[str, float],
+               time_limit_s: float = 30.0) -> float | None:
+    """The LP optimum of `level` (a name of `level_values`: "quota" or "priority <p>",
+    additive objectives) with each level named in `held` at least its value there (the
+    LP of the module doc, gang counts fractional); None when the LP does not finish.
+
+    A bound over the plans that reach every held value. It bounds the lexicographic
+    optimum's `level` only when the optimum is known to reach them, as `level_bounds`
+    holds them; otherwise it is a measure, not a bound: how much of a lower level's
+    bound comes from the room a higher level leaves (benchmarks/level_probe.py). None
+    also for fairness, and when a running job that must stay has no option."""
+    built = _build(request)
+    if built is None or request.policy.objective == "fairness":
+        return None
+    model, _, _ = built
+    lp = model.lp
+    if lp.num_cols == 0:  # no job can be placed: the level is its constant
+        return 0.0 if level == "quota" else model.const[int(level.split(" ", 1)[1])]
+    h = lp.to_highs()
+
+    def row_of(name: str) -> tuple[int, float]:
+        """The row of level `name` (-1: no guarantee) and its constant."""
+        if name == "quota":
+            return (lp.row("served", 0) if model.served else -1), 0.0
+        p = int(name.split(" ", 1)[1])
+        return lp.row("class", p), model.const[p]
+
+    for name, value in held.items():
+        row, const = row_of(name)
+        if row >= 0:
+            h.changeRowBounds(row, _held(value - const, len(request.jobs)), INF)
+    row, const = row_of(level)
+    if row < 0:
+        return 0.0
+    cost = np.zeros(lp.num_cols)
+    if level == "quota":
+        cost[model.served] = 1.0
+    else:
+        for c, coef in model.class_cols[int(level.split(" ", 1)[1])].items():
+            cost[c] = coef
+    got = _solve(h, cost, time_limit_s, False)
+    return None if got is None else got + const + _REL * abs(got + const) + _ABS

@@ -45,6 +45,7 @@ from solver.context import Context
 from solver.exact import finish, solve
 from solver.formulation import FAIRNESS_STEPS, Compiled, decode
 from solver.level_fit import fit_guarantees
+from solver.level_polish import add_served, polish_final, served_scale
 from solver.linear import LinearModel, Solution, add_terms
 from solver.outcome import Outcome
 
@@ -252,22 +253,9 @@ class _Levels:
     def quota(self) -> None:
         """The guaranteed usage served (module doc)."""
         req = self.ctx.request
-        c = self.compiled
-        scale = c.quota_scale * 10 ** _decimals(
-            [j.gpu_share for j in req.jobs if j.gpu_share is not None]
-            + [g for q in req.cluster.quotas.values() for g in q.guaranteed.values()])
-        unit = scale // c.quota_scale
-        served: dict[int, float] = {}
-        for (t, k), terms in c.quota_terms.items():
-            g = req.cluster.quotas[t].guaranteed.get(k, 0.0)
-            if g <= 0:
-                continue
-            s = self.model.new_var(f"served[{t},{k}]", 0, math.floor(g * scale + 1e-6))
-            row = {v: coef * unit for v, coef in terms.items()}
-            row[s] = -1.0
-            self.model.add(row, lo=0.0, name=f"served[{t},{k}]")
-            served[s] = 1.0 / scale
-        got = self.maximise(served)
+        scale = served_scale(req, self.compiled)
+        served = [s for s, _ in add_served(self.model, self.compiled, req).values()]
+        got = self.maximise(dict.fromkeys(served, 1.0 / scale))
         if got is not None and not self.stopped:
             total = round(got * scale)
             self.model.add(dict.fromkeys(served, 1.0), lo=total, name="served")
@@ -322,15 +310,6 @@ class _Levels:
             self.values = walk.values
         self.reasons.update({req.jobs[i].name: why.value for i, why in walk.left_out.items()})
         self.throughput(p)
-
-
-def _decimals(xs: list[float], most: int = 4) -> int:
-    """The fewest decimals (<= most) that write every number of `xs` exactly."""
-    for d in range(most + 1):
-        if all(abs(x * 10 ** d - round(x * 10 ** d)) <= 1e-9 * max(1.0, x * 10 ** d)
-               for x in xs):
-            return d
-    return most
 
 
 def lexicographic(ctx: Context, backend: str, compiled: Compiled) -> Outcome:
@@ -416,7 +395,9 @@ def level_search(ctx: Context) -> HeuristicResult:
     `solver.level_fit.fit_guarantees` on the best (the exchanges end FIT_RESERVE_S early
     for it; it comes before them when less than 1.5 times that is left: the guarantees
     are the top level), and with POST_FIT_S left after it one more round of the
-    exchanges; the best is returned.
+    exchanges; last, when the time left still buys its build and a solve worth having
+    (not on M at 5 or 10 s), `solver.level_polish.polish_final`, the lowest class re-placed
+    exactly beside the higher classes; the best is returned.
 
     The restarts come first as they decide the top level (the guaranteed usage served, M:
     1,629.72-1,629.86 between seeds, from MIG and shares), which the exchanges never
@@ -479,4 +460,5 @@ def level_search(ctx: Context) -> HeuristicResult:
             until = budget.until()
             ctx.portfolio.offer(repack_classes(
                 req, improve_levels(req, best, until - REPACK_S), until))
+    ctx.portfolio.offer(polish_final(ctx, ctx.portfolio.start()))
     return ctx.portfolio.start()
