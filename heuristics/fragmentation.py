@@ -112,10 +112,12 @@ class _Gpus:
 
     def __init__(self, keys: Sequence[Gpu], nodes: Sequence[int], models: Sequence[str],
                  usable: Sequence[bool], mig: Sequence[bool], memory: Mapping[str, float],
-                 current: Mapping[int, frozenset[Instance]]) -> None:
+                 current: Mapping[int, frozenset[Instance]],
+                 layouts: Sequence[MigLayout] = ()) -> None:
         """Per GPU: its (node, index), its node's position, model, whether it is usable
         and MIG-enabled; per model its memory; `current`: position -> the current MIG
-        instances of each usable MIG GPU."""
+        instances of each usable MIG GPU; `layouts`: `mig_layouts`, kept as they are."""
+        self.layouts = list(layouts)
         #: (node, index) -> position
         self.index = {k: i for i, k in enumerate(keys)}
         names = sorted(set(models))
@@ -350,26 +352,47 @@ def fragmentation(request: PlanRequest, placements: Mapping[str, Sequence[Placem
     return _figure(snap, _request_jobs(request).classes)
 
 
+class MigLayout(NamedTuple):
+    """A MIG-enabled GPU and its current layout (`mig_layouts`)."""
+
+    gpu: Gpu
+    model: str
+    #: the current instances in layout order, and as a set (GPUs with the same layout
+    #: share both objects; no reader changes them)
+    instances: list[Instance]
+    now: frozenset[Instance]
+
+
+def mig_layouts(request: PlanRequest) -> list[MigLayout]:
+    """Every MIG-enabled GPU of `request`'s cluster (usable or not) with its current
+    layout, in cluster order: read in the pass over the GPUs that the figure's table
+    takes (once per request)."""
+    return per_request(request, "fragmentation_gpus", _request_gpus).layouts
+
+
 def _request_gpus(request: PlanRequest) -> _Gpus:
     """The `_Gpus` of `request`'s cluster, read in one pass over its GPUs (a large
-    cluster's GPU objects cost more to reach than to read). GPUs with the same current
-    MIG layout share one set of instances (whose hash is then computed once)."""
-    layouts: dict[tuple[tuple[str, int], ...], frozenset[Instance]] = {}
+    cluster's GPU objects cost more to reach than to read), with its `mig_layouts`."""
+    seen: dict[tuple[tuple[str, int], ...], tuple[list[Instance], frozenset[Instance]]] = {}
+    layouts: list[MigLayout] = []
     current: dict[int, frozenset[Instance]] = {}
     rows: list[tuple[Gpu, int, str, bool, bool]] = []
     for ni, node in enumerate(request.cluster.nodes):
         name = node.name
         for gpu in node.gpus:
-            ok, mig = usable(node, gpu), gpu.mig_enabled
-            if ok and mig:
+            ok, mig, key = usable(node, gpu), gpu.mig_enabled, (name, gpu.index)
+            if mig:
                 instances = gpu.mig_instances
                 raw = tuple((m.profile, m.start) for m in instances)
-                known = layouts.get(raw)
+                known = seen.get(raw)
                 if known is None:
-                    known = layouts[raw] = frozenset(m.key() for m in instances)
-                current[len(rows)] = known
-            rows.append(((name, gpu.index), ni, gpu.model, ok, mig))
+                    insts = [m.key() for m in instances]
+                    known = seen[raw] = (insts, frozenset(insts))
+                layouts.append(MigLayout(key, gpu.model, *known))
+                if ok:
+                    current[len(rows)] = known[1]
+            rows.append((key, ni, gpu.model, ok, mig))
     keys, nodes, models, oks, migs = zip(*rows, strict=True) if rows else ((),) * 5
     return _Gpus(keys, nodes, models, oks, migs,
                  {m: spec.memory_gib if spec.memory_gib else 1e18
-                  for m, spec in request.cluster.catalog().items()}, current)
+                  for m, spec in request.cluster.catalog().items()}, current, layouts)

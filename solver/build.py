@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from heuristics.fragmentation import PlanUse, fragmentation, plan_use
+from heuristics.fragmentation import PlanUse, fragmentation, mig_layouts, plan_use
 from heuristics.result import HeuristicResult
 from models import (
     Assignment,
@@ -95,29 +95,21 @@ def _mig_facts(request: PlanRequest) -> list[_MigGpu]:
     with the same current layout share its facts, which no reader changes)."""
     def build(r: PlanRequest) -> list[_MigGpu]:
         catalog = r.cluster.catalog()
-        # (model, current layout as (profile, start) pairs) -> (its instances, as a set,
-        # the idle layout, kept whole): a large cluster's MIG GPUs share few layouts
-        layouts: dict[tuple[str, tuple[tuple[str, int], ...]],
-                      tuple[list[Instance], frozenset[Instance], frozenset[Instance],
-                            bool]] = {}
+        # (model, current layout object) -> (idle layout, kept whole): `mig_layouts`
+        # gives GPUs of one layout one list, and a large cluster has few layouts
+        seen: dict[tuple[str, int], tuple[frozenset[Instance], bool]] = {}
         out = []
-        for node in r.cluster.nodes:
-            for gpu in node.gpus:
-                if not gpu.mig_enabled:
-                    continue
-                model = catalog[gpu.model]
-                seen = (gpu.model, tuple((m.profile, m.start) for m in gpu.mig_instances))
-                facts = layouts.get(seen)
-                if facts is None:
-                    current = [m.key() for m in gpu.mig_instances]
-                    idle = _layout(r, model, current, set())
-                    now = frozenset(current)
-                    # with reconfiguration, `_layout` keeps all of an invalid current
-                    # layout never (each instance it adds keeps the layout valid): idle
-                    # == now then says the current layout is valid
-                    facts = layouts[seen] = (current, now, idle, not r.policy.
-                                             allow_mig_reconfiguration or idle == now)
-                out.append(_MigGpu((node.name, gpu.index), model, *facts))
+        for g in mig_layouts(r):
+            model = catalog[g.model]
+            facts = seen.get((g.model, id(g.instances)))
+            if facts is None:
+                idle = _layout(r, model, g.instances, set())
+                # with reconfiguration, `_layout` keeps all of an invalid current layout
+                # never (each instance it adds keeps the layout valid): idle == now then
+                # says the current layout is valid
+                facts = seen[(g.model, id(g.instances))] = (
+                    idle, not r.policy.allow_mig_reconfiguration or idle == g.now)
+            out.append(_MigGpu(g.gpu, model, g.instances, g.now, *facts))
         return out
     return per_request(request, "mig_facts", build)
 
