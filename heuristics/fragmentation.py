@@ -79,7 +79,9 @@ def _classes(infos: Sequence[JobInfo], memory: dict[str, float] | None = None
         elif shape == "share":
             key = (shape, round(info.share, 6), round(info.gpu_mem, 6), frozenset(values))
         else:
-            key = (shape, frozenset((m, tuple(p)) for m, p in info.profiles.items()))
+            profiles = info.profiles
+            key = (shape, frozenset(zip(profiles, map(tuple, profiles.values()),
+                                        strict=True)))
         n = count.get(key)
         if n is None:
             first[key] = info
