@@ -60,8 +60,8 @@ def _classes(infos: Sequence[JobInfo], memory: dict[str, float] | None = None
     """The typical job classes of `infos`: (first member, size) per class, in order of
     first member. A class is the shape with the eligible present models: a whole gang's
     size and whether it may span nodes, a share's fraction and memory (to 1e-6), a MIG
-    demand's profiles per model. One loop without a call per job: a request of 20,000
-    jobs is classed in a few milliseconds. `memory`, when given, receives each shared
+    demand's profiles per model. One loop without a call per job (once per request).
+    `memory`, when given, receives each shared
     job's GPU memory (the same pass: a large request's jobs cost more to reach than to
     read)."""
     first: dict[tuple[object, ...], JobInfo] = {}
@@ -328,10 +328,10 @@ def fragmentation(request: PlanRequest, placements: Mapping[str, Sequence[Placem
     once `placements` (job -> placements, a valid plan's) are applied (module doc);
     `use`: their `plan_use` when the caller has it.
 
-    Read straight from the placements (one pass over them, then arrays over the GPUs),
-    not through a `ClusterState`: a plan of 20,000 jobs is finished in about a
-    hundredth of a second. A shared GPU's fraction and memory are summed in placement
-    order (`np.add.at`), as a state placing them one by one would."""
+    Read straight from the placements (one pass over them, then arrays over the GPUs
+    and the job classes, both built once per request), not through a `ClusterState`.
+    A shared GPU's fraction and memory are summed in placement order (`np.add.at`), as
+    a state placing them one by one would."""
     if use is None:
         use = plan_use(request, placements)
     gpus = per_request(request, "fragmentation_gpus", _request_gpus)
