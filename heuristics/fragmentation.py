@@ -28,8 +28,8 @@ figure counts capacity, not GPUs, so a shared GPU at 0.9 counts 0.1.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -43,75 +43,146 @@ from models.instance import (
     mig_geometry,
     per_request,
 )
+from models.objective import gpu_models_of
 from models.rules import HOST_TOL, fits
 
-#: One usable GPU as the snapshot sees it: (node index, model, MIG enabled, taken by a
-#: whole-GPU job, shared fraction used, shared memory used, its memory, MIG instances
-#: hosting jobs, current MIG instances).
-GpuUse = tuple[int, str, bool, bool, float, float, float, frozenset[Instance],
-               frozenset[Instance]]
-
+#: A GPU: (node, index).
+Gpu = tuple[str, int]
 
 #: An empty count (what a model without GPUs of a kind has).
 _NONE: Counter[Any] = Counter()
 
-
-def _class_key(info: JobInfo) -> tuple[object, ...]:
-    models = tuple(sorted(info.values))
-    if info.shape == "whole":
-        return ("whole", info.gpus, info.job.single_node, models)
-    if info.shape == "share":
-        return ("share", round(info.share, 6), round(info.gpu_mem, 6), models)
-    profiles = tuple(sorted((m, tuple(p)) for m, p in info.profiles.items()))
-    return ("mig", profiles)
+_NO_INSTANCES: frozenset[Instance] = frozenset()
 
 
-def _classes(infos: Sequence[JobInfo]) -> list[tuple[JobInfo, int]]:
-    """The typical job classes of `infos`: (first member, size) per class."""
-    classes: dict[tuple[object, ...], tuple[JobInfo, int]] = {}
+def _classes(infos: Sequence[JobInfo], memory: dict[str, float] | None = None
+             ) -> list[tuple[JobInfo, int]]:
+    """The typical job classes of `infos`: (first member, size) per class, in order of
+    first member. A class is the shape with the eligible present models: a whole gang's
+    size and whether it may span nodes, a share's fraction and memory (to 1e-6), a MIG
+    demand's profiles per model. One loop without a call per job (once per request).
+    `memory`, when given, receives each shared
+    job's GPU memory (the same pass: a large request's jobs cost more to reach than to
+    read)."""
+    first: dict[tuple[object, ...], JobInfo] = {}
+    count: dict[tuple[object, ...], int] = {}
     for info in infos:
-        if not info.values:
+        shape = info.shape
+        if shape == "share" and memory is not None and info.gpu_mem:
+            memory[info.name] = info.gpu_mem
+        values = info.values
+        if not values:
             continue
-        key = _class_key(info)
-        first, n = classes.get(key, (info, 0))
-        classes[key] = (first, n + 1)
-    return list(classes.values())
+        key: tuple[object, ...]
+        if shape == "whole":
+            key = (shape, info.gpus, info.job.single_node, frozenset(values))
+        elif shape == "share":
+            key = (shape, round(info.share, 6), round(info.gpu_mem, 6), frozenset(values))
+        else:
+            profiles = info.profiles
+            key = (shape, frozenset(zip(profiles, map(tuple, profiles.values()),
+                                        strict=True)))
+        n = count.get(key)
+        if n is None:
+            first[key] = info
+            count[key] = 1
+        else:
+            count[key] = n + 1
+    return [(info, count[key]) for key, info in first.items()]
 
 
-def _request_classes(request: PlanRequest) -> list[tuple[JobInfo, int]]:
-    """`_classes` of the request's jobs."""
-    return _classes(compile_jobs(request))
+class _Jobs(NamedTuple):
+    """What the figure reads of a request's jobs (`_request_jobs`)."""
+
+    #: `_classes` of the jobs
+    classes: list[tuple[JobInfo, int]]
+    #: shared job -> its GPU memory (GiB; absent: none given)
+    memory: dict[str, float]
+
+
+def _request_jobs(request: PlanRequest) -> _Jobs:
+    """The `_Jobs` of `request`, read in one pass over its jobs (once per request)."""
+    def build(r: PlanRequest) -> _Jobs:
+        memory: dict[str, float] = {}
+        return _Jobs(_classes(compile_jobs(r), memory), memory)
+    return per_request(request, "fragmentation_jobs", build)
+
+
+class _Gpus:
+    """A cluster's GPUs as arrays by position (cluster order): what every snapshot of the
+    cluster shares (computed once per request: `_request_gpus`)."""
+
+    def __init__(self, keys: Sequence[Gpu], nodes: Sequence[int], models: Sequence[str],
+                 usable: Sequence[bool], mig: Sequence[bool], memory: Mapping[str, float],
+                 current: Mapping[int, frozenset[Instance]],
+                 layouts: Sequence[MigLayout] = ()) -> None:
+        """Per GPU: its (node, index), its node's position, model, whether it is usable
+        and MIG-enabled; per model its memory; `current`: position -> the current MIG
+        instances of each usable MIG GPU; `layouts`: `mig_layouts`, kept as they are."""
+        self.layouts = list(layouts)
+        #: (node, index) -> position
+        self.index = {k: i for i, k in enumerate(keys)}
+        names = sorted(set(models))
+        code_of = {m: c for c, m in enumerate(names)}
+        code = np.array([code_of[m] for m in models], dtype=np.intp)
+        self.mem = np.array([memory[m] for m in names], dtype=float)[code]
+        ok = np.array(usable, dtype=bool)
+        is_mig = np.array(mig, dtype=bool)
+        #: positions of the usable non-MIG GPUs and their (node, model) group, groups
+        #: numbered in order of first GPU
+        self.pos = np.flatnonzero(ok & ~is_mig)
+        pairs = np.array(nodes, dtype=np.intp)[self.pos] * len(names) + code[self.pos]
+        _, first, inverse = np.unique(pairs, return_index=True, return_inverse=True)
+        rank = np.empty(len(first), dtype=np.intp)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+        self.group = rank[inverse.reshape(-1)]
+        #: per group: its model and its usable non-MIG GPUs
+        self.group_model = [names[c] for c in code[self.pos[np.sort(first)]].tolist()]
+        self.group_size = np.bincount(self.group, minlength=len(first)).tolist()
+        #: model -> positions of its usable non-MIG GPUs, in order
+        self.shares = {m: at for c, m in enumerate(names)
+                       if len(at := self.pos[code[self.pos] == c])}
+        #: (position, model, current instances) of the usable MIG GPUs
+        self.mig = [(i, models[i], current[i])
+                    for i in np.flatnonzero(ok & is_mig).tolist()]
+
+    def __len__(self) -> int:
+        return len(self.mem)
 
 
 class _Snapshot:
     """Aggregated free capacity of a state, per model: identical entries are counted
     once with their multiplicity (a large cluster has few distinct ones)."""
 
-    def __init__(self, gpus: Iterable[GpuUse], geometry: MigGeometry,
-                 catalog: Mapping[str, GpuModel]) -> None:
+    def __init__(self, gpus: _Gpus, whole: np.ndarray, used: np.ndarray,
+                 used_mem: np.ndarray, mig_used: Mapping[int, frozenset[Instance]],
+                 geometry: MigGeometry, catalog: Mapping[str, GpuModel]) -> None:
+        """Per usable GPU of `gpus`, by position: taken by a whole-GPU job (`whole`), the
+        shared fraction and memory used (`used`, `used_mem`), the MIG instances hosting
+        jobs (`mig_used`, absent: none)."""
         self.geometry = geometry
-        # model -> Counter of (free whole GPUs on a node, the node's usable GPUs of it)
+        # model -> Counter of (free whole GPUs on a node, the node's usable GPUs of it),
+        # in order of node
         self.nodes: dict[str, Counter[tuple[int, int]]] = {}
-        # model -> (remaining fraction, remaining memory) arrays of the usable non-MIG
-        # GPUs that are free or shared
-        shares: dict[str, list[tuple[float, float]]] = {}
+        free = ~whole & (used == 0.0) & (used_mem == 0.0)
+        counts = np.bincount(gpus.group[free[gpus.pos]], minlength=len(gpus.group_size))
+        for m, n, size in zip(gpus.group_model, counts.tolist(), gpus.group_size,
+                              strict=True):
+            self.nodes.setdefault(m, Counter())[(n, size)] += 1
+        # model -> (remaining fraction, remaining memory) rows of the usable non-MIG GPUs
+        # that are free or shared, in GPU order
+        self.shares: dict[str, np.ndarray] = {}
+        for m, at in gpus.shares.items():
+            sel = at[~whole[at]]
+            if len(sel):
+                self.shares[m] = np.column_stack((1.0 - used[sel],
+                                                  gpus.mem[sel] - used_mem[sel]))
         # model -> Counter of (used, free current instances)
         self.migs: dict[str, Counter[tuple[frozenset[Instance], frozenset[Instance]]]] = {}
-        per_node: dict[tuple[int, str], list[int]] = {}
-        for node, model, mig, whole, used, used_mem, mem, mig_used, mig_cur in gpus:
-            if mig:
-                self.migs.setdefault(model, Counter())[(mig_used, mig_cur - mig_used)] += 1
-                continue
-            slot = per_node.setdefault((node, model), [0, 0])
-            slot[1] += 1
-            if whole:
-                continue
-            if used == 0.0 and used_mem == 0.0:
-                slot[0] += 1
-            shares.setdefault(model, []).append((1.0 - used, mem - used_mem))
-        for (_, m), (free, size) in per_node.items():
-            self.nodes.setdefault(m, Counter())[(free, size)] += 1
-        self.shares = {m: np.array(v, dtype=float).reshape(-1, 2) for m, v in shares.items()}
+        for i, m, cur in gpus.mig:
+            hosting = mig_used.get(i)
+            key = (hosting, cur - hosting) if hosting else (_NO_INSTANCES, cur)
+            self.migs.setdefault(m, Counter())[key] += 1
         self.slices = {m: catalog[m].compute_slices for m in self.migs}
 
     def whole(self, models: Sequence[str], k: int, single: bool) -> tuple[float, float]:
@@ -180,63 +251,150 @@ def _figure(snap: _Snapshot, classes: Sequence[tuple[JobInfo, int]]) -> float:
 
 def fragmentation_of_state(state: ClusterState, infos: Sequence[JobInfo]) -> float:
     """The fragmentation figure of `state` for the typical jobs `infos` (module doc)."""
-    geometry = mig_geometry(state.request)
-    gpus = ((g.node, g.model, g.mig, g.whole_job is not None, g.share_used, g.share_mem,
-             g.mem, frozenset(g.mig_used), g.mig_current)
-            for g in state.gpus if g.usable)
-    return _figure(_Snapshot(gpus, geometry, state.catalog), _classes(infos))
+    slots = state.gpus
+    gpus = _Gpus([(state.nodes[g.node].name, g.index) for g in slots],
+                 [g.node for g in slots], [g.model for g in slots],
+                 [g.usable for g in slots], [g.mig for g in slots],
+                 {g.model: g.mem for g in slots},
+                 {i: g.mig_current for i, g in enumerate(slots) if g.mig})
+    whole = np.array([g.whole_job is not None for g in slots], dtype=bool)
+    used = np.array([g.share_used for g in slots], dtype=float)
+    used_mem = np.array([g.share_mem for g in slots], dtype=float)
+    mig_used = {i: frozenset(g.mig_used) for i, g in enumerate(slots) if g.mig_used}
+    snap = _Snapshot(gpus, whole, used, used_mem, mig_used, mig_geometry(state.request),
+                     state.catalog)
+    return _figure(snap, _classes(infos))
 
 
-def fragmentation(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]) -> float:
-    """The expected share of free GPU capacity that the request's typical jobs cannot use
-    once `placements` (job -> placements, a valid plan's) are applied (module doc).
+class PlanUse(NamedTuple):
+    """What a plan takes of each GPU it uses, GPUs keyed by (node, index), read in one
+    pass over its placements (`plan_use`): the plan's statistics, its final MIG layouts
+    and its fragmentation figure all read it."""
 
-    Read straight from the placements (one pass over them and one over the GPUs), not
-    through a `ClusterState`: a plan of 20,000 jobs is finished in a few hundredths of a
-    second."""
-    catalog = request.cluster.catalog()
-    mem_of = per_request(request, "gpu_memory_of",
-                         lambda r: {j.name: j.gpu_memory_gib or 0.0 for j in r.jobs})
-    whole: set[tuple[str, int]] = set()
-    shared: dict[tuple[str, int], list[float]] = {}
-    mig_used: dict[tuple[str, int], set[Instance]] = {}
+    #: the share of the GPU taken, capped at 1 (a whole-GPU job 1, a share its fraction,
+    #: a MIG instance its compute slices over the GPU's), GPUs in order of first
+    #: placement, each summed in placement order
+    taken: dict[Gpu, float]
+    #: GPUs hosting a whole-GPU job, in placement order
+    whole: list[Gpu]
+    #: shared placements in placement order: (GPU, fraction, the job's GPU memory)
+    shared: list[tuple[Gpu, float, float]]
+    #: MIG GPUs -> the instances hosting jobs
+    mig: dict[Gpu, set[Instance]]
+
+
+def plan_use(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]) -> PlanUse:
+    """The `PlanUse` of `placements` (job -> placements on `request`'s GPUs)."""
+    models = per_request(request, "gpu_models", gpu_models_of)
+    mem_of = _request_jobs(request).memory
+    taken: dict[Gpu, float] = {}
+    whole: list[Gpu] = []
+    shared: list[tuple[Gpu, float, float]] = []
+    mig: dict[Gpu, set[Instance]] = {}
+    # (model, MIG profile) -> the instance's share of the GPU, asked once per pair
+    mig_share: dict[tuple[str, str], float] = {}
     for name, pls in placements.items():
         for p in pls:
             key = (p.node, p.gpu)
-            if p.mig is not None:
-                mig_used.setdefault(key, set()).add(p.mig.key())
-            elif p.fraction is not None:
-                slot = shared.setdefault(key, [0.0, 0.0])
-                slot[0] += p.fraction
-                slot[1] += mem_of.get(name, 0.0)
+            inst, fraction = p.mig, p.fraction
+            if inst is not None:
+                mig.setdefault(key, set()).add(inst.key())
+                pair = (models[key], inst.profile)
+                known = mig_share.get(pair)
+                share = known if known is not None else mig_share.setdefault(
+                    pair, _instance_share(request, *pair))
+            elif fraction is not None:
+                share = fraction
+                shared.append((key, share, mem_of.get(name, 0.0)))
             else:
-                whole.add(key)
-    none: frozenset[Instance] = frozenset()
-    gpus: list[GpuUse] = []
-    for key, ni, model, mig, mem, cur in per_request(request, "fragmentation_gpus",
-                                                     _usable_gpus):
-        used, used_mem = shared.get(key, (0.0, 0.0))
-        gpus.append((ni, model, mig, key in whole, used, used_mem, mem,
-                     frozenset(mig_used[key]) if key in mig_used else none, cur))
-    geometry = mig_geometry(request)
-    classes = per_request(request, "fragmentation_classes", _request_classes)
-    return _figure(_Snapshot(gpus, geometry, catalog), classes)
-
-
-def _usable_gpus(request: PlanRequest) -> list[tuple[tuple[str, int], int, str, bool, float,
-                                                      frozenset[Instance]]]:
-    """Per usable GPU, what `fragmentation` reads of it that no plan changes: (node, index),
-    the node's position, model, MIG mode, memory (GiB; unbounded when the catalog has
-    none) and current MIG instances."""
-    catalog = request.cluster.catalog()
-    none: frozenset[Instance] = frozenset()
-    out = []
-    for ni, node in enumerate(request.cluster.nodes):
-        for gpu in node.gpus:
-            if not usable(node, gpu):
+                whole.append(key)
+                taken[key] = 1.0  # min(1, anything + 1)
                 continue
-            spec = catalog[gpu.model]
-            cur = frozenset(m.key() for m in gpu.mig_instances) if gpu.mig_instances else none
-            out.append(((node.name, gpu.index), ni, gpu.model, gpu.mig_enabled,
-                        spec.memory_gib if spec.memory_gib else 1e18, cur))
-    return out
+            taken[key] = min(1.0, taken.get(key, 0.0) + share)
+    return PlanUse(taken, whole, shared, mig)
+
+
+def _instance_share(request: PlanRequest, model: str, profile: str) -> float:
+    """The share of a `model` GPU's compute slices that a `profile` instance holds (0 for
+    a profile the model does not have)."""
+    spec = request.cluster.catalog()[model]
+    prof = spec.profile(profile)
+    return prof.compute_slices / spec.compute_slices if prof else 0.0
+
+
+def fragmentation(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+                  use: PlanUse | None = None) -> float:
+    """The expected share of free GPU capacity that the request's typical jobs cannot use
+    once `placements` (job -> placements, a valid plan's) are applied (module doc);
+    `use`: their `plan_use` when the caller has it.
+
+    Read straight from the placements (one pass over them, then arrays over the GPUs
+    and the job classes, both built once per request), not through a `ClusterState`.
+    A shared GPU's fraction and memory are summed in placement order (`np.add.at`), as
+    a state placing them one by one would."""
+    if use is None:
+        use = plan_use(request, placements)
+    gpus = per_request(request, "fragmentation_gpus", _request_gpus)
+    index = gpus.index
+    whole = np.zeros(len(gpus), dtype=bool)
+    # a GPU that is not usable has no free capacity to count
+    whole[[i for i in map(index.get, use.whole) if i is not None]] = True
+    shared = [(i, f, mem) for key, f, mem in use.shared
+              if (i := index.get(key)) is not None]
+    used = np.zeros(len(gpus))
+    used_mem = np.zeros(len(gpus))
+    if shared:
+        at, fractions, mems = zip(*shared, strict=True)
+        np.add.at(used, list(at), list(fractions))
+        np.add.at(used_mem, list(at), list(mems))
+    mig_used = {i: frozenset(s) for key, s in use.mig.items()
+                if (i := index.get(key)) is not None}
+    snap = _Snapshot(gpus, whole, used, used_mem, mig_used, mig_geometry(request),
+                     request.cluster.catalog())
+    return _figure(snap, _request_jobs(request).classes)
+
+
+class MigLayout(NamedTuple):
+    """A MIG-enabled GPU and its current layout (`mig_layouts`)."""
+
+    gpu: Gpu
+    model: str
+    #: the current instances in layout order, and as a set (GPUs with the same layout
+    #: share both objects; no reader changes them)
+    instances: list[Instance]
+    now: frozenset[Instance]
+
+
+def mig_layouts(request: PlanRequest) -> list[MigLayout]:
+    """Every MIG-enabled GPU of `request`'s cluster (usable or not) with its current
+    layout, in cluster order: read in the pass over the GPUs that the figure's table
+    takes (once per request)."""
+    return per_request(request, "fragmentation_gpus", _request_gpus).layouts
+
+
+def _request_gpus(request: PlanRequest) -> _Gpus:
+    """The `_Gpus` of `request`'s cluster, read in one pass over its GPUs (a large
+    cluster's GPU objects cost more to reach than to read), with its `mig_layouts`."""
+    seen: dict[tuple[tuple[str, int], ...], tuple[list[Instance], frozenset[Instance]]] = {}
+    layouts: list[MigLayout] = []
+    current: dict[int, frozenset[Instance]] = {}
+    rows: list[tuple[Gpu, int, str, bool, bool]] = []
+    for ni, node in enumerate(request.cluster.nodes):
+        name = node.name
+        for gpu in node.gpus:
+            ok, mig, key = usable(node, gpu), gpu.mig_enabled, (name, gpu.index)
+            if mig:
+                instances = gpu.mig_instances
+                raw = tuple((m.profile, m.start) for m in instances)
+                known = seen.get(raw)
+                if known is None:
+                    insts = [m.key() for m in instances]
+                    known = seen[raw] = (insts, frozenset(insts))
+                layouts.append(MigLayout(key, gpu.model, *known))
+                if ok:
+                    current[len(rows)] = known[1]
+            rows.append((key, ni, gpu.model, ok, mig))
+    keys, nodes, models, oks, migs = zip(*rows, strict=True) if rows else ((),) * 5
+    return _Gpus(keys, nodes, models, oks, migs,
+                 {m: spec.memory_gib if spec.memory_gib else 1e18
+                  for m, spec in request.cluster.catalog().items()}, current, layouts)

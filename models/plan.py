@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,28 @@ FIGURE_DECIMALS = 9
 
 #: Placement keys left out of a plan's JSON when they are null.
 _OPTIONAL_PLACEMENT_KEYS = ("mig", "fraction")
+
+_M = TypeVar("_M", bound=BaseModel)
+
+_set = object.__setattr__
+
+
+def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
+    """An instance of `cls` holding `values` (every field, in field order) as they are.
+
+    It is what `model_construct` builds for a model without aliases, extras, private
+    attributes or post-init hook, without its loop over the fields: a plan of 20,000 jobs
+    holds as many assignments and reasons, and `model_construct` cost more than the
+    rest of dressing one. Nothing is checked: the values must already be of the fields'
+    types (tests/solver/test_build_fast.py holds the instances equal to validated
+    ones, so a pydantic release that stores a model differently fails there)."""
+    m = cls.__new__(cls)
+    _set(m, "__dict__", values)
+    _set(m, "__pydantic_fields_set__", set(values))
+    _set(m, "__pydantic_extra__", None)
+    _set(m, "__pydantic_private__", None)
+    return m
+
 
 PlanStatus = Literal["optimal", "feasible", "heuristic", "infeasible"]
 
@@ -60,6 +82,12 @@ class Assignment(BaseModel):
                     del item[key]
         return out
 
+    @classmethod
+    def of(cls, job: str, placements: list[Placement]) -> Assignment:
+        """The assignment of `job` to `placements`, built from checked parts (a str and
+        Placement models) without validating them again (`_trusted`)."""
+        return _trusted(cls, {"job": job, "placements": placements})
+
 
 class Unplaced(BaseModel):
     """A job the plan does not place, with a reason code and a human explanation."""
@@ -69,6 +97,12 @@ class Unplaced(BaseModel):
     job: str
     reason: str = Field(description="One of the reason codes, e.g. insufficient_capacity.")
     detail: str = ""
+
+    @classmethod
+    def of(cls, job: str, reason: str, detail: str) -> Unplaced:
+        """`job` left out for `reason` with `detail` (three str), not validated again
+        (`_trusted`)."""
+        return _trusted(cls, {"job": job, "reason": reason, "detail": detail})
 
 
 class MigChange(BaseModel):

@@ -8,16 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from heuristics.fragmentation import fragmentation
+from heuristics.fragmentation import PlanUse, fragmentation, mig_layouts, plan_use
 from heuristics.result import HeuristicResult
 from models import (
     Assignment,
-    Gpu,
     GpuModel,
     Instance,
     MigChange,
     MigInstance,
-    Node,
     Placement,
     Plan,
     PlanRequest,
@@ -32,28 +30,19 @@ from models.rules import lexicographic_levels
 from solver.level_report import level_reasons, level_stats
 
 
-def mig_gpus(request: PlanRequest) -> list[tuple[Node, Gpu]]:
-    """The MIG-enabled GPUs of `request`'s cluster with their nodes, in cluster order
-    (computed once per request: a large cluster has many GPUs and few of them MIG)."""
-    return per_request(request, "mig_gpus", lambda r: [
-        (node, gpu) for node in r.cluster.nodes for gpu in node.gpus if gpu.mig_enabled])
-
-
 def final_layouts(
     request: PlanRequest,
     placements: Mapping[str, Sequence[Placement]],
+    use: PlanUse | None = None,
 ) -> dict[tuple[str, int], frozenset[Instance]]:
-    """The final layout of every MIG GPU.
+    """The final layout of every MIG GPU (`use`: the placements' `plan_use` when the
+    caller has it).
 
     Instances hosting a placed job always stay; current instances that host nothing are
     kept when they fit beside those (fewer reconfigurations, in current-layout order), and
     nothing else is created.
     """
-    used: dict[tuple[str, int], set[Instance]] = {}
-    for pls in placements.values():
-        for p in pls:
-            if p.mig is not None:
-                used.setdefault((p.node, p.gpu), set()).add(p.mig.key())
+    used = (plan_use(request, placements) if use is None else use).mig
     out: dict[tuple[str, int], frozenset[Instance]] = {}
     for g in _mig_facts(request):
         hosting = used.get(g.key)
@@ -102,20 +91,25 @@ class _MigGpu(NamedTuple):
 
 def _mig_facts(request: PlanRequest) -> list[_MigGpu]:
     """Per MIG GPU, in cluster order, what `final_layouts` and `mig_changes` read of it
-    (computed once per request, so that a plan pays only for the MIG GPUs it uses)."""
+    (computed once per request, so that a plan pays only for the MIG GPUs it uses; GPUs
+    with the same current layout share its facts, which no reader changes)."""
     def build(r: PlanRequest) -> list[_MigGpu]:
         catalog = r.cluster.catalog()
+        # (model, current layout object) -> (idle layout, kept whole): `mig_layouts`
+        # gives GPUs of one layout one list, and a large cluster has few layouts
+        seen: dict[tuple[str, int], tuple[frozenset[Instance], bool]] = {}
         out = []
-        for node, gpu in mig_gpus(r):
-            model = catalog[gpu.model]
-            current = [m.key() for m in gpu.mig_instances]
-            idle = _layout(r, model, current, set())
-            now = frozenset(current)
-            # with reconfiguration, `_layout` keeps all of an invalid current layout
-            # never (each instance it adds keeps the layout valid): idle == now then
-            # says the current layout is valid
-            out.append(_MigGpu((node.name, gpu.index), model, current, now, idle,
-                               not r.policy.allow_mig_reconfiguration or idle == now))
+        for g in mig_layouts(r):
+            model = catalog[g.model]
+            facts = seen.get((g.model, id(g.instances)))
+            if facts is None:
+                idle = _layout(r, model, g.instances, set())
+                # with reconfiguration, `_layout` keeps all of an invalid current layout
+                # never (each instance it adds keeps the layout valid): idle == now then
+                # says the current layout is valid
+                facts = seen[(g.model, id(g.instances))] = (
+                    idle, not r.policy.allow_mig_reconfiguration or idle == g.now)
+            out.append(_MigGpu(g.gpu, model, g.instances, g.now, *facts))
         return out
     return per_request(request, "mig_facts", build)
 
@@ -140,27 +134,17 @@ def mig_changes(
 
 
 def plan_stats(
-    request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
+    request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+    use: PlanUse | None = None, placed: int | None = None,
 ) -> dict[str, float | int]:
-    """gpus_total, gpus_allocated, utilization and job counts (docs/semantics.md)."""
-    catalog = request.cluster.catalog()
-    models = per_request(request, "gpu_models", gpu_models_of)
-    total = len(models)
-    alloc: dict[tuple[str, int], float] = {}
-    for pls in placements.values():
-        for p in pls:
-            key = (p.node, p.gpu)
-            if p.mig is not None:
-                spec = catalog[models[key]]
-                prof = spec.profile(p.mig.profile)
-                share = prof.compute_slices / spec.compute_slices if prof else 0.0
-            elif p.fraction is not None:
-                share = p.fraction
-            else:
-                share = 1.0
-            alloc[key] = min(1.0, alloc.get(key, 0.0) + share)
-    allocated = sum(alloc.values())
-    placed = sum(1 for j in request.jobs if placements.get(j.name))
+    """gpus_total, gpus_allocated, utilization and job counts (docs/semantics.md);
+    `use`: the placements' `plan_use`, `placed`: the request's jobs they place, when the
+    caller has them."""
+    total = len(per_request(request, "gpu_models", gpu_models_of))
+    taken = (plan_use(request, placements) if use is None else use).taken
+    allocated = sum(taken.values())
+    if placed is None:
+        placed = sum(1 for j in request.jobs if placements.get(j.name))
     return {
         "gpus_total": total,
         "gpus_allocated": round(allocated, 9),
@@ -168,6 +152,36 @@ def plan_stats(
         "jobs_placed": placed,
         "jobs_unplaced": len(request.jobs) - placed,
     }
+
+
+def _accounts(request: PlanRequest, placements: Mapping[str, list[Placement]],
+              reasons: Mapping[str, tuple[str, str]], feasible: bool, levels: bool,
+              default_reason: tuple[str, str]) -> tuple[list[Assignment], list[Unplaced]]:
+    """Every job of `request` in request order, as an Assignment (placed) or an Unplaced
+    with its reason (a running job left out is `preempted`; `levels`: the reasons say who
+    reclaimed it or which class)."""
+    assignments: list[Assignment] = []
+    unplaced: list[Unplaced] = []
+    assign, leave = Assignment.of, Unplaced.of
+    for job in request.jobs:
+        name = job.name
+        pl = placements.get(name)
+        if pl:
+            # built from checked parts (a str and Placement models): not validated again,
+            # which costs more than the rest of this loop on 20,000 jobs
+            assignments.append(assign(name, pl))
+            continue
+        if job.current and feasible:
+            reason, detail = "preempted", "a running job this plan stops"
+            why = reasons.get(name)
+            if why is not None and why[0] != "preempted":
+                detail = f"stopped: {why[1]}"
+            elif why is not None and levels:  # who reclaimed it, or which class
+                detail = why[1]
+        else:
+            reason, detail = reasons.get(name, default_reason)
+        unplaced.append(leave(name, str(reason), str(detail)))
+    return assignments, unplaced
 
 
 def build_plan(
@@ -187,30 +201,13 @@ def build_plan(
     """A complete Plan for `result`; reasons default to `default_reason` where missing.
     `evaluation`: `evaluate(request, result.placements)` when the caller has it."""
     placements = {j: list(p) for j, p in result.placements.items() if p}
-    layouts = final_layouts(request, placements)
+    use = plan_use(request, placements)
+    layouts = final_layouts(request, placements, use)
     ev = evaluate(request, placements) if evaluation is None else evaluation
     levels = lexicographic_levels(request) and status != "infeasible"
     reasons = level_reasons(request, placements, result.reasons) if levels else result.reasons
-    assignments: list[Assignment] = []
-    unplaced: list[Unplaced] = []
-    for job in request.jobs:
-        pl = placements.get(job.name)
-        if pl:
-            # built from checked parts (a str and Placement models): not validated again,
-            # which costs more than the rest of this loop on 20,000 jobs
-            assignments.append(Assignment.model_construct(job=job.name, placements=pl))
-            continue
-        if job.current and status != "infeasible":
-            reason, detail = "preempted", "a running job this plan stops"
-            why = reasons.get(job.name)
-            if why is not None and why[0] != "preempted":
-                detail = f"stopped: {why[1]}"
-            elif why is not None and levels:  # who reclaimed it, or which class
-                detail = why[1]
-        else:
-            reason, detail = reasons.get(job.name, default_reason)
-        # three strings: validating them is cheaper than `model_construct`
-        unplaced.append(Unplaced(job=job.name, reason=str(reason), detail=str(detail)))
+    assignments, unplaced = _accounts(request, placements, reasons, status != "infeasible",
+                                      levels, default_reason)
     value = ev.objective_value
     gap = None
     if best_bound is not None:
@@ -218,10 +215,10 @@ def build_plan(
         gap = max(0.0, (best_bound - value) / max(1.0, abs(best_bound)))
         if gap < 1e-12:  # float noise between the solver's bound and the recomputed value
             gap = 0.0
-    stats = PlanStats(**plan_stats(request, placements))
+    stats = PlanStats(**plan_stats(request, placements, use, len(assignments)))
     extras: dict[str, float | int | str] = {
         "throughput": round(ev.throughput, 9),
-        "fragmentation": round(fragmentation(request, placements), 6),
+        "fragmentation": round(fragmentation(request, placements, use), 6),
     }
     if request.interference:
         # Contract 5.2 (models/objective.py: interference_loss); absent without pairs, so a
