@@ -66,6 +66,15 @@ def per_request(request: PlanRequest, slot: str, build: Callable[[PlanRequest], 
     return value
 
 
+def cached(request: PlanRequest, slot: str) -> object | None:
+    """What `per_request` keeps for `request` and `slot`, if it keeps it (None else)."""
+    with _COMPILED_LOCK:
+        hit = _COMPILED.get(id(request))
+        if hit is None or hit[0]() is not request or hit[1] != _fingerprint(request):
+            return None
+        return hit[2].get(slot)
+
+
 def beside(request: PlanRequest, slot: str, build: Callable[[PlanRequest], T]) -> T:
     """`per_request(request, slot, build)` when the cache holds other values of `request`
     already, else `build(request)` left uncached: a request evaluated once (a copy made

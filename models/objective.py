@@ -6,10 +6,12 @@ validator recomputes it independently (solver/validate.py) so that a slip here i
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
-from models.cache import beside
+from models.cache import beside, cached
 from models.capacity import Topology
 from models.catalog import GpuModel
 from models.request import Job, Placement, PlanRequest, speed
@@ -33,12 +35,15 @@ from models.rules import (
     topology_cost,
 )
 
+if TYPE_CHECKING:
+    from models.instance import JobInfo
+
 
 def same_placement(a: Sequence[Placement], b: Sequence[Placement]) -> bool:
     """True when two placement lists name the same GPUs / instances (order-free)."""
     if len(a) != len(b):
         return False
-    if all(p is q for p, q in zip(a, b, strict=True)):
+    if all(map(operator.is_, a, b)):
         return True   # the very same objects (a running job kept as it runs)
 
     def key(p: Placement) -> tuple[str, int, str, int]:
@@ -166,6 +171,18 @@ def interference_loss(values: Mapping[str, float], factors: Mapping[str, float])
                if f < 1.0 and name in values)
 
 
+def _compiled(request: PlanRequest) -> Sequence[JobInfo] | None:
+    """The compiled jobs of `request` (`models.instance.compile_jobs`) when the cache holds
+    them and they are those of its very job objects, in order; else None (`evaluate` then
+    asks the rules of every job itself)."""
+    infos = cast("Sequence[JobInfo] | None", cached(request, "jobs"))
+    jobs = request.jobs
+    if infos is None or len(infos) != len(jobs) or not all(
+            map(operator.is_, [i.job for i in infos], jobs)):
+        return None
+    return infos
+
+
 def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
              models: Mapping[tuple[str, int], str] | None = None,
              factors: Mapping[str, float] | None = None) -> Evaluation:
@@ -189,31 +206,41 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
         factors = colocation_factors(request.jobs, placements,
                                      interference_table(request.interference))
     plain: dict[str, float] = {}
-    for job in request.jobs:
-        pl = placements.get(job.name)
-        current = job.current
+    infos = _compiled(request)
+    for k, job in enumerate(request.jobs):
+        if infos is None:
+            name, current, values, obj = job.name, job.current, None, None
+        else:
+            info = infos[k]
+            name, current, values, obj = info.name, info.current, info.values, info.obj_values
+        pl = placements.get(name)
         if not pl:
             if current:
-                preempted.append(job.name)
+                preempted.append(name)
             continue
         if current and not same_placement(pl, current):
-            migrated.append(job.name)
+            migrated.append(name)
         first = pl[0]
         model = models[(first.node, first.gpu)]
         n = len(pl) if job.elastic is not None else None
-        v = job_value(job, model, catalog, n)
-        f = factors.get(job.name) if factors else None
+        # the compiled values are these rules' at the nominal size (`models.instance`)
+        v = values.get(model) if values is not None and n is None else None
+        if v is None:
+            v = job_value(job, model, catalog, n)
+        f = factors.get(name) if factors else None
         if f is not None:
             # Contract 5.2: interference scales the job's speed, so every objective's
             # per-job value.
-            plain[job.name] = v
+            plain[name] = v
             v *= f
         thr += v
         if fairness:
             placed_value[job.tenant] = placed_value.get(job.tenant, 0.0) + v
         if per_job:
-            gained += objective_value_of(job, model, catalog, objective, n) * (
-                1.0 if f is None else f)
+            o = obj.get(model) if obj is not None and n is None else None
+            if o is None:
+                o = objective_value_of(job, model, catalog, objective, n)
+            gained += o * (1.0 if f is None else f)
     topo = topology_costs(request, placements)
     costs = (policy.migration_cost * len(migrated) + policy.preemption_cost * len(preempted)
              + topo)

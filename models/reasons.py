@@ -17,7 +17,7 @@ cost stays linear in jobs + nodes on large requests.
 from __future__ import annotations
 
 from models.capacity import CapacitySummary, NodeCapacity, Pool
-from models.instance import per_request
+from models.instance import compile_jobs, per_request
 from models.request import Job, PlanRequest
 from models.rules import (
     allowed_sizes,
@@ -212,10 +212,19 @@ def static_reasons(request: PlanRequest) -> dict[str, Reason]:
     are never given a static reason: they can always be kept)."""
     reasons = StaticReasons.of(request)
     out: dict[str, Reason] = {}
-    for job in request.jobs:
-        if job.current:
+    # One question per compiled kind and what else a static reason reads (`_signature`):
+    # host request and, for a gang, whether it may span nodes and its required levels.
+    seen: dict[tuple[object, ...], Reason | None] = {}
+    for info in compile_jobs(request):
+        if info.current:
             continue
-        why = reasons.reason(job)
+        job = info.job
+        key = ((info.kind, info.cpu, info.host_mem, job.single_node, required_levels(job))
+               if info.shape == "whole" else (info.kind, info.cpu, info.host_mem))
+        if key in seen:
+            why = seen[key]
+        else:
+            why = seen[key] = reasons.reason(job)
         if why is not None:
-            out[job.name] = why
+            out[info.name] = why
     return out

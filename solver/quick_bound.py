@@ -31,6 +31,7 @@ is the capacity-free one: min over tenants of the value of all its jobs over its
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -70,22 +71,20 @@ def _capacity(request: PlanRequest) -> dict[Pool, int]:
     """GPUs per pool that a placement may use: usable ones, and those a running job holds
     now (only a kept placement may use them)."""
     # the pool totals of `CapacitySummary(cluster, counted)`, without its per-node and
-    # per-domain tables (this bound reads only the totals)
-    totals: dict[Pool, int] = {}
-    unusable: dict[tuple[str, int], Pool] = {}
-    for node in request.cluster.nodes:
-        for gpu in node.gpus:
-            pool = (gpu.model, gpu.mig_enabled)
-            if usable(node, gpu):
-                totals[pool] = totals.get(pool, 0) + 1
-            else:
-                unusable[(node.name, gpu.index)] = pool
+    # per-domain tables (this bound reads only the totals): every GPU counted in C, less
+    # the few unusable ones that no running job holds
+    nodes = request.cluster.nodes
+    totals = Counter((gpu.model, gpu.mig_enabled) for node in nodes for gpu in node.gpus)
+    unusable = [(node.name, gpu) for node in nodes for gpu in node.gpus
+                if not usable(node, gpu)]
     if unusable:
-        held = {(p.node, p.gpu) for j in request.jobs if j.current for p in j.current}
-        for where, pool in unusable.items():
-            if where in held:
-                totals[pool] = totals.get(pool, 0) + 1
-    return totals
+        on = {name for name, _ in unusable}
+        held = {(p.node, p.gpu) for info in compile_jobs(request) if info.current
+                for p in info.current if p.node in on}
+        for name, gpu in unusable:
+            if (name, gpu.index) not in held:
+                totals[(gpu.model, gpu.mig_enabled)] -= 1
+    return {pool: n for pool, n in totals.items() if n > 0}
 
 
 def _options(request: PlanRequest, cap: dict[Pool, int]
@@ -108,18 +107,17 @@ def _options(request: PlanRequest, cap: dict[Pool, int]
     count: dict[tuple[object, ...], int] = {}
     options: dict[tuple[object, ...], tuple[tuple[int, float, float], ...]] = {}
     for info in compile_jobs(request):
-        job = info.job
-        factor = colocation_factor_cap(job, census, table) if table else 1.0
-        current = job.current
+        factor = colocation_factor_cap(info.job, census, table) if table else 1.0
+        current = info.current
         if current:
             const -= policy.preemption_cost
             first = current[0]
             cur = gpu_model.get((first.node, first.gpu))
-            key: tuple[object, ...] = (id(info.kind), factor, cur, first.fraction,
+            key: tuple[object, ...] = (info.kind, factor, cur, first.fraction,
                                        None if first.mig is None else first.mig.profile)
         else:
             cur = None
-            key = (id(info.kind), factor)
+            key = (info.kind, factor)
         if info.size_values or info.kind.obj_values is None:
             opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
             key = ("options", opts)
@@ -142,7 +140,7 @@ def _job_options(info: JobInfo, cur: str | None, pools: dict[Pool, int], cap: di
     """The options of job `info` (running on model `cur` now, or None), sorted."""
     if info.size_values:
         return _elastic_options(info, cur, pools, cap, catalog, factor, policy)
-    if not info.job.current:
+    if not info.current:
         return _new_options(info, pools, cap, catalog, kinds, factor)
     return _running_options(info, cur, pools, cap, catalog, kinds, factor, policy)
 
