@@ -281,14 +281,11 @@ def _compile(request: PlanRequest, jobs: Sequence[Job] | None = None) -> list[Jo
                 size_values[n] = {m: job_value(job, m, catalog, n) for m in values}
                 size_obj[n] = {m: objective_value_of(job, m, catalog, objective, n)
                                for m in values}
-        append(JobInfo(
-            job=job, name=job.name, shape=c.shape, gpus=job.gpus or 1,
-            share=job.gpu_share or 0.0, gpu_mem=job.gpu_memory_gib or 0.0,
-            cpu=job.cpu_millicores or 0.0, host_mem=job.host_memory_gib or 0.0,
-            values=values, obj_values=obj, profiles=c.profiles,
-            size=c.size, current=job.current, preemptible=job.preemptible, kind=c,
-            size_values=size_values, size_obj_values=size_obj,
-        ))
+        # positional, in the order of JobInfo's fields (keywords cost a tenth of the pass)
+        append(JobInfo(job, job.name, c.shape, job.gpus or 1, job.gpu_share or 0.0,
+                       job.gpu_memory_gib or 0.0, job.cpu_millicores or 0.0,
+                       job.host_memory_gib or 0.0, values, obj, c.profiles, c.size,
+                       job.current, job.preemptible, c, size_values, size_obj))
     return out
 
 

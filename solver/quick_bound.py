@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
@@ -104,8 +105,8 @@ def _options(request: PlanRequest, cap: dict[Pool, int]
     # their compiled kind (`JobKind`, when their objective values are the kind's), factor
     # and, running, their current model and what their current placement takes, since the
     # jobs of one such key have the same options; the others by their options.
-    count: dict[tuple[object, ...], int] = {}
-    options: dict[tuple[object, ...], tuple[tuple[int, float, float], ...]] = {}
+    # key -> [its options, its jobs]
+    keyed: dict[tuple[object, ...], list[Any]] = {}
     for info in compile_jobs(request):
         factor = colocation_factor_cap(info.job, census, table) if table else 1.0
         current = info.current
@@ -118,16 +119,19 @@ def _options(request: PlanRequest, cap: dict[Pool, int]
         else:
             cur = None
             key = (info.kind, factor)
+        opts = None
         if info.size_values or info.kind.obj_values is None:
             opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
             key = ("options", opts)
-            options.setdefault(key, opts)
-        elif key not in options:
-            options[key] = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
-        count[key] = count.get(key, 0) + 1
+        entry = keyed.get(key)
+        if entry is None:
+            if opts is None:
+                opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
+            keyed[key] = [opts, 1]
+        else:
+            entry[1] += 1
     groups: dict[tuple[tuple[int, float, float], ...], int] = {}
-    for key, n in count.items():
-        opts = options[key]
+    for opts, n in keyed.values():
         if opts:
             groups[opts] = groups.get(opts, 0) + n
     return groups, const
