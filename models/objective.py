@@ -189,7 +189,10 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
     """Evaluate `request.policy.objective` for `placements` (job -> placements; absent =
     unplaced); `models` is `gpu_models_of(request)` when the caller has it; `factors` the
     co-location factors (contract 5.2) when they come from a larger plan than
-    `placements` (a priority class's jobs share GPUs with other classes' jobs)."""
+    `placements` (a priority class's jobs share GPUs with other classes' jobs). A request
+    whose jobs are compiled (`models.instance.compile_jobs`) is read through its JobInfos:
+    their values are these rules' for each job, and a pass over them touches no job that
+    is not placed."""
     catalog = request.cluster.catalog()
     if models is None:
         models = beside(request, "gpu_models", gpu_models_of)
