@@ -6,10 +6,12 @@ request:
 
 - `compile_jobs(request)` turns every job into a `JobInfo`: its shape, the models present
   in the cluster it may run on with their values, its MIG profiles, host requests and
-  resolved current placement. The result is cached per request object (a small,
-  lock-protected cache shared by the request threads of the service; `per_request` keeps
-  other per-request precomputations, such as the static reasons, beside it);
-  `forget_compiled` drops it after an in-place edit.
+  resolved current placement. The rules are asked once per class of jobs, the jobs
+  with the same shape, size, weight, eligibility and speeds: their JobInfos share that
+  class's `JobKind` and its value dicts. The result is cached per request object
+  (`models.cache.per_request`, re-exported here with `forget_compiled`, which drops it
+  after an in-place edit; other per-request precomputations, such as the static reasons,
+  are kept beside it).
 - `ClusterState(request)` is the occupancy: for every GPU what occupies it (a whole-GPU
   job, shared fractions and memory, or MIG instances and the jobs they host) and, for
   every node, the free host CPU/memory, with O(node) updates. Three indexes answer "where
@@ -36,17 +38,20 @@ Memory is O(GPUs + jobs): there is no jobs x GPUs structure.
 
 from __future__ import annotations
 
-import functools
-import threading
-import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar, cast
 
 from models import GpuModel, Instance, Job, MigInstance, Node, Placement, PlanRequest
+from models.cache import forget_compiled as forget_compiled
+from models.cache import per_request as per_request
 from models.capacity import usable
 from models.catalog import MIG_COMPUTE_SLICES, instance_positions, is_valid_layout
-from models.objective import objective_value_of, values_on
+from models.objective import (
+    objective_factor_is_per_job,
+    objective_value_of,
+    objective_values,
+    values_on,
+)
 from models.request import speed
 from models.rules import (
     HOST_TOL,
@@ -66,7 +71,24 @@ from models.rules import (
 #: Number of buckets of the remaining fraction of a shared GPU.
 SHARE_BUCKETS = 20
 
-T = TypeVar("T")
+
+@dataclass(slots=True, eq=False)
+class JobKind:
+    """What the jobs of one class share once compiled (`_class_key`: the same shape, sizes,
+    weight, eligibility and speeds): their JobInfos hold this one object and its dicts, so
+    a pass over many jobs may work once per kind (keyed by the object's identity while the
+    JobInfos live). Never mutated."""
+
+    shape: str
+    #: resources one placement takes, in GPU equivalents (`JobInfo.size`)
+    size: float
+    #: eligible present models -> value (`JobInfo.values`)
+    values: dict[str, float]
+    #: the policy objective's values (`JobInfo.obj_values`) when they are the kind's (every
+    #: objective without a per-job factor); None when they are each job's own
+    obj_values: dict[str, float] | None
+    #: MIG jobs: model -> covering profile names, smallest first (`JobInfo.profiles`)
+    profiles: dict[str, list[str]]
 
 
 @dataclass(slots=True)
@@ -94,6 +116,8 @@ class JobInfo:
     size: float
     current: list[Placement] | None
     preemptible: bool
+    #: the job's kind: what it shares with the jobs of its class (`JobKind`)
+    kind: JobKind
     #: elastic gangs (contract 5.1): allowed size n -> model -> value on n GPUs, and the
     #: same for the policy objective's value; empty for every other job
     size_values: dict[int, dict[str, float]] = field(default_factory=dict)
@@ -141,51 +165,6 @@ class JobInfo:
         return self.best_value / self.size if self.size > 0 else 0.0
 
 
-#: id(request) -> (weak reference to it, its fingerprint, its cached values by slot); the
-#: last few requests only. Guarded by `_COMPILED_LOCK` (the service plans in several threads).
-_COMPILED: dict[int, tuple[weakref.ref[PlanRequest], tuple[object, ...], dict[str, object]]] = {}
-_COMPILED_MAX = 4
-_COMPILED_LOCK = threading.Lock()
-#: Keys whose request was collected; purged under the lock at the next cache access (a
-#: weakref callback may run in any thread, at any allocation, so it never takes the lock).
-_COLLECTED: list[int] = []
-
-
-def forget_compiled(request: PlanRequest | None = None) -> None:
-    """Drop the cached compilation of `request` (of every request when None); needed only
-    when a request is mutated in place after it was planned."""
-    with _COMPILED_LOCK:
-        if request is None:
-            _COMPILED.clear()
-        else:
-            _COMPILED.pop(id(request), None)
-
-
-def per_request(request: PlanRequest, slot: str, build: Callable[[PlanRequest], T]) -> T:
-    """`build(request)`, computed once per request object and `slot` (the cache of
-    `compile_jobs`, shared by other per-request precomputations such as the static
-    reasons). The value is shared and must not be mutated by its users."""
-    key = id(request)
-    mark = _fingerprint(request)
-    with _COMPILED_LOCK:
-        _purge_collected()
-        hit = _COMPILED.get(key)
-        if hit is not None and hit[0]() is request and hit[1] == mark and slot in hit[2]:
-            return cast(T, hit[2][slot])
-    # Built outside the lock: two threads may build one value twice, never wait.
-    value = build(request)
-    with _COMPILED_LOCK:
-        _purge_collected()
-        hit = _COMPILED.get(key)
-        if hit is None or hit[0]() is not request or hit[1] != mark:
-            while len(_COMPILED) >= _COMPILED_MAX:
-                _COMPILED.pop(next(iter(_COMPILED)))
-            hit = (weakref.ref(request, functools.partial(_collected, key)), mark, {})
-            _COMPILED[key] = hit
-        hit[2][slot] = value
-    return value
-
-
 def compile_jobs(request: PlanRequest) -> list[JobInfo]:
     """A JobInfo per job of `request`, in request order (cached per request object; the
     JobInfos are shared and must not be mutated)."""
@@ -201,42 +180,41 @@ def mig_geometry(request: PlanRequest) -> MigGeometry:
         r.cluster.catalog(), r.policy.allow_mig_reconfiguration))
 
 
-def _fingerprint(request: PlanRequest) -> tuple[object, ...]:
-    """What an in-place edit most likely changes: the cluster and job list objects, the
-    job count and the policy fields job values depend on."""
-    p = request.policy
-    return (id(request.cluster), id(request.jobs), len(request.jobs), p.objective,
-            p.migration_cost, p.preemption_cost, p.allow_preemption,
-            p.allow_mig_reconfiguration)
-
-
-def _collected(key: int, _ref: object) -> None:
-    """Weakref callback: the request cached under `key` is gone (list.append is atomic)."""
-    _COLLECTED.append(key)
-
-
-def _purge_collected() -> None:
-    """Drop the entries of collected requests (call with `_COMPILED_LOCK` held); an id
-    reused by a newer request keeps its entry."""
-    while _COLLECTED:
-        key = _COLLECTED.pop()
-        hit = _COMPILED.get(key)
-        if hit is not None and hit[0]() is None:
-            del _COMPILED[key]
+def _class_key(job: Job) -> tuple[object, ...]:
+    """What decides a job's eligible models, their speeds, its MIG profiles
+    (`models.rules.model_eligible`, `speed`, `mig_profiles_for`), its shape and size and its
+    throughput value on each model (`job_value` at its nominal size): jobs with equal keys
+    share all of them, so `_compile` asks the rules once per key. The throughput map's
+    and the speed-up curve's items keep their order (equal maps listed in another order
+    only miss the sharing)."""
+    thr = job.throughput
+    mig = job.mig
+    allowed = job.allowed_models
+    el = job.elastic
+    return (job.gpus, job.gpu_share, job.weight, job.gpu_memory_gib, job.mig_profile,
+            None if mig is None else (mig.compute_slices, mig.memory_gib),
+            tuple(thr.items()) if thr else None,
+            None if allowed is None else tuple(allowed),
+            # an elastic gang's nominal value is on its curve (`models.rules.speedup`)
+            None if el is None else (el.min_gpus, el.max_gpus, tuple(el.speedup.items())))
 
 
 def _eligibility_key(job: Job) -> tuple[object, ...]:
-    """What decides a job's eligible models, their speed being positive and its MIG
-    profiles (`models.rules.model_eligible`, `speed`, `mig_profiles_for`): jobs with equal
-    keys share them, so `_compile` asks the rules once per key."""
+    """The part of `_class_key` that decides a job's eligible models and MIG profiles
+    (`_eligible`): kinds with equal keys share them."""
+    mig = job.mig
+    thr = job.throughput
+    allowed = job.allowed_models
     return (job.shape, job.gpu_memory_gib, job.mig_profile,
-            None if job.mig is None else (job.mig.compute_slices, job.mig.memory_gib),
-            tuple(sorted(job.throughput.items())) if job.throughput else None,
-            None if job.allowed_models is None else tuple(job.allowed_models))
+            None if mig is None else (mig.compute_slices, mig.memory_gib),
+            tuple(thr.items()) if thr else None,
+            None if allowed is None else tuple(allowed))
 
 
-def _eligible(job: Job, pool: Sequence[str], catalog: Mapping[str, GpuModel]
-              ) -> tuple[list[str], dict[str, list[str]], float]:
+Eligible = tuple[list[str], dict[str, list[str]], float]
+
+
+def _eligible(job: Job, pool: Sequence[str], catalog: Mapping[str, GpuModel]) -> Eligible:
     """The models of `pool` job may run on at a positive speed, its MIG profiles on each
     (MIG jobs) and its size when it is a MIG job."""
     models: list[str] = []
@@ -273,22 +251,29 @@ def models_by_mode(request: PlanRequest) -> tuple[frozenset[str], frozenset[str]
 
 
 def _compile(request: PlanRequest, jobs: Sequence[Job] | None = None) -> list[JobInfo]:
+    """The JobInfos of `jobs` (default: the request's), in order. The rules are asked once
+    per class of jobs (`_class_key`): its JobInfos share the value dicts and profiles
+    (JobInfos are never mutated), and only a job's own fields and, for the objectives with
+    a per-job factor (`jct`, `makespan`), its objective values are computed per job."""
     catalog = request.cluster.catalog()
     objective = request.policy.objective
+    own_factor = objective_factor_is_per_job(objective)
     whole_models, mig_models = models_by_mode(request)
-    whole_sorted = sorted(whole_models)
-    mig_sorted = sorted(mig_models)
-    eligible: dict[tuple[object, ...], tuple[list[str], dict[str, list[str]], float]] = {}
+    pools = {False: sorted(whole_models), True: sorted(mig_models)}
+    classes: dict[tuple[object, ...], JobKind] = {}
+    eligible: dict[tuple[object, ...], Eligible] = {}
     out: list[JobInfo] = []
+    append = out.append
     for job in request.jobs if jobs is None else jobs:
-        shape = job.shape
-        key = _eligibility_key(job)
-        hit = eligible.get(key)
-        if hit is None:
-            hit = eligible[key] = _eligible(
-                job, mig_sorted if shape == "mig" else whole_sorted, catalog)
-        models, profiles, mig_size = hit
-        values, obj = values_on(job, models, catalog, objective)
+        key = _class_key(job)
+        c = classes.get(key)
+        if c is None:
+            c = classes[key] = _new_class(job, pools, catalog, objective, own_factor,
+                                           eligible)
+        values = c.values
+        obj = c.obj_values
+        if obj is None:
+            obj = objective_values(job, values, catalog, objective)
         size_values: dict[int, dict[str, float]] = {}
         size_obj: dict[int, dict[str, float]] = {}
         if job.elastic is not None:
@@ -296,21 +281,33 @@ def _compile(request: PlanRequest, jobs: Sequence[Job] | None = None) -> list[Jo
                 size_values[n] = {m: job_value(job, m, catalog, n) for m in values}
                 size_obj[n] = {m: objective_value_of(job, m, catalog, objective, n)
                                for m in values}
-        if shape == "whole":
-            size = float(job.gpus or 1)
-        elif shape == "share":
-            size = float(job.gpu_share or 0.0)
-        else:
-            size = mig_size
-        out.append(JobInfo(
-            job=job, name=job.name, shape=shape, gpus=job.gpus or 1,
-            share=job.gpu_share or 0.0, gpu_mem=job.gpu_memory_gib or 0.0,
-            cpu=job.cpu_millicores or 0.0, host_mem=job.host_memory_gib or 0.0,
-            values=values, obj_values=obj, profiles={m: list(p) for m, p in profiles.items()},
-            size=max(size, 1e-6), current=job.current, preemptible=job.preemptible,
-            size_values=size_values, size_obj_values=size_obj,
-        ))
+        # positional, in the order of JobInfo's fields (keywords cost a tenth of the pass)
+        append(JobInfo(job, job.name, c.shape, job.gpus or 1, job.gpu_share or 0.0,
+                       job.gpu_memory_gib or 0.0, job.cpu_millicores or 0.0,
+                       job.host_memory_gib or 0.0, values, obj, c.profiles, c.size,
+                       job.current, job.preemptible, c, size_values, size_obj))
     return out
+
+
+def _new_class(job: Job, pools: Mapping[bool, Sequence[str]],
+               catalog: Mapping[str, GpuModel], objective: str, own_factor: bool,
+               eligible: dict[tuple[object, ...], Eligible]) -> JobKind:
+    """The kind of `job`: the shared part of the JobInfos of its class (`eligible`: the
+    eligibility found so far, by `_eligibility_key`)."""
+    shape = job.shape
+    ekey = _eligibility_key(job)
+    hit = eligible.get(ekey)
+    if hit is None:
+        hit = eligible[ekey] = _eligible(job, pools[shape == "mig"], catalog)
+    models, profiles, mig_size = hit
+    values, obj = values_on(job, models, catalog, objective)
+    if shape == "whole":
+        size = float(job.gpus or 1)
+    elif shape == "share":
+        size = float(job.gpu_share or 0.0)
+    else:
+        size = mig_size
+    return JobKind(shape, max(size, 1e-6), values, None if own_factor else obj, profiles)
 
 
 def _mig_size(job: Job, catalog: Mapping[str, GpuModel], profiles: dict[str, list[str]]) -> float:

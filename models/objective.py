@@ -6,9 +6,12 @@ validator recomputes it independently (solver/validate.py) so that a slip here i
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
+from models.cache import beside, cached
 from models.capacity import Topology
 from models.catalog import GpuModel
 from models.request import Job, Placement, PlanRequest, speed
@@ -32,12 +35,15 @@ from models.rules import (
     topology_cost,
 )
 
+if TYPE_CHECKING:
+    from models.instance import JobInfo
+
 
 def same_placement(a: Sequence[Placement], b: Sequence[Placement]) -> bool:
     """True when two placement lists name the same GPUs / instances (order-free)."""
     if len(a) != len(b):
         return False
-    if all(p is q for p, q in zip(a, b, strict=True)):
+    if all(map(operator.is_, a, b)):
         return True   # the very same objects (a running job kept as it runs)
 
     def key(p: Placement) -> tuple[str, int, str, int]:
@@ -71,17 +77,29 @@ def objective_value_of(job: Job, model: str, catalog: Mapping[str, GpuModel],
     return job_value(job, model, catalog, n) * work_factor(job, objective, n)
 
 
+def objective_factor_is_per_job(objective: str) -> bool:
+    """Whether `objective` multiplies a job's value by a factor of its own (`work_factor`
+    is 1 for every job but under `jct` and `makespan`)."""
+    return objective in ("jct", "makespan")
+
+
+def objective_values(job: Job, values: Mapping[str, float],
+                     catalog: Mapping[str, GpuModel], objective: str) -> dict[str, float]:
+    """`objective_value_of` of `job` at its nominal size on each model of `values` (its
+    `job_value` there, in its order): the work factor is the job's, computed once, and
+    the throughput value is reused where the objective is a multiple of it."""
+    factor = work_factor(job, objective)
+    if objective == "jct":
+        return {m: job.weight * speed(job, m, catalog) * factor for m in values}
+    return {m: v * factor for m, v in values.items()}
+
+
 def values_on(job: Job, models: Sequence[str], catalog: Mapping[str, GpuModel],
               objective: str) -> tuple[dict[str, float], dict[str, float]]:
     """(`job_value`, `objective_value_of`) of `job` at its nominal size on each of
-    `models`, in one pass: the work factor is the job's, computed once, and the throughput
-    value is reused where the objective is a multiple of it (equal to calling both per
-    model; compiling 20,000 jobs calls this once per job)."""
+    `models`, in one pass (`objective_values`; equal to calling both per model)."""
     values = {m: job_value(job, m, catalog) for m in models}
-    factor = work_factor(job, objective)
-    if objective == "jct":
-        return values, {m: job.weight * speed(job, m, catalog) * factor for m in models}
-    return values, {m: v * factor for m, v in values.items()}
+    return values, objective_values(job, values, catalog, objective)
 
 
 def tenant_demands(request: PlanRequest, jobs: Sequence[Job] | None = None
@@ -132,9 +150,11 @@ def topology_costs(request: PlanRequest,
     """The topology costs of `placements`: per placed job with a preferred level,
     `policy.topology_cost` per domain beyond the first that it spans there."""
     cost = request.policy.topology_cost
+    if cost <= 0:
+        return 0.0
     jobs = [j for j in request.jobs if preferred_level(j) is not None
             and placements.get(j.name)]
-    if not jobs or cost <= 0:
+    if not jobs:
         return 0.0
     topo = Topology(request.cluster)
     return sum(topology_cost(j, {p.node for p in placements[j.name]}, topo, cost)
@@ -151,17 +171,35 @@ def interference_loss(values: Mapping[str, float], factors: Mapping[str, float])
                if f < 1.0 and name in values)
 
 
+def _compiled(request: PlanRequest) -> Sequence[JobInfo] | None:
+    """The compiled jobs of `request` (`models.instance.compile_jobs`) when the cache holds
+    them and they are those of its very job objects, in order; else None (`evaluate` then
+    asks the rules of every job itself)."""
+    infos = cast("Sequence[JobInfo] | None", cached(request, "jobs"))
+    jobs = request.jobs
+    if infos is None or len(infos) != len(jobs) or not all(
+            map(operator.is_, [i.job for i in infos], jobs)):
+        return None
+    return infos
+
+
 def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
              models: Mapping[tuple[str, int], str] | None = None,
              factors: Mapping[str, float] | None = None) -> Evaluation:
     """Evaluate `request.policy.objective` for `placements` (job -> placements; absent =
     unplaced); `models` is `gpu_models_of(request)` when the caller has it; `factors` the
     co-location factors (contract 5.2) when they come from a larger plan than
-    `placements` (a priority class's jobs share GPUs with other classes' jobs)."""
+    `placements` (a priority class's jobs share GPUs with other classes' jobs). A request
+    whose jobs are compiled (`models.instance.compile_jobs`) is read through its JobInfos:
+    their values are these rules' for each job, and a pass over them touches no job that
+    is not placed."""
     catalog = request.cluster.catalog()
-    models = gpu_models_of(request) if models is None else models
+    if models is None:
+        models = beside(request, "gpu_models", gpu_models_of)
     policy = request.policy
     objective = policy.objective
+    per_job = objective_factor_is_per_job(objective)
+    fairness = objective == "fairness"
     migrated: list[str] = []
     preempted: list[str] = []
     gained = 0.0
@@ -171,29 +209,41 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
         factors = colocation_factors(request.jobs, placements,
                                      interference_table(request.interference))
     plain: dict[str, float] = {}
-    for job in request.jobs:
-        pl = placements.get(job.name)
-        if job.current and not pl:
-            preempted.append(job.name)
-            continue
+    infos = _compiled(request)
+    for k, job in enumerate(request.jobs):
+        if infos is None:
+            name, current, values, obj = job.name, job.current, None, None
+        else:
+            info = infos[k]
+            name, current, values, obj = info.name, info.current, info.values, info.obj_values
+        pl = placements.get(name)
         if not pl:
+            if current:
+                preempted.append(name)
             continue
-        if job.current and not same_placement(pl, job.current):
-            migrated.append(job.name)
-        model = models[(pl[0].node, pl[0].gpu)]
+        if current and not same_placement(pl, current):
+            migrated.append(name)
+        first = pl[0]
+        model = models[(first.node, first.gpu)]
         n = len(pl) if job.elastic is not None else None
-        v = job_value(job, model, catalog, n)
-        f = factors.get(job.name)
+        # the compiled values are these rules' at the nominal size (`models.instance`)
+        v = values.get(model) if values is not None and n is None else None
+        if v is None:
+            v = job_value(job, model, catalog, n)
+        f = factors.get(name) if factors else None
         if f is not None:
             # Contract 5.2: interference scales the job's speed, so every objective's
             # per-job value.
-            plain[job.name] = v
+            plain[name] = v
             v *= f
         thr += v
-        placed_value[job.tenant] = placed_value.get(job.tenant, 0.0) + v
-        if objective in ("jct", "makespan"):
-            gained += objective_value_of(job, model, catalog, objective, n) * (
-                1.0 if f is None else f)
+        if fairness:
+            placed_value[job.tenant] = placed_value.get(job.tenant, 0.0) + v
+        if per_job:
+            o = obj.get(model) if obj is not None and n is None else None
+            if o is None:
+                o = objective_value_of(job, model, catalog, objective, n)
+            gained += o * (1.0 if f is None else f)
     topo = topology_costs(request, placements)
     costs = (policy.migration_cost * len(migrated) + policy.preemption_cost * len(preempted)
              + topo)

@@ -10,14 +10,16 @@ A job without such a reason that stays unplaced lacks capacity (`insufficient_ca
 With `allow_mig_reconfiguration` false, a MIG job needs a usable GPU that holds an instance
 of a covering profile now. The solver gives these reasons to new jobs before it solves
 (`static_reasons`); the heuristics ask `StaticReasons.reason` for any job they could not
-place. Both read the cluster through one `CapacitySummary` and memoise by job shape, so the
-cost stays linear in jobs + nodes on large requests.
+place. Both read the cluster through one `CapacitySummary`, scanned by groups of nodes
+that no question tells apart, and memoise by job shape (`static_reasons` first by the
+compiled kind of a job and its host request), so the cost stays linear in jobs + nodes on
+large requests.
 """
 
 from __future__ import annotations
 
 from models.capacity import CapacitySummary, NodeCapacity, Pool
-from models.instance import per_request
+from models.instance import compile_jobs, per_request
 from models.request import Job, PlanRequest
 from models.rules import (
     allowed_sizes,
@@ -34,11 +36,16 @@ INSUFFICIENT = ("insufficient_capacity", "eligible GPUs exist but are taken by o
 
 
 def _signature(job: Job) -> tuple[object, ...]:
-    """What the static reason of a job depends on."""
-    return (job.shape, job.gpus, job.single_node, job.same_domain, job.mig_profile,
-            None if job.mig is None else (job.mig.compute_slices, job.mig.memory_gib),
-            job.gpu_memory_gib, tuple(sorted(job.throughput or {})),
-            None if job.allowed_models is None else tuple(sorted(job.allowed_models)),
+    """What the static reason of a job depends on (the names of its throughput map and
+    `allowed_models` in their order: the same names listed in another order only miss
+    the memo)."""
+    mig = job.mig
+    thr = job.throughput
+    allowed = job.allowed_models
+    return (job.shape, job.gpus, job.single_node, job.same_domain,
+            job.mig_profile, None if mig is None else (mig.compute_slices, mig.memory_gib),
+            job.gpu_memory_gib, tuple(thr) if thr else (),
+            None if allowed is None else tuple(allowed),
             job.cpu_millicores, job.host_memory_gib,
             None if job.elastic is None else min(allowed_sizes(job)), required_levels(job))
 
@@ -81,7 +88,9 @@ class StaticReasons:
         self.present = self.capacity.pools_present()
         self.models = sorted({m for m, _ in self.present})
         self._memo: dict[tuple[object, ...], Reason | None] = {}
-        self._nodes_memo: dict[tuple[object, ...], list[tuple[NodeCapacity, int]]] = {}
+        self._nodes_memo: dict[tuple[object, ...], list[tuple[float | None, float | None,
+                                                             int]]] = {}
+        self._groups: dict[bool, list[NodeCapacity]] = {}
 
     @classmethod
     def of(cls, request: PlanRequest) -> StaticReasons:
@@ -125,31 +134,46 @@ class StaticReasons:
             if too_large is not None:
                 return too_large
             need = 1 if whole_multi else size
-        if not any(n >= need and host_fits(cpu, mem, s.cpu, s.mem) for s, n in nodes):
+        if not any(n >= need and host_fits(cpu, mem, c, m) for c, m, n in nodes):
             return ("infeasible_constraints", "its host CPU / memory request fits no eligible node")
         return None
 
     def _nodes_with(self, ok: dict[str, set[str]], mig: bool
-                    ) -> list[tuple[NodeCapacity, int]]:
-        """The nodes with a GPU that can take a job eligible on `ok` now, each with the
-        most such GPUs of one model it has (memoised: many job shapes share `ok`)."""
+                    ) -> list[tuple[float | None, float | None, int]]:
+        """(host CPU, host memory, the most GPUs of one model it has that can take a job
+        eligible on `ok` now) of the nodes with such a GPU, each distinct triple once
+        (memoised: many job shapes share `ok`)."""
+        by_profile = mig and self.fixed_mig
         key = (mig, tuple(sorted((m, tuple(sorted(p))) for m, p in ok.items())))
         hit = self._nodes_memo.get(key)
         if hit is not None:
             return hit
-        out: list[tuple[NodeCapacity, int]] = []
-        for s in self.capacity.nodes:
+        out: dict[tuple[float | None, float | None, int], None] = {}
+        for s in self._node_groups(by_profile):
             most = 0
             for m, profs in ok.items():
-                if mig and self.fixed_mig:
+                if by_profile:
                     n = sum(s.profiles.get((m, p), 0) for p in profs)
                 else:
                     n = s.gpus.get((m, mig), 0)
                 most = max(most, n)
             if most > 0:
-                out.append((s, most))
-        self._nodes_memo[key] = out
-        return out
+                out[(s.cpu, s.mem, most)] = None
+        self._nodes_memo[key] = result = list(out)
+        return result
+
+    def _node_groups(self, by_profile: bool) -> list[NodeCapacity]:
+        """One node of each group of nodes that `_nodes_with` cannot tell apart (the same
+        host capacity and counted GPUs per pool, or per MIG profile when `by_profile`):
+        its scans are one per group, not one per node."""
+        groups = self._groups.get(by_profile)
+        if groups is None:
+            seen: dict[tuple[object, ...], NodeCapacity] = {}
+            for s in self.capacity.nodes:
+                counts = s.profiles if by_profile else s.gpus
+                seen.setdefault((s.cpu, s.mem, tuple(counts.items())), s)
+            groups = self._groups[by_profile] = list(seen.values())
+        return groups
 
     def _gang_too_large(self, job: Job, models: list[str]) -> Reason | None:
         """`gang_too_large` when no node / domain / the cluster has the gang's GPUs of one
@@ -190,10 +214,19 @@ def static_reasons(request: PlanRequest) -> dict[str, Reason]:
     are never given a static reason: they can always be kept)."""
     reasons = StaticReasons.of(request)
     out: dict[str, Reason] = {}
-    for job in request.jobs:
-        if job.current:
+    # One question per compiled kind and what else a static reason reads (`_signature`):
+    # host request and, for a gang, whether it may span nodes and its required levels.
+    seen: dict[tuple[object, ...], Reason | None] = {}
+    for info in compile_jobs(request):
+        if info.current:
             continue
-        why = reasons.reason(job)
+        job = info.job
+        key = ((info.kind, info.cpu, info.host_mem, job.single_node, required_levels(job))
+               if info.shape == "whole" else (info.kind, info.cpu, info.host_mem))
+        if key in seen:
+            why = seen[key]
+        else:
+            why = seen[key] = reasons.reason(job)
         if why is not None:
-            out[job.name] = why
+            out[info.name] = why
     return out

@@ -56,11 +56,13 @@ BOUND_MIN_S = 2.0
 BOUND_SHARE = 0.1
 #: Prior costs of the phases in CPU seconds (module doc of solver/budget.py: scaled by the
 #: pace measured in this solve), measured on M and L with the collector paused.
-#: Compiling the jobs: L 0.17-0.19 s (0.27 s before the eligibility rules were asked once
-#: per job kind; a prior left at 0.3 s made every later phase look half as costly).
-COMPILE_CPU_PER_JOB = 9e-6
+#: Compiling the jobs: L 0.09-0.1 s (0.17-0.19 s before the rules were asked once per class
+#: of jobs, 0.27 s before the eligibility rules were asked once per job kind; a prior left
+#: at 0.3 s made every later phase look half as costly).
+COMPILE_CPU_PER_JOB = 4.7e-6
 #: ... and per elastic gang on top (its value on every allowed size and model): L with 30%
-#: elastic gangs (4,271 of them) compiles in 0.27 s against 0.16 s; a prior without it
+#: elastic gangs (4,271 of them) compiles in 0.19 s against 0.09 s (each gang's values on
+#: its sizes are its own; before 0.27 s against 0.16 s); a prior without it
 #: read the machine as 1.5-1.7 times slower than it was and scaled every estimate by it.
 COMPILE_CPU_PER_ELASTIC = 2.5e-5
 #: One greedy pass: M 0.1 s, L 1.25 s (1.8 s before the MIG signature ordering was kept
@@ -120,8 +122,9 @@ KEEP_CPU_PER_JOB = 1.5e-5
 #: times its setup fits before the reserve (2 left L at 3 s at load 5 with the running
 #: jobs alone, 1.15 s early, where the greedy pass of the code before placed 1,515 more).
 KEEP_AFTER_BOUND = 1.25
-#: The quick bound (solver/quick_bound.py): M 0.02 s, L 0.25 s, XL 0.85 s.
-QUICK_CPU_PER_JOB = 1.25e-5
+#: The quick bound (solver/quick_bound.py): M 0.02 s (its price descent's floor), L 0.13 s
+#: (0.25 s before its options were found once per compiled kind of jobs).
+QUICK_CPU_PER_JOB = 6.5e-6
 #: Seconds between two heuristic incumbent reports, at least (and at least twice what
 #: building the last one cost): each report builds and validates a whole plan.
 REPORT_EVERY_S = 1.0

@@ -31,6 +31,8 @@ is the capacity-free one: min over tenants of the value of all its jobs over its
 from __future__ import annotations
 
 import time
+from collections import Counter
+from typing import Any
 
 import numpy as np
 
@@ -69,16 +71,21 @@ Pool = tuple[str, bool]
 def _capacity(request: PlanRequest) -> dict[Pool, int]:
     """GPUs per pool that a placement may use: usable ones, and those a running job holds
     now (only a kept placement may use them)."""
-    held = {(p.node, p.gpu) for j in request.jobs if j.current for p in j.current}
     # the pool totals of `CapacitySummary(cluster, counted)`, without its per-node and
-    # per-domain tables (this bound reads only the totals)
-    totals: dict[Pool, int] = {}
-    for node in request.cluster.nodes:
-        for gpu in node.gpus:
-            if usable(node, gpu) or (node.name, gpu.index) in held:
-                pool = (gpu.model, gpu.mig_enabled)
-                totals[pool] = totals.get(pool, 0) + 1
-    return totals
+    # per-domain tables (this bound reads only the totals): every GPU counted in C, less
+    # the few unusable ones that no running job holds
+    nodes = request.cluster.nodes
+    totals = Counter((gpu.model, gpu.mig_enabled) for node in nodes for gpu in node.gpus)
+    unusable = [(node.name, gpu) for node in nodes for gpu in node.gpus
+                if not usable(node, gpu)]
+    if unusable:
+        on = {name for name, _ in unusable}
+        held = {(p.node, p.gpu) for info in compile_jobs(request) if info.current
+                for p in info.current if p.node in on}
+        for name, gpu in unusable:
+            if (name, gpu.index) not in held:
+                totals[(gpu.model, gpu.mig_enabled)] -= 1
+    return {pool: n for pool, n in totals.items() if n > 0}
 
 
 def _options(request: PlanRequest, cap: dict[Pool, int]
@@ -90,50 +97,83 @@ def _options(request: PlanRequest, cap: dict[Pool, int]
     catalog = request.cluster.catalog()
     gpu_model = per_request(request, "gpu_models", gpu_models_of)
     pools = {p: i for i, p in enumerate(sorted(cap))}
-    groups: dict[tuple[tuple[int, float, float], ...], int] = {}
     const = 0.0
     table = interference_table(request.interference)
     census = class_census(request.jobs) if table else {}
     kinds: dict[tuple[object, ...], list[tuple[str, int, float]]] = {}
+    # Jobs are counted per key of their options, in the order they come: most jobs by
+    # their compiled kind (`JobKind`, when their objective values are the kind's), factor
+    # and, running, their current model and what their current placement takes, since the
+    # jobs of one such key have the same options; the others by their options.
+    # key -> [its options, its jobs]
+    keyed: dict[tuple[object, ...], list[Any]] = {}
     for info in compile_jobs(request):
-        job = info.job
-        factor = colocation_factor_cap(job, census, table) if table else 1.0
-        if not job.current and not info.elastic:
-            key = _new_options(info, pools, cap, catalog, kinds, factor)
-            if key:
-                groups[key] = groups.get(key, 0) + 1
-            continue
-        cur = gpu_model.get((job.current[0].node, job.current[0].gpu)) if job.current else None
-        if job.current:
+        factor = colocation_factor_cap(info.job, census, table) if table else 1.0
+        current = info.current
+        if current:
             const -= policy.preemption_cost
-        if not info.elastic:
-            key = _running_options(info, cur, pools, cap, catalog, kinds, factor, policy)
-            if key:
-                groups[key] = groups.get(key, 0) + 1
-            continue
-        sizes: list[int | None] = list(info.sizes) if info.elastic else [None]
-        opts: list[tuple[int, float, float]] = []
-        for m in set(info.obj_values) | ({cur} if cur is not None else set()):
-            pool = pools.get((m, info.shape == "mig"))
-            for n in sizes:
-                amount = None if pool is None else _amount(info, m, cur, cap, catalog[m], n)
-                if pool is None or amount is None:
-                    continue
-                value = (info.obj_values.get(m) if n is None
-                         else info.size_obj_values.get(n, {}).get(m))
-                if value is None:
-                    value = (objective_value_of(job, m, catalog, policy.objective, n)
-                             if speed(job, m, catalog) > 0 else 0.0)
-                value *= factor
-                if job.current:
-                    value += policy.preemption_cost - (
-                        policy.migration_cost if m != cur else 0.0)
-                if value > 0:
-                    opts.append((pool, amount, value))
+            first = current[0]
+            cur = gpu_model.get((first.node, first.gpu))
+            key: tuple[object, ...] = (info.kind, factor, cur, first.fraction,
+                                       None if first.mig is None else first.mig.profile)
+        else:
+            cur = None
+            key = (info.kind, factor)
+        opts = None
+        if info.size_values or info.kind.obj_values is None:
+            opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
+            key = ("options", opts)
+        entry = keyed.get(key)
+        if entry is None:
+            if opts is None:
+                opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
+            keyed[key] = [opts, 1]
+        else:
+            entry[1] += 1
+    groups: dict[tuple[tuple[int, float, float], ...], int] = {}
+    for opts, n in keyed.values():
         if opts:
-            key = tuple(sorted(opts))
-            groups[key] = groups.get(key, 0) + 1
+            groups[opts] = groups.get(opts, 0) + n
     return groups, const
+
+
+def _job_options(info: JobInfo, cur: str | None, pools: dict[Pool, int], cap: dict[Pool, int],
+                 catalog: dict[str, GpuModel],
+                 kinds: dict[tuple[object, ...], list[tuple[str, int, float]]],
+                 factor: float, policy: Policy) -> tuple[tuple[int, float, float], ...]:
+    """The options of job `info` (running on model `cur` now, or None), sorted."""
+    if info.size_values:
+        return _elastic_options(info, cur, pools, cap, catalog, factor, policy)
+    if not info.current:
+        return _new_options(info, pools, cap, catalog, kinds, factor)
+    return _running_options(info, cur, pools, cap, catalog, kinds, factor, policy)
+
+
+def _elastic_options(info: JobInfo, cur: str | None, pools: dict[Pool, int],
+                     cap: dict[Pool, int], catalog: dict[str, GpuModel], factor: float,
+                     policy: Policy) -> tuple[tuple[int, float, float], ...]:
+    """The options of an elastic gang, sorted: one per model it values (or runs on now,
+    `cur`) and allowed size n, taking n GPUs and earning its value on n GPUs there (plus
+    the preemption cost saved minus the migration cost, running)."""
+    job = info.job
+    opts: list[tuple[int, float, float]] = []
+    for m in set(info.obj_values) | ({cur} if cur is not None else set()):
+        pool = pools.get((m, info.shape == "mig"))
+        for n in info.sizes:
+            amount = None if pool is None else _amount(info, m, cur, cap, catalog[m], n)
+            if pool is None or amount is None:
+                continue
+            value = info.size_obj_values.get(n, {}).get(m)
+            if value is None:
+                value = (objective_value_of(job, m, catalog, policy.objective, n)
+                         if speed(job, m, catalog) > 0 else 0.0)
+            value *= factor
+            if job.current:
+                value += policy.preemption_cost - (
+                    policy.migration_cost if m != cur else 0.0)
+            if value > 0:
+                opts.append((pool, amount, value))
+    return tuple(sorted(opts))
 
 
 def _kind_plan(info: JobInfo, pools: dict[Pool, int], cap: dict[Pool, int],

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import models.instance as instance
+import models.cache as cache
 import models.objective as objective
 from models import PlanRequest
 from models.instance import compile_jobs, forget_compiled
@@ -84,7 +84,7 @@ def test_compile_cache_shared_between_threads() -> None:
     for t in threads:
         t.join()
     assert not errors
-    assert len(instance._COMPILED) <= instance._COMPILED_MAX
+    assert len(cache._COMPILED) <= cache._COMPILED_MAX
 
 
 def test_compile_cache_drops_collected_requests() -> None:
@@ -99,5 +99,5 @@ def test_compile_cache_drops_collected_requests() -> None:
     del gone
     gc.collect()
     compile_jobs(req)
-    assert key not in instance._COMPILED or instance._COMPILED[key][0]() is not None
+    assert key not in cache._COMPILED or cache._COMPILED[key][0]() is not None
     assert compile_jobs(req) is first
