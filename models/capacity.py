@@ -122,15 +122,17 @@ class CapacitySummary:
         for node in cluster.nodes:
             s = NodeCapacity(node.name, domain_of(node.name, node.topology_domain),
                              node.cpu_millicores, node.memory_gib)
+            present, gpus, profiles = s.present, s.gpus, s.profiles
             for gpu in node.gpus:
                 pool = (gpu.model, gpu.mig_enabled)
-                s.present.add(pool)
+                present.add(pool)
                 if not counted(node, gpu):
                     continue
-                s.gpus[pool] = s.gpus.get(pool, 0) + 1
-                for prof in {i.profile for i in gpu.mig_instances}:
-                    key = (gpu.model, prof)
-                    s.profiles[key] = s.profiles.get(key, 0) + 1
+                gpus[pool] = gpus.get(pool, 0) + 1
+                if gpu.mig_instances:
+                    for prof in {i.profile for i in gpu.mig_instances}:
+                        key = (gpu.model, prof)
+                        profiles[key] = profiles.get(key, 0) + 1
             for pool, c in s.gpus.items():
                 self.totals[pool] = self.totals.get(pool, 0) + c
                 dk = (s.domain, pool)
