@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from pathlib import Path
@@ -38,6 +39,48 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def contract_dir() -> Path:
     return shared_dir() / "contract"
+
+
+def _shared_resources(item: pytest.Item) -> list[str]:
+    """Keys of the module- or session-scoped yield fixtures `item` uses: the servers,
+    browsers, databases and clusters a test shares with others (a fixture that tears
+    something down holds a process; one that returns a value is cheap data)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    keys = []
+    for name in info.names_closure:
+        defs = info.name2fixturedefs.get(name)
+        if not defs or defs[-1].scope not in ("module", "session"):
+            continue
+        fixture = defs[-1]
+        if not inspect.isgeneratorfunction(fixture.func):
+            continue
+        owner = (fixture.baseid if fixture.scope == "session"
+                 else item.path.relative_to(item.config.rootpath).as_posix())
+        keys.append(f"{owner}::{name}")
+    return keys
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that share a started resource (see `_shared_resources`), directly or through
+    a chain of them, go to the same xdist worker (`--dist loadgroup`), so that each
+    resource starts once per run, not once on each worker."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    uses = [(item, _shared_resources(item)) for item in items]
+    for _, keys in uses:
+        for key in keys[1:]:
+            parent[root(key)] = root(keys[0])
+    for item, keys in uses:
+        if keys:
+            item.add_marker(pytest.mark.xdist_group(root(keys[0])))
 
 
 def load_request(path: Path) -> PlanRequest:

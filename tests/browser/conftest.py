@@ -31,10 +31,6 @@ from tests.api.conftest import Server
 REPO = Path(__file__).resolve().parents[2]
 DOCS_IMAGES = REPO / "docs" / "images"
 
-playwright_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
-
-
 def chromium_path() -> str | None:
     """The system Chromium to drive, or None."""
     given = os.environ.get("GPUPLAN_CHROMIUM")
@@ -81,7 +77,10 @@ def artifacts() -> Path:
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
-    """A headless system Chromium, shared by the session."""
+    """A headless system Chromium, shared by the session. Playwright is imported here, by
+    the worker that runs a browser test, not by every worker at collection."""
+    playwright_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
     path = chromium_path()
     if path is None:
         pytest.skip("no Chromium to drive: install Debian's `chromium` (apt-get install "
