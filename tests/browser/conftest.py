@@ -75,10 +75,13 @@ def artifacts() -> Path:
     return out
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """A headless system Chromium, shared by the session. Playwright is imported here, by
-    the worker that runs a browser test, not by every worker at collection."""
+    """A headless system Chromium, shared by the module's tests. Playwright is imported
+    here, by the worker that runs a browser test, not by every worker at collection. Not
+    session-wide: while Playwright's sync API is open, its event loop counts as running
+    in the worker's main thread, and a later test there calling `asyncio.run` fails
+    (with `--dist loadgroup` other tests may follow the browser tests on their worker)."""
     playwright_api = pytest.importorskip(
         "playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
     path = chromium_path()
