@@ -36,15 +36,16 @@ from solver.linear import Limits
 #: phase's deadline and finishing: the last comparisons of plans, restoring displaced
 #: jobs, a cut pass keeping the running jobs it did not reach), measured with the
 #: collector paused, per item (job or GPU) and per item squared (the dict and set work
-#: of 20,000-80,000 placements grows faster than the items). Quiet measures: M (1,024
-#: GPUs / 1,500 jobs) 0.035-0.05 s, L (16,384 / 20,000) about 0.6 s, XL (65,536 / 80,000)
-#: about 3.0 s; the form gives 0.04, 0.6 and 3.0. The earlier form (1.5e-5 per item and
-#: again per job: 0.06, 0.85 and 3.4 s) kept back about 0.35 s more than L needs, the
-#: room L at 3 s lacked for the LP and a whole rounding. The estimate is scaled by the
-#: measured pace, and replaced by the real cost once a plan is built (an incumbent
-#: report).
-FINISH_CPU_PER_ITEM = 1.51e-5
-FINISH_CPU_PER_ITEM2 = 3.78e-11
+#: of 20,000-80,000 placements grows faster than the items). Quiet measures (session 11,
+#: after building and validating a plan were made about twice as fast): M (1,024 GPUs /
+#: 1,500 jobs) 0.026-0.035 s, L (16,384 / 20,000) 0.25-0.43 s, XL (65,536 / 80,000)
+#: 1.2-2.0 s; the form gives 0.03, 0.42 and 2.0. The form before (0.04, 0.6 and 3.0 s)
+#: kept back half again what finishing took: L at 3 s returned 0.5-1.0 s early, and L at
+#: 5 s beside four busy processes kept 3.5 s back for 0.8 s of finishing and returned
+#: after 2.1 s with only the running jobs placed. The estimate is scaled by the measured
+#: pace, and replaced by the real cost once a plan is built (an incumbent report).
+FINISH_CPU_PER_ITEM = 1.08e-5
+FINISH_CPU_PER_ITEM2 = 2.0e-11
 #: Seconds kept back on top of the measured finishing cost (returning, logging, being
 #: scheduled again): a fixed wall part, and a CPU part scaled by the load the solve
 #: measured; 0.1 s quiet as before. The whole 0.1 s scaled by the load (0.5 s at load 5)
