@@ -11,7 +11,7 @@ import random
 from collections.abc import Mapping, Sequence
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -90,15 +90,21 @@ def _allocated(request: PlanRequest, placements: Mapping[str, Sequence[Placement
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10**6))
+@example(34089)
 def test_a_built_plan_reads_back_to_the_same_bytes(seed: int) -> None:
-    """On small random requests, the greedy plan dressed by `build_plan` is valid, its
-    JSON parses and validates back to the same bytes (every assignment and reason equal
-    to a validated one), its counts and allocated GPUs are those of the per-placement
-    definition, and its fragmentation is the one of a state holding the placements."""
+    """On small random requests, the greedy plan dressed by `build_plan` is valid (but for
+    the non-preemptible running jobs it could not keep), its JSON parses and
+    validates back to the same bytes (every assignment and reason equal to a validated
+    one), its counts and allocated GPUs are those of the per-placement definition, and
+    its fragmentation is the one of a state holding the placements. Seed 34089: a
+    non-preemptible running job the greedy pass cannot keep."""
     request = random_request(random.Random(seed), max_gpus=12, max_jobs=14)
     result = plan_greedy(request, seed=0)
     plan = build_plan(request, result, status="heuristic", solver="heuristic")
-    assert validate_plan(request, plan) == []
+    # a non-preemptible running job the greedy pass did not keep (random requests may
+    # give running jobs conflicting placements; the planner settles those with CP-SAT,
+    # solver/driver.py) is the only violation a greedy plan may have
+    assert {v.rule for v in validate_plan(request, plan)} <= {"running"}
     text = plan.model_dump_json()
     again = Plan.model_validate_json(text)
     assert again.model_dump_json() == text
