@@ -60,35 +60,55 @@ def _classes(infos: Sequence[JobInfo], memory: dict[str, float] | None = None
     """The typical job classes of `infos`: (first member, size) per class, in order of
     first member. A class is the shape with the eligible present models: a whole gang's
     size and whether it may span nodes, a share's fraction and memory (to 1e-6), a MIG
-    demand's profiles per model. One loop without a call per job (once per request).
-    `memory`, when given, receives each shared
-    job's GPU memory (the same pass: a large request's jobs cost more to reach than to
-    read)."""
-    first: dict[tuple[object, ...], JobInfo] = {}
-    count: dict[tuple[object, ...], int] = {}
+    demand's profiles per model. `memory`, when given, receives each shared job's GPU
+    memory (the same pass: a large request's jobs cost more to reach than to read).
+
+    Jobs of one `JobKind` (models/instance.py) have the same shape, sizes, eligible
+    models and profiles, so the pass counts the jobs per kind (and, for a whole gang,
+    whether it may span nodes) and works out a class key once per kind (once per
+    request)."""
+    # (kind, single_node for whole gangs) -> (first member, count), in order of first member
+    tally: dict[object, list[Any]] = {}
     for info in infos:
+        kind = info.kind
         shape = info.shape
-        if shape == "share" and memory is not None and info.gpu_mem:
-            memory[info.name] = info.gpu_mem
-        values = info.values
-        if not values:
-            continue
-        key: tuple[object, ...]
         if shape == "whole":
-            key = (shape, info.gpus, info.job.single_node, frozenset(values))
-        elif shape == "share":
-            key = (shape, round(info.share, 6), round(info.gpu_mem, 6), frozenset(values))
+            mark: object = (kind, info.job.single_node)
         else:
-            profiles = info.profiles
-            key = (shape, frozenset(zip(profiles, map(tuple, profiles.values()),
-                                        strict=True)))
-        n = count.get(key)
-        if n is None:
-            first[key] = info
-            count[key] = 1
+            mark = kind
+            if shape == "share" and memory is not None and info.gpu_mem:
+                memory[info.name] = info.gpu_mem
+        seen = tally.get(mark)
+        if seen is None:
+            tally[mark] = [info, 1]
         else:
-            count[key] = n + 1
-    return [(info, count[key]) for key, info in first.items()]
+            seen[1] += 1
+    first: dict[tuple[object, ...], list[Any]] = {}
+    for info, n in tally.values():
+        key = _class_key(info)
+        if key is None:
+            continue
+        seen = first.get(key)
+        if seen is None:
+            first[key] = [info, n]
+        else:
+            seen[1] += n
+    return [(info, n) for info, n in first.values()]
+
+
+def _class_key(info: JobInfo) -> tuple[object, ...] | None:
+    """The typical class of `info` (`_classes`); None for a job without eligible present
+    models (in no class)."""
+    values = info.values
+    if not values:
+        return None
+    shape = info.shape
+    if shape == "whole":
+        return (shape, info.gpus, info.job.single_node, frozenset(values))
+    if shape == "share":
+        return (shape, round(info.share, 6), round(info.gpu_mem, 6), frozenset(values))
+    profiles = info.profiles
+    return (shape, frozenset(zip(profiles, map(tuple, profiles.values()), strict=True)))
 
 
 class _Jobs(NamedTuple):
@@ -168,7 +188,10 @@ class _Snapshot:
         counts = np.bincount(gpus.group[free[gpus.pos]], minlength=len(gpus.group_size))
         for m, n, size in zip(gpus.group_model, counts.tolist(), gpus.group_size,
                               strict=True):
-            self.nodes.setdefault(m, Counter())[(n, size)] += 1
+            counts_m = self.nodes.get(m)
+            if counts_m is None:
+                counts_m = self.nodes[m] = Counter()
+            counts_m[(n, size)] += 1
         # model -> (remaining fraction, remaining memory) rows of the usable non-MIG GPUs
         # that are free or shared, in GPU order
         self.shares: dict[str, np.ndarray] = {}
@@ -182,7 +205,10 @@ class _Snapshot:
         for i, m, cur in gpus.mig:
             hosting = mig_used.get(i)
             key = (hosting, cur - hosting) if hosting else (_NO_INSTANCES, cur)
-            self.migs.setdefault(m, Counter())[key] += 1
+            seen = self.migs.get(m)
+            if seen is None:
+                seen = self.migs[m] = Counter()
+            seen[key] += 1
         self.slices = {m: catalog[m].compute_slices for m in self.migs}
 
     def whole(self, models: Sequence[str], k: int, single: bool) -> tuple[float, float]:
@@ -291,23 +317,29 @@ def plan_use(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
     whole: list[Gpu] = []
     shared: list[tuple[Gpu, float, float]] = []
     mig: dict[Gpu, set[Instance]] = {}
-    # (model, MIG profile) -> the instance's share of the GPU, asked once per pair
-    mig_share: dict[tuple[str, str], float] = {}
+    # (model, MIG profile, start) -> (the instance, its share of the GPU), asked once each
+    mig_of: dict[tuple[str, str, int], tuple[Instance, float]] = {}
+    add_whole, add_shared = whole.append, shared.append
     for name, pls in placements.items():
         for p in pls:
             key = (p.node, p.gpu)
             inst, fraction = p.mig, p.fraction
             if inst is not None:
-                mig.setdefault(key, set()).add(inst.key())
-                pair = (models[key], inst.profile)
-                known = mig_share.get(pair)
-                share = known if known is not None else mig_share.setdefault(
-                    pair, _instance_share(request, *pair))
+                at = (models[key], inst.profile, inst.start)
+                known = mig_of.get(at)
+                if known is None:
+                    known = mig_of[at] = (inst.key(), _instance_share(request, *at[:2]))
+                used = mig.get(key)
+                if used is None:
+                    mig[key] = {known[0]}
+                else:
+                    used.add(known[0])
+                share = known[1]
             elif fraction is not None:
                 share = fraction
-                shared.append((key, share, mem_of.get(name, 0.0)))
+                add_shared((key, share, mem_of.get(name, 0.0)))
             else:
-                whole.append(key)
+                add_whole(key)
                 taken[key] = 1.0  # min(1, anything + 1)
                 continue
             taken[key] = min(1.0, taken.get(key, 0.0) + share)
