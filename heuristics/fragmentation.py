@@ -29,12 +29,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import compress
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from models import GpuModel, Instance, Placement, PlanRequest
-from models.capacity import usable
+from models.gpu_table import gpu_table
 from models.instance import (
     ClusterState,
     JobInfo,
@@ -405,28 +406,24 @@ def mig_layouts(request: PlanRequest) -> list[MigLayout]:
 
 
 def _request_gpus(request: PlanRequest) -> _Gpus:
-    """The `_Gpus` of `request`'s cluster, read in one pass over its GPUs (a large
-    cluster's GPU objects cost more to reach than to read), with its `mig_layouts`."""
+    """The `_Gpus` of `request`'s cluster, from its `gpu_table` (one pass over the GPU
+    objects, shared with the validator), with its `mig_layouts` (a pass over the MIG
+    GPUs alone)."""
+    table = gpu_table(request)
+    gpus, keys, models, oks = table.gpus, table.keys, table.models, table.usable
     seen: dict[tuple[tuple[str, int], ...], tuple[list[Instance], frozenset[Instance]]] = {}
     layouts: list[MigLayout] = []
     current: dict[int, frozenset[Instance]] = {}
-    rows: list[tuple[Gpu, int, str, bool, bool]] = []
-    for ni, node in enumerate(request.cluster.nodes):
-        name = node.name
-        for gpu in node.gpus:
-            ok, mig, key = usable(node, gpu), gpu.mig_enabled, (name, gpu.index)
-            if mig:
-                instances = gpu.mig_instances
-                raw = tuple((m.profile, m.start) for m in instances)
-                known = seen.get(raw)
-                if known is None:
-                    insts = [m.key() for m in instances]
-                    known = seen[raw] = (insts, frozenset(insts))
-                layouts.append(MigLayout(key, gpu.model, *known))
-                if ok:
-                    current[len(rows)] = known[1]
-            rows.append((key, ni, gpu.model, ok, mig))
-    keys, nodes, models, oks, migs = zip(*rows, strict=True) if rows else ((),) * 5
-    return _Gpus(keys, nodes, models, oks, migs,
+    for i in compress(range(len(gpus)), table.mig):
+        instances = gpus[i].mig_instances
+        raw = tuple((m.profile, m.start) for m in instances)
+        known = seen.get(raw)
+        if known is None:
+            insts = [m.key() for m in instances]
+            known = seen[raw] = (insts, frozenset(insts))
+        layouts.append(MigLayout(keys[i], models[i], *known))
+        if oks[i]:
+            current[i] = known[1]
+    return _Gpus(keys, table.nodes, models, oks, table.mig,
                  {m: spec.memory_gib if spec.memory_gib else 1e18
                   for m, spec in request.cluster.catalog().items()}, current, layouts)
