@@ -211,6 +211,8 @@ class _Snapshot:
                 seen = self.migs[m] = Counter()
             seen[key] += 1
         self.slices = {m: catalog[m].compute_slices for m in self.migs}
+        self._mig_cache: dict[str, list[tuple[frozenset[Instance], frozenset[Instance],
+                                              float]]] = {}
 
     def whole(self, models: Sequence[str], k: int, single: bool) -> tuple[float, float]:
         """(relevant, unusable) capacity for a gang of k."""
@@ -249,13 +251,25 @@ class _Snapshot:
     def mig(self, profiles: Sequence[tuple[str, tuple[str, ...]]]) -> tuple[float, float]:
         """(relevant, unusable) capacity for a MIG demand with these profiles per model."""
         relevant = unusable = 0.0
+        can_host = self.geometry.can_host
         for m, profs in profiles:
-            for (used, free), n in self.migs.get(m, _NONE).items():
-                frac = n * self.geometry.free_compute(m, used) / self.slices[m]
+            for used, free, frac in self._mig_rows(m):
                 relevant += frac
-                if not self.geometry.can_host(m, used, free, profs):
+                if not can_host(m, used, free, profs):
                     unusable += frac
         return relevant, unusable
+
+    def _mig_rows(self, model: str) -> list[tuple[frozenset[Instance], frozenset[Instance],
+                                                   float]]:
+        """(used, free current instances, free capacity of the GPUs so) per entry of
+        `migs[model]`, in its order: the same for every MIG class, worked out once."""
+        rows = self._mig_cache.get(model)
+        if rows is None:
+            entries = self.migs.get(model)
+            rows = self._mig_cache[model] = [] if entries is None else [
+                (used, free, n * self.geometry.free_compute(model, used) / self.slices[model])
+                for (used, free), n in entries.items()]
+        return rows
 
 
 def _figure(snap: _Snapshot, classes: Sequence[tuple[JobInfo, int]]) -> float:
