@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from models.cache import per_request
+from models.cache import beside, per_request
 from models.capacity import usable
 from models.request import Gpu, PlanRequest
 
@@ -38,10 +38,14 @@ class GpuTable(NamedTuple):
     mig: list[bool]
 
 
-def gpu_table(request: PlanRequest) -> GpuTable:
+def gpu_table(request: PlanRequest, *, keep: bool = True) -> GpuTable:
     """The `GpuTable` of `request`'s cluster (computed once per request object; shared,
-    never mutated by its readers)."""
-    return per_request(request, "gpu_table", _read)
+    never mutated by its readers). `keep=False`: cached only beside other values of
+    `request` (`models.cache.beside`), so that a request read once (a plan validated on
+    its own) never pushes a request being planned out of the cache."""
+    if keep:
+        return per_request(request, "gpu_table", _read)
+    return beside(request, "gpu_table", _read)
 
 
 def _read(request: PlanRequest) -> GpuTable:

@@ -1245,7 +1245,7 @@ def _gpu_table(request: PlanRequest, catalog: Mapping[str, GpuModel]
     """(node, index) -> the GPU's `_GpuInfo`; the first of a repeated key wins. Read from
     the request's `gpu_table` (models/gpu_table.py: its GPUs, models and MIG modes as
     the request gives them, in cluster order), without a Python step per GPU."""
-    table = gpu_table(request)
+    table = gpu_table(request, keep=False)
     models = table.models
     return _first_wins(zip(table.keys, zip(table.gpus, models, map(catalog.get, models),
                                            table.mig, strict=True), strict=True))
