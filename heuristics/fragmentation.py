@@ -29,12 +29,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import compress
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from models import GpuModel, Instance, Placement, PlanRequest
-from models.capacity import usable
+from models.gpu_table import gpu_table
 from models.instance import (
     ClusterState,
     JobInfo,
@@ -60,35 +61,55 @@ def _classes(infos: Sequence[JobInfo], memory: dict[str, float] | None = None
     """The typical job classes of `infos`: (first member, size) per class, in order of
     first member. A class is the shape with the eligible present models: a whole gang's
     size and whether it may span nodes, a share's fraction and memory (to 1e-6), a MIG
-    demand's profiles per model. One loop without a call per job (once per request).
-    `memory`, when given, receives each shared
-    job's GPU memory (the same pass: a large request's jobs cost more to reach than to
-    read)."""
-    first: dict[tuple[object, ...], JobInfo] = {}
-    count: dict[tuple[object, ...], int] = {}
+    demand's profiles per model. `memory`, when given, receives each shared job's GPU
+    memory (the same pass: a large request's jobs cost more to reach than to read).
+
+    Jobs of one `JobKind` (models/instance.py) have the same shape, sizes, eligible
+    models and profiles, so the pass counts the jobs per kind (and, for a whole gang,
+    whether it may span nodes) and works out a class key once per kind (once per
+    request)."""
+    # (kind, single_node for whole gangs) -> (first member, count), in order of first member
+    tally: dict[object, list[Any]] = {}
     for info in infos:
+        kind = info.kind
         shape = info.shape
-        if shape == "share" and memory is not None and info.gpu_mem:
-            memory[info.name] = info.gpu_mem
-        values = info.values
-        if not values:
-            continue
-        key: tuple[object, ...]
         if shape == "whole":
-            key = (shape, info.gpus, info.job.single_node, frozenset(values))
-        elif shape == "share":
-            key = (shape, round(info.share, 6), round(info.gpu_mem, 6), frozenset(values))
+            mark: object = (kind, info.job.single_node)
         else:
-            profiles = info.profiles
-            key = (shape, frozenset(zip(profiles, map(tuple, profiles.values()),
-                                        strict=True)))
-        n = count.get(key)
-        if n is None:
-            first[key] = info
-            count[key] = 1
+            mark = kind
+            if shape == "share" and memory is not None and info.gpu_mem:
+                memory[info.name] = info.gpu_mem
+        seen = tally.get(mark)
+        if seen is None:
+            tally[mark] = [info, 1]
         else:
-            count[key] = n + 1
-    return [(info, count[key]) for key, info in first.items()]
+            seen[1] += 1
+    first: dict[tuple[object, ...], list[Any]] = {}
+    for info, n in tally.values():
+        key = _class_key(info)
+        if key is None:
+            continue
+        seen = first.get(key)
+        if seen is None:
+            first[key] = [info, n]
+        else:
+            seen[1] += n
+    return [(info, n) for info, n in first.values()]
+
+
+def _class_key(info: JobInfo) -> tuple[object, ...] | None:
+    """The typical class of `info` (`_classes`); None for a job without eligible present
+    models (in no class)."""
+    values = info.values
+    if not values:
+        return None
+    shape = info.shape
+    if shape == "whole":
+        return (shape, info.gpus, info.job.single_node, frozenset(values))
+    if shape == "share":
+        return (shape, round(info.share, 6), round(info.gpu_mem, 6), frozenset(values))
+    profiles = info.profiles
+    return (shape, frozenset(zip(profiles, map(tuple, profiles.values()), strict=True)))
 
 
 class _Jobs(NamedTuple):
@@ -168,7 +189,10 @@ class _Snapshot:
         counts = np.bincount(gpus.group[free[gpus.pos]], minlength=len(gpus.group_size))
         for m, n, size in zip(gpus.group_model, counts.tolist(), gpus.group_size,
                               strict=True):
-            self.nodes.setdefault(m, Counter())[(n, size)] += 1
+            counts_m = self.nodes.get(m)
+            if counts_m is None:
+                counts_m = self.nodes[m] = Counter()
+            counts_m[(n, size)] += 1
         # model -> (remaining fraction, remaining memory) rows of the usable non-MIG GPUs
         # that are free or shared, in GPU order
         self.shares: dict[str, np.ndarray] = {}
@@ -182,8 +206,13 @@ class _Snapshot:
         for i, m, cur in gpus.mig:
             hosting = mig_used.get(i)
             key = (hosting, cur - hosting) if hosting else (_NO_INSTANCES, cur)
-            self.migs.setdefault(m, Counter())[key] += 1
+            seen = self.migs.get(m)
+            if seen is None:
+                seen = self.migs[m] = Counter()
+            seen[key] += 1
         self.slices = {m: catalog[m].compute_slices for m in self.migs}
+        self._mig_cache: dict[str, list[tuple[frozenset[Instance], frozenset[Instance],
+                                              float]]] = {}
 
     def whole(self, models: Sequence[str], k: int, single: bool) -> tuple[float, float]:
         """(relevant, unusable) capacity for a gang of k."""
@@ -222,13 +251,25 @@ class _Snapshot:
     def mig(self, profiles: Sequence[tuple[str, tuple[str, ...]]]) -> tuple[float, float]:
         """(relevant, unusable) capacity for a MIG demand with these profiles per model."""
         relevant = unusable = 0.0
+        can_host = self.geometry.can_host
         for m, profs in profiles:
-            for (used, free), n in self.migs.get(m, _NONE).items():
-                frac = n * self.geometry.free_compute(m, used) / self.slices[m]
+            for used, free, frac in self._mig_rows(m):
                 relevant += frac
-                if not self.geometry.can_host(m, used, free, profs):
+                if not can_host(m, used, free, profs):
                     unusable += frac
         return relevant, unusable
+
+    def _mig_rows(self, model: str) -> list[tuple[frozenset[Instance], frozenset[Instance],
+                                                   float]]:
+        """(used, free current instances, free capacity of the GPUs so) per entry of
+        `migs[model]`, in its order: the same for every MIG class, worked out once."""
+        rows = self._mig_cache.get(model)
+        if rows is None:
+            entries = self.migs.get(model)
+            rows = self._mig_cache[model] = [] if entries is None else [
+                (used, free, n * self.geometry.free_compute(model, used) / self.slices[model])
+                for (used, free), n in entries.items()]
+        return rows
 
 
 def _figure(snap: _Snapshot, classes: Sequence[tuple[JobInfo, int]]) -> float:
@@ -291,23 +332,29 @@ def plan_use(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
     whole: list[Gpu] = []
     shared: list[tuple[Gpu, float, float]] = []
     mig: dict[Gpu, set[Instance]] = {}
-    # (model, MIG profile) -> the instance's share of the GPU, asked once per pair
-    mig_share: dict[tuple[str, str], float] = {}
+    # (model, MIG profile, start) -> (the instance, its share of the GPU), asked once each
+    mig_of: dict[tuple[str, str, int], tuple[Instance, float]] = {}
+    add_whole, add_shared = whole.append, shared.append
     for name, pls in placements.items():
         for p in pls:
             key = (p.node, p.gpu)
             inst, fraction = p.mig, p.fraction
             if inst is not None:
-                mig.setdefault(key, set()).add(inst.key())
-                pair = (models[key], inst.profile)
-                known = mig_share.get(pair)
-                share = known if known is not None else mig_share.setdefault(
-                    pair, _instance_share(request, *pair))
+                at = (models[key], inst.profile, inst.start)
+                known = mig_of.get(at)
+                if known is None:
+                    known = mig_of[at] = (inst.key(), _instance_share(request, *at[:2]))
+                used = mig.get(key)
+                if used is None:
+                    mig[key] = {known[0]}
+                else:
+                    used.add(known[0])
+                share = known[1]
             elif fraction is not None:
                 share = fraction
-                shared.append((key, share, mem_of.get(name, 0.0)))
+                add_shared((key, share, mem_of.get(name, 0.0)))
             else:
-                whole.append(key)
+                add_whole(key)
                 taken[key] = 1.0  # min(1, anything + 1)
                 continue
             taken[key] = min(1.0, taken.get(key, 0.0) + share)
@@ -373,28 +420,24 @@ def mig_layouts(request: PlanRequest) -> list[MigLayout]:
 
 
 def _request_gpus(request: PlanRequest) -> _Gpus:
-    """The `_Gpus` of `request`'s cluster, read in one pass over its GPUs (a large
-    cluster's GPU objects cost more to reach than to read), with its `mig_layouts`."""
+    """The `_Gpus` of `request`'s cluster, from its `gpu_table` (one pass over the GPU
+    objects, shared with the validator), with its `mig_layouts` (a pass over the MIG
+    GPUs alone)."""
+    table = gpu_table(request)
+    gpus, keys, models, oks = table.gpus, table.keys, table.models, table.usable
     seen: dict[tuple[tuple[str, int], ...], tuple[list[Instance], frozenset[Instance]]] = {}
     layouts: list[MigLayout] = []
     current: dict[int, frozenset[Instance]] = {}
-    rows: list[tuple[Gpu, int, str, bool, bool]] = []
-    for ni, node in enumerate(request.cluster.nodes):
-        name = node.name
-        for gpu in node.gpus:
-            ok, mig, key = usable(node, gpu), gpu.mig_enabled, (name, gpu.index)
-            if mig:
-                instances = gpu.mig_instances
-                raw = tuple((m.profile, m.start) for m in instances)
-                known = seen.get(raw)
-                if known is None:
-                    insts = [m.key() for m in instances]
-                    known = seen[raw] = (insts, frozenset(insts))
-                layouts.append(MigLayout(key, gpu.model, *known))
-                if ok:
-                    current[len(rows)] = known[1]
-            rows.append((key, ni, gpu.model, ok, mig))
-    keys, nodes, models, oks, migs = zip(*rows, strict=True) if rows else ((),) * 5
-    return _Gpus(keys, nodes, models, oks, migs,
+    for i in compress(range(len(gpus)), table.mig):
+        instances = gpus[i].mig_instances
+        raw = tuple((m.profile, m.start) for m in instances)
+        known = seen.get(raw)
+        if known is None:
+            insts = [m.key() for m in instances]
+            known = seen[raw] = (insts, frozenset(insts))
+        layouts.append(MigLayout(keys[i], models[i], *known))
+        if oks[i]:
+            current[i] = known[1]
+    return _Gpus(keys, table.nodes, models, oks, table.mig,
                  {m: spec.memory_gib if spec.memory_gib else 1e18
                   for m, spec in request.cluster.catalog().items()}, current, layouts)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import pickle
 import random
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import pytest
@@ -15,10 +16,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from heuristics.fragmentation import fragmentation_of_state
+from heuristics.fragmentation import _classes, fragmentation_of_state
 from heuristics.greedy import plan_greedy
 from models import Assignment, Placement, Plan, PlanRequest, Unplaced
-from models.instance import ClusterState, compile_jobs
+from models.instance import ClusterState, JobInfo, compile_jobs
 from models.request import MigInstance
 from solver.build import build_plan
 from solver.validate import validate_plan
@@ -63,6 +64,16 @@ def test_trusted_assignments_and_reasons_equal_validated_ones() -> None:
                 Unplaced(job="b", reason="preempted", detail="stopped"))
     built.job = "c"
     assert built.model_fields_set == {"job", "placements"}
+    # the batch builders give the same, each with its own fields set
+    many = Assignment.many([{"job": "a", "placements": pls}, {"job": "d", "placements": []}])
+    _same_model(many[0], Assignment(job="a", placements=pls))
+    _same_model(many[1], Assignment(job="d", placements=[]))
+    many[0].job = "e"
+    assert many[1].model_fields_set is not many[0].model_fields_set
+    reasons = Unplaced.many([{"job": "b", "reason": "preempted", "detail": "stopped"},
+                             {"job": "f", "reason": "time_limit", "detail": ""}])
+    _same_model(reasons[0], Unplaced(job="b", reason="preempted", detail="stopped"))
+    _same_model(reasons[1], Unplaced(job="f", reason="time_limit", detail=""))
 
 
 def _allocated(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
@@ -120,3 +131,43 @@ def test_a_built_plan_reads_back_to_the_same_bytes(seed: int) -> None:
         state.place(infos[name], pls)
     assert plan.stats.model_extra["fragmentation"] == pytest.approx(
         fragmentation_of_state(state, list(infos.values())), abs=2e-6)
+
+
+def _classes_by_job(infos: Sequence[JobInfo]) -> list[tuple[JobInfo, int]]:
+    """The typical job classes by their definition (heuristics/fragmentation.py module
+    doc), keyed job by job: (first member, size) per class, in order of first member."""
+    first: dict[tuple[object, ...], JobInfo] = {}
+    count: Counter[tuple[object, ...]] = Counter()
+    for info in infos:
+        if not info.values:
+            continue
+        key: tuple[object, ...]
+        if info.shape == "whole":
+            key = ("whole", info.gpus, info.job.single_node, frozenset(info.values))
+        elif info.shape == "share":
+            key = ("share", round(info.share, 6), round(info.gpu_mem, 6),
+                   frozenset(info.values))
+        else:
+            key = ("mig", frozenset((m, tuple(p)) for m, p in info.profiles.items()))
+        first.setdefault(key, info)
+        count[key] += 1
+    return [(info, count[key]) for key, info in first.items()]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_job_classes_counted_per_kind_are_the_classes_of_the_jobs(seed: int) -> None:
+    """The fragmentation figure's job classes, counted once per compiled kind, are those
+    the definition gives job by job (members, sizes and order), and every shared job's
+    GPU memory is read."""
+    rng = random.Random(seed)
+    request = random_request(rng, max_gpus=12, max_jobs=40, max_nodes=3,
+                             elastic=0.3 if seed % 2 else 0.0)
+    if seed % 3 == 0:   # jobs repeated under new names: classes with several members
+        jobs = [*request.jobs, *(j.model_copy(update={"name": f"{j.name}-again",
+                                                      "current": None})
+                                 for j in request.jobs)]
+        request = request.model_copy(update={"jobs": jobs})
+    infos = compile_jobs(request)
+    memory: dict[str, float] = {}
+    assert _classes(infos, memory) == _classes_by_job(infos)
+    assert memory == {i.name: i.gpu_mem for i in infos if i.shape == "share" and i.gpu_mem}
