@@ -4,17 +4,17 @@ On a cluster of 16,384 GPUs, each pass over the node and GPU objects costs more 
 work done with what it reads: the objects are many and scattered. `gpu_table(request)`
 reads them once, in cluster order, into parallel lists that later passes walk (or hand to
 `zip`, `map` and numpy) instead of the objects: the plan's statistics and fragmentation
-figure (heuristics/fragmentation.py) and the validator's GPU lookup (solver/validate.py)
-share it. It is a pure read of the request: it holds what the request says (every GPU,
-repeated keys included) and answers no planning question beyond the one home of
-`usable` (models/capacity.py).
+figure (heuristics/fragmentation.py). The validator keeps its own read of the GPUs, so that
+a stale cached table can never hide a violation. It is a pure read of the request: it
+holds what the request says (every GPU, repeated keys included) and answers no planning
+question beyond the one home of `usable` (models/capacity.py).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from models.cache import beside, per_request
+from models.cache import per_request
 from models.capacity import usable
 from models.request import Gpu, PlanRequest
 
@@ -38,14 +38,10 @@ class GpuTable(NamedTuple):
     mig: list[bool]
 
 
-def gpu_table(request: PlanRequest, *, keep: bool = True) -> GpuTable:
+def gpu_table(request: PlanRequest) -> GpuTable:
     """The `GpuTable` of `request`'s cluster (computed once per request object; shared,
-    never mutated by its readers). `keep=False`: cached only beside other values of
-    `request` (`models.cache.beside`), so that a request read once (a plan validated on
-    its own) never pushes a request being planned out of the cache."""
-    if keep:
-        return per_request(request, "gpu_table", _read)
-    return beside(request, "gpu_table", _read)
+    never mutated by its readers)."""
+    return per_request(request, "gpu_table", _read)
 
 
 def _read(request: PlanRequest) -> GpuTable:

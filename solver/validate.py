@@ -16,9 +16,7 @@ with its own `CAPACITY_TOL`
 rejected here; a test pins the two constants and the two horizons together).
 Shared with the planners, because they are the contract's definitions rather than
 bookkeeping: the request and plan types, the MIG layout geometry of the catalog
-(`layout_violations`) and the model eligibility rule (`models.rules.model_eligible`); and,
-as a pure read of the request, its GPUs in cluster order (`models.gpu_table`: each GPU's
-key, object, model and MIG mode as the request gives them).
+(`layout_violations`) and the model eligibility rule (`models.rules.model_eligible`).
 
 Rule names (`Violation.rule`), one per invariant:
 
@@ -94,7 +92,6 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from models.catalog import GpuModel, Instance, layout_violations
-from models.gpu_table import gpu_table
 from models.plan import Plan
 from models.request import Gpu, Job, MigInstance, Node, Placement, PlanRequest
 from models.rules import model_eligible
@@ -1233,22 +1230,24 @@ def _context(request: PlanRequest, plan: Plan) -> _Ctx:
                 running.append(name)
             classes.add(j.priority)
     c = _Ctx(request=request, plan=plan, catalog=catalog, jobs=jobs, nodes=nodes,
-             gpu_info=_gpu_table(request, catalog), running=running,
+             gpu_info=_gpu_table(cluster, catalog), running=running,
              classes=sorted(classes, reverse=True))
     _read_plan(c)
     c.factors = _colocation_factors(c)
     return c
 
 
-def _gpu_table(request: PlanRequest, catalog: Mapping[str, GpuModel]
+def _gpu_table(cluster: list[Node], catalog: Mapping[str, GpuModel]
                ) -> dict[GpuKey, _GpuInfo]:
-    """(node, index) -> the GPU's `_GpuInfo`; the first of a repeated key wins. Read from
-    the request's `gpu_table` (models/gpu_table.py: its GPUs, models and MIG modes as
-    the request gives them, in cluster order), without a Python step per GPU."""
-    table = gpu_table(request, keep=False)
-    models = table.models
-    return _first_wins(zip(table.keys, zip(table.gpus, models, map(catalog.get, models),
-                                           table.mig, strict=True), strict=True))
+    """(node, index) -> the GPU's `_GpuInfo`; the first of a repeated key wins."""
+    info: dict[GpuKey, _GpuInfo] = {}
+    for n in cluster:
+        name = n.name
+        for g in n.gpus:
+            key = (name, g.index)
+            if key not in info:
+                info[key] = (g, g.model, catalog.get(g.model), g.mig_enabled)
+    return info
 
 
 def _read_plan(c: _Ctx) -> None:

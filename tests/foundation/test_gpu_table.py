@@ -1,6 +1,6 @@
 """The cluster's GPU columns (models/gpu_table.py) say what the node and GPU objects say,
-GPU by GPU in cluster order, repeated keys included; the validator's GPU lookup built from
-them keeps the first GPU of a repeated key."""
+GPU by GPU in cluster order, repeated keys included; the validator's own GPU lookup keeps
+the first GPU of a repeated key."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.solver.strategies import random_request
 @pytest.mark.parametrize("seed", range(6))
 def test_the_columns_are_the_gpus_in_cluster_order(seed: int) -> None:
     """Every column at position i is GPU i of the cluster, node by node; a request that
-    repeats a node keeps both copies, and the validator's lookup the first."""
+    repeats a node keeps both copies, and the validator's own lookup the first."""
     request = random_request(random.Random(seed), max_gpus=10, max_nodes=3)
     nodes = request.cluster.nodes
     if seed % 2:   # a repeated node (not a valid request, but the validator reads any)
@@ -34,7 +34,7 @@ def test_the_columns_are_the_gpus_in_cluster_order(seed: int) -> None:
                    table.mig, strict=True))
     assert got == want
     catalog = request.cluster.catalog()
-    lookup = _gpu_table(request, catalog)
+    lookup = _gpu_table(nodes, catalog)
     first: dict[tuple[str, int], object] = {}
     for n in nodes:
         for g in n.gpus:
