@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from models import GpuModel, Instance, Job, MigInstance, Node, Placement, PlanRequest
 from models.cache import forget_compiled as forget_compiled
 from models.cache import per_request as per_request
-from models.capacity import usable
+from models.capacity import usable, usable_summary
 from models.catalog import MIG_COMPUTE_SLICES, instance_positions, is_valid_layout
 from models.objective import (
     objective_factor_is_per_job,
@@ -89,6 +89,10 @@ class JobKind:
     obj_values: dict[str, float] | None
     #: MIG jobs: model -> covering profile names, smallest first (`JobInfo.profiles`)
     profiles: dict[str, list[str]]
+    #: `JobInfo.gpus`, `JobInfo.share` and `JobInfo.gpu_mem` (parts of the class's key)
+    gpus: int
+    share: float
+    gpu_mem: float
 
 
 @dataclass(slots=True)
@@ -242,12 +246,9 @@ def compile_some(request: PlanRequest, jobs: Sequence[Job]) -> list[JobInfo]:
 def models_by_mode(request: PlanRequest) -> tuple[frozenset[str], frozenset[str]]:
     """The GPU models of `request`'s cluster on non-MIG and on MIG GPUs: what a compiled
     job depends on of the cluster (a planning session recompiles when they change)."""
-    whole: set[str] = set()
-    mig: set[str] = set()
-    for node in request.cluster.nodes:
-        for gpu in node.gpus:
-            (mig if gpu.mig_enabled else whole).add(gpu.model)
-    return frozenset(whole), frozenset(mig)
+    pools = usable_summary(request).pools_present()
+    return (frozenset(m for m, mig in pools if not mig),
+            frozenset(m for m, mig in pools if mig))
 
 
 def _compile(request: PlanRequest, jobs: Sequence[Job] | None = None) -> list[JobInfo]:
@@ -264,29 +265,44 @@ def _compile(request: PlanRequest, jobs: Sequence[Job] | None = None) -> list[Jo
     eligible: dict[tuple[object, ...], Eligible] = {}
     out: list[JobInfo] = []
     append = out.append
+    class_key = _class_key
     for job in request.jobs if jobs is None else jobs:
-        key = _class_key(job)
+        key = class_key(job)
         c = classes.get(key)
         if c is None:
             c = classes[key] = _new_class(job, pools, catalog, objective, own_factor,
                                            eligible)
-        values = c.values
         obj = c.obj_values
         if obj is None:
-            obj = objective_values(job, values, catalog, objective)
-        size_values: dict[int, dict[str, float]] = {}
-        size_obj: dict[int, dict[str, float]] = {}
-        if job.elastic is not None:
-            for n in allowed_sizes(job):
-                size_values[n] = {m: job_value(job, m, catalog, n) for m in values}
-                size_obj[n] = {m: objective_value_of(job, m, catalog, objective, n)
-                               for m in values}
-        # positional, in the order of JobInfo's fields (keywords cost a tenth of the pass)
-        append(JobInfo(job, job.name, c.shape, job.gpus or 1, job.gpu_share or 0.0,
-                       job.gpu_memory_gib or 0.0, job.cpu_millicores or 0.0,
-                       job.host_memory_gib or 0.0, values, obj, c.profiles, c.size,
-                       job.current, job.preemptible, c, size_values, size_obj))
+            obj = objective_values(job, c.values, catalog, objective)
+        if job.elastic is None:
+            size_values, size_obj = _NO_SIZES, _NO_SIZES
+        else:
+            size_values, size_obj = _size_values(job, c.values, catalog, objective)
+        # positional, in the order of JobInfo's fields (keywords cost a tenth of the pass);
+        # gpus, share and GPU memory are the class's (`_class_key`)
+        append(JobInfo(job, job.name, c.shape, c.gpus, c.share, c.gpu_mem,
+                       job.cpu_millicores or 0.0, job.host_memory_gib or 0.0, c.values, obj,
+                       c.profiles, c.size, job.current, job.preemptible, c, size_values,
+                       size_obj))
     return out
+
+
+#: The (shared, never mutated) size values of every job that is not an elastic gang.
+_NO_SIZES: dict[int, dict[str, float]] = {}
+
+
+def _size_values(job: Job, values: Mapping[str, float], catalog: Mapping[str, GpuModel],
+                 objective: str) -> tuple[dict[int, dict[str, float]],
+                                          dict[int, dict[str, float]]]:
+    """An elastic gang's values and objective values on each allowed size (`JobInfo`'s
+    `size_values`, `size_obj_values`), on the models of `values`."""
+    size_values: dict[int, dict[str, float]] = {}
+    size_obj: dict[int, dict[str, float]] = {}
+    for n in allowed_sizes(job):
+        size_values[n] = {m: job_value(job, m, catalog, n) for m in values}
+        size_obj[n] = {m: objective_value_of(job, m, catalog, objective, n) for m in values}
+    return size_values, size_obj
 
 
 def _new_class(job: Job, pools: Mapping[bool, Sequence[str]],
@@ -307,7 +323,8 @@ def _new_class(job: Job, pools: Mapping[bool, Sequence[str]],
         size = float(job.gpu_share or 0.0)
     else:
         size = mig_size
-    return JobKind(shape, max(size, 1e-6), values, None if own_factor else obj, profiles)
+    return JobKind(shape, max(size, 1e-6), values, None if own_factor else obj, profiles,
+                   job.gpus or 1, job.gpu_share or 0.0, job.gpu_memory_gib or 0.0)
 
 
 def _mig_size(job: Job, catalog: Mapping[str, GpuModel], profiles: dict[str, list[str]]) -> float:

@@ -7,7 +7,7 @@ validator recomputes it independently (solver/validate.py) so that a slip here i
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -24,6 +24,7 @@ from models.rules import (
     guaranteed_served,
     interference_table,
     job_value,
+    job_values,
     lexicographic_levels,
     model_eligible,
     preferred_level,
@@ -98,7 +99,9 @@ def values_on(job: Job, models: Sequence[str], catalog: Mapping[str, GpuModel],
               objective: str) -> tuple[dict[str, float], dict[str, float]]:
     """(`job_value`, `objective_value_of`) of `job` at its nominal size on each of
     `models`, in one pass (`objective_values`; equal to calling both per model)."""
-    values = {m: job_value(job, m, catalog) for m in models}
+    values = job_values(job, models, catalog)
+    if not objective_factor_is_per_job(objective):
+        return values, dict(values)   # `objective_values` with a factor of 1: v * 1.0 is v
     return values, objective_values(job, values, catalog, objective)
 
 
@@ -152,13 +155,17 @@ def topology_costs(request: PlanRequest,
     cost = request.policy.topology_cost
     if cost <= 0:
         return 0.0
-    jobs = [j for j in request.jobs if preferred_level(j) is not None
-            and placements.get(j.name)]
+    jobs = [j for j in beside(request, "preferring", _preferring) if placements.get(j.name)]
     if not jobs:
         return 0.0
     topo = Topology(request.cluster)
     return sum(topology_cost(j, {p.node for p in placements[j.name]}, topo, cost)
                for j in jobs)
+
+
+def _preferring(request: PlanRequest) -> list[Job]:
+    """The jobs of `request` with a preferred topology level, in order."""
+    return [j for j in request.jobs if preferred_level(j) is not None]
 
 
 def interference_loss(values: Mapping[str, float], factors: Mapping[str, float]) -> float:
@@ -210,18 +217,19 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
                                      interference_table(request.interference))
     plain: dict[str, float] = {}
     infos = _compiled(request)
-    for k, job in enumerate(request.jobs):
-        if infos is None:
-            name, current, values, obj = job.name, job.current, None, None
-        else:
-            info = infos[k]
-            name, current, values, obj = info.name, info.current, info.values, info.obj_values
-        pl = placements.get(name)
+    get = placements.get
+    # one row per job: (job, name, current, compiled values, compiled objective values)
+    rows: Iterable[tuple[Job, str, list[Placement] | None, Mapping[str, float] | None,
+                         Mapping[str, float] | None]] = (
+        ((job, job.name, job.current, None, None) for job in request.jobs) if infos is None
+        else ((i.job, i.name, i.current, i.values, i.obj_values) for i in infos))
+    for job, name, current, values, obj in rows:
+        pl = get(name)
         if not pl:
             if current:
                 preempted.append(name)
             continue
-        if current and not same_placement(pl, current):
+        if current and pl is not current and not same_placement(pl, current):
             migrated.append(name)
         first = pl[0]
         model = models[(first.node, first.gpu)]
