@@ -61,6 +61,7 @@ from models.rules import (
     host_fits,
     host_room,
     job_value,
+    job_values,
     mig_profiles_for,
     model_eligible,
     quota_keys,
@@ -188,28 +189,24 @@ def _class_key(job: Job) -> tuple[object, ...]:
     """What decides a job's eligible models, their speeds, its MIG profiles
     (`models.rules.model_eligible`, `speed`, `mig_profiles_for`), its shape and size and its
     throughput value on each model (`job_value` at its nominal size): jobs with equal keys
-    share all of them, so `_compile` asks the rules once per key. The throughput map's
-    and the speed-up curve's items keep their order (equal maps listed in another order
-    only miss the sharing)."""
-    thr = job.throughput
-    mig = job.mig
-    allowed = job.allowed_models
+    share all of them, so `_compile` asks the rules once per key. Its first item is the
+    job's `_eligibility_key`. The throughput map's and the speed-up curve's items keep
+    their order (equal maps listed in another order only miss the sharing)."""
     el = job.elastic
-    return (job.gpus, job.gpu_share, job.weight, job.gpu_memory_gib, job.mig_profile,
-            None if mig is None else (mig.compute_slices, mig.memory_gib),
-            tuple(thr.items()) if thr else None,
-            None if allowed is None else tuple(allowed),
+    return (_eligibility_key(job), job.gpus, job.gpu_share, job.weight,
             # an elastic gang's nominal value is on its curve (`models.rules.speedup`)
             None if el is None else (el.min_gpus, el.max_gpus, tuple(el.speedup.items())))
 
 
 def _eligibility_key(job: Job) -> tuple[object, ...]:
     """The part of `_class_key` that decides a job's eligible models and MIG profiles
-    (`_eligible`): kinds with equal keys share them."""
+    (`_eligible`): kinds with equal keys share them. The shape needs no place of its
+    own: a MIG job names a profile or a MIG demand, a whole or shared job neither, and
+    whole and shared jobs are eligible on the same models."""
     mig = job.mig
     thr = job.throughput
     allowed = job.allowed_models
-    return (job.shape, job.gpu_memory_gib, job.mig_profile,
+    return (job.gpu_memory_gib, job.mig_profile,
             None if mig is None else (mig.compute_slices, mig.memory_gib),
             tuple(thr.items()) if thr else None,
             None if allowed is None else tuple(allowed))
@@ -262,7 +259,7 @@ def _compile(request: PlanRequest, jobs: Sequence[Job] | None = None) -> list[Jo
     whole_models, mig_models = models_by_mode(request)
     pools = {False: sorted(whole_models), True: sorted(mig_models)}
     classes: dict[tuple[object, ...], JobKind] = {}
-    eligible: dict[tuple[object, ...], Eligible] = {}
+    eligible: dict[object, Eligible] = {}
     out: list[JobInfo] = []
     append = out.append
     class_key = _class_key
@@ -270,8 +267,8 @@ def _compile(request: PlanRequest, jobs: Sequence[Job] | None = None) -> list[Jo
         key = class_key(job)
         c = classes.get(key)
         if c is None:
-            c = classes[key] = _new_class(job, pools, catalog, objective, own_factor,
-                                           eligible)
+            c = classes[key] = _new_class(job, key[0], pools, catalog, objective,
+                                           own_factor, eligible)
         obj = c.obj_values
         if obj is None:
             obj = objective_values(job, c.values, catalog, objective)
@@ -305,25 +302,27 @@ def _size_values(job: Job, values: Mapping[str, float], catalog: Mapping[str, Gp
     return size_values, size_obj
 
 
-def _new_class(job: Job, pools: Mapping[bool, Sequence[str]],
+def _new_class(job: Job, ekey: object, pools: Mapping[bool, Sequence[str]],
                catalog: Mapping[str, GpuModel], objective: str, own_factor: bool,
-               eligible: dict[tuple[object, ...], Eligible]) -> JobKind:
-    """The kind of `job`: the shared part of the JobInfos of its class (`eligible`: the
-    eligibility found so far, by `_eligibility_key`)."""
+               eligible: dict[object, Eligible]) -> JobKind:
+    """The kind of `job`, whose `_eligibility_key` is `ekey`: the shared part of the
+    JobInfos of its class (`eligible`: the eligibility found so far, by that key)."""
     shape = job.shape
-    ekey = _eligibility_key(job)
     hit = eligible.get(ekey)
     if hit is None:
         hit = eligible[ekey] = _eligible(job, pools[shape == "mig"], catalog)
     models, profiles, mig_size = hit
-    values, obj = values_on(job, models, catalog, objective)
+    if own_factor:   # the objective values are each job's own
+        values, obj = job_values(job, models, catalog), None
+    else:
+        values, obj = values_on(job, models, catalog, objective)
     if shape == "whole":
         size = float(job.gpus or 1)
     elif shape == "share":
         size = float(job.gpu_share or 0.0)
     else:
         size = mig_size
-    return JobKind(shape, max(size, 1e-6), values, None if own_factor else obj, profiles,
+    return JobKind(shape, max(size, 1e-6), values, obj, profiles,
                    job.gpus or 1, job.gpu_share or 0.0, job.gpu_memory_gib or 0.0)
 
 
