@@ -189,27 +189,25 @@ def _class_key(job: Job) -> tuple[object, ...]:
     """What decides a job's eligible models, their speeds, its MIG profiles
     (`models.rules.model_eligible`, `speed`, `mig_profiles_for`), its shape and size and its
     throughput value on each model (`job_value` at its nominal size): jobs with equal keys
-    share all of them, so `_compile` asks the rules once per key. Its first item is the
-    job's `_eligibility_key`. The throughput map's and the speed-up curve's items keep
-    their order (equal maps listed in another order only miss the sharing)."""
-    el = job.elastic
-    return (_eligibility_key(job), job.gpus, job.gpu_share, job.weight,
-            # an elastic gang's nominal value is on its curve (`models.rules.speedup`)
-            None if el is None else (el.min_gpus, el.max_gpus, tuple(el.speedup.items())))
+    share all of them, so `_compile` asks the rules once per key. The throughput map's
+    and the speed-up curve's items keep their order (equal maps listed in another order
+    only miss the sharing).
 
-
-def _eligibility_key(job: Job) -> tuple[object, ...]:
-    """The part of `_class_key` that decides a job's eligible models and MIG profiles
-    (`_eligible`): kinds with equal keys share them. The shape needs no place of its
-    own: a MIG job names a profile or a MIG demand, a whole or shared job neither, and
+    Its first item, the eligibility key, is the part that decides the eligible models and
+    MIG profiles (`_eligible`): kinds with equal ones share them. The shape needs no place
+    in it: a MIG job names a profile or a MIG demand, a whole or shared job neither, and
     whole and shared jobs are eligible on the same models."""
     mig = job.mig
     thr = job.throughput
     allowed = job.allowed_models
-    return (job.gpu_memory_gib, job.mig_profile,
-            None if mig is None else (mig.compute_slices, mig.memory_gib),
-            tuple(thr.items()) if thr else None,
-            None if allowed is None else tuple(allowed))
+    el = job.elastic
+    return ((job.gpu_memory_gib, job.mig_profile,
+             None if mig is None else (mig.compute_slices, mig.memory_gib),
+             tuple(thr.items()) if thr else None,
+             None if allowed is None else tuple(allowed)),
+            job.gpus, job.gpu_share, job.weight,
+            # an elastic gang's nominal value is on its curve (`models.rules.speedup`)
+            None if el is None else (el.min_gpus, el.max_gpus, tuple(el.speedup.items())))
 
 
 Eligible = tuple[list[str], dict[str, list[str]], float]
@@ -305,8 +303,8 @@ def _size_values(job: Job, values: Mapping[str, float], catalog: Mapping[str, Gp
 def _new_class(job: Job, ekey: object, pools: Mapping[bool, Sequence[str]],
                catalog: Mapping[str, GpuModel], objective: str, own_factor: bool,
                eligible: dict[object, Eligible]) -> JobKind:
-    """The kind of `job`, whose `_eligibility_key` is `ekey`: the shared part of the
-    JobInfos of its class (`eligible`: the eligibility found so far, by that key)."""
+    """The kind of `job`, whose eligibility key (`_class_key`) is `ekey`: the shared part
+    of the JobInfos of its class (`eligible`: the eligibility found so far, by that key)."""
     shape = job.shape
     hit = eligible.get(ekey)
     if hit is None:

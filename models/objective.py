@@ -7,7 +7,7 @@ validator recomputes it independently (solver/validate.py) so that a slip here i
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -218,17 +218,18 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
     plain: dict[str, float] = {}
     infos = _compiled(request)
     get = placements.get
-    # one row per job: (job, name, current, compiled values, compiled objective values)
-    rows: Iterable[tuple[Job, str, list[Placement] | None, Mapping[str, float] | None,
-                         Mapping[str, float] | None]] = (
-        ((job, job.name, job.current, None, None) for job in request.jobs) if infos is None
-        else ((i.job, i.name, i.current, i.values, i.obj_values) for i in infos))
-    for job, name, current, values, obj in rows:
+    items: Sequence[JobInfo] | Sequence[Job] = request.jobs if infos is None else infos
+    for item in items:   # a JobInfo or, uncompiled, the job itself: both have these two
+        name, current = item.name, item.current
         pl = get(name)
         if not pl:
             if current:
                 preempted.append(name)
             continue
+        if isinstance(item, Job):
+            job, values, obj = item, None, None
+        else:
+            job, values, obj = item.job, item.values, item.obj_values
         if current and pl is not current and not same_placement(pl, current):
             migrated.append(name)
         first = pl[0]

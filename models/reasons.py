@@ -18,6 +18,8 @@ large requests.
 
 from __future__ import annotations
 
+from typing import cast
+
 from models.capacity import NodeCapacity, Pool, usable_summary
 from models.instance import JobKind, compile_jobs, per_request
 from models.request import Job, PlanRequest
@@ -30,6 +32,9 @@ from models.rules import (
 )
 
 Reason = tuple[str, str]
+
+#: A key `static_reasons` has not asked about yet.
+_UNSEEN = object()
 
 #: The reason of a job with an eligible place that other work holds.
 INSUFFICIENT = ("insufficient_capacity", "eligible GPUs exist but are taken by other work")
@@ -227,7 +232,7 @@ def static_reasons(request: PlanRequest) -> dict[str, Reason]:
     # and, for a gang, whether it may span nodes and its required levels.
     demands: dict[tuple[object, ...], int] = {}
     by_kind: dict[JobKind, int] = {}
-    seen: dict[tuple[object, ...], Reason | None] = {}
+    seen: dict[tuple[object, ...], object] = {}
     for info in compile_jobs(request):
         if info.current:
             continue
@@ -237,10 +242,9 @@ def static_reasons(request: PlanRequest) -> dict[str, Reason]:
             d = by_kind[info.kind] = demands.setdefault(_demand(job), len(demands))
         key = ((d, info.cpu, info.host_mem, job.single_node, required_levels(job))
                if info.shape == "whole" else (d, info.cpu, info.host_mem))
-        if key in seen:
-            why = seen[key]
-        else:
+        why = seen.get(key, _UNSEEN)
+        if why is _UNSEEN:
             why = seen[key] = reasons.reason(job)
         if why is not None:
-            out[info.name] = why
+            out[info.name] = cast(Reason, why)
     return out
