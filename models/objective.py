@@ -164,8 +164,9 @@ def topology_costs(request: PlanRequest,
 
 
 def _preferring(request: PlanRequest) -> list[Job]:
-    """The jobs of `request` with a preferred topology level, in order."""
-    return [j for j in request.jobs if preferred_level(j) is not None]
+    """The jobs of `request` with a preferred topology level, in order (a job without a
+    `topology` field has none: only the others are asked)."""
+    return [j for j in request.jobs if j.topology is not None and preferred_level(j) is not None]
 
 
 def interference_loss(values: Mapping[str, float], factors: Mapping[str, float]) -> float:
