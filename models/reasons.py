@@ -10,10 +10,11 @@ A job without such a reason that stays unplaced lacks capacity (`insufficient_ca
 With `allow_mig_reconfiguration` false, a MIG job needs a usable GPU that holds an instance
 of a covering profile now. The solver gives these reasons to new jobs before it solves
 (`static_reasons`); the heuristics ask `StaticReasons.reason` for any job they could not
-place. Both read the cluster through one `CapacitySummary`, scanned by groups of nodes
-that no question tells apart, and memoise by job shape (`static_reasons` first by the
-compiled kind of a job and its host request), so the cost stays linear in jobs + nodes on
-large requests.
+place. Both read the cluster through the request's one usable `CapacitySummary`
+(`models.capacity.usable_summary`, shared with the compiled jobs), scanned by groups of
+nodes that no question tells apart, and memoise by job shape (`static_reasons` first by
+the demand of a job, numbered once per compiled kind, and its host request), so the cost
+stays linear in jobs + nodes on large requests.
 """
 
 from __future__ import annotations
