@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from models.request import Cluster, Gpu, Node
+from models.cache import per_request
+from models.request import Cluster, Gpu, Node, PlanRequest
 
 #: A GPU pool: (model name, MIG enabled).
 Pool = tuple[str, bool]
@@ -36,6 +37,12 @@ Counted = Callable[[Node, Gpu], bool]
 def usable(node: Node, gpu: Gpu) -> bool:
     """A GPU that may take a new placement: healthy, on a schedulable node."""
     return node.schedulable and gpu.healthy
+
+
+def usable_gpus(node: Node) -> list[Gpu]:
+    """The GPUs of `node` that are `usable`, in order (`usable`'s test, with the node's
+    part asked once for all of its GPUs)."""
+    return [g for g in node.gpus if g.healthy] if node.schedulable else []
 
 
 def domain_of(node: str, domain: str | None) -> str:
@@ -105,6 +112,13 @@ class NodeCapacity:
     profiles: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
+def _count_profiles(profiles: dict[tuple[str, str], int], gpu: Gpu) -> None:
+    """Count `gpu` once for each profile it holds an instance of now."""
+    for prof in {i.profile for i in gpu.mig_instances}:
+        key = (gpu.model, prof)
+        profiles[key] = profiles.get(key, 0) + 1
+
+
 class CapacitySummary:
     """Counted GPUs per node, topology domain and pool, from one pass over a cluster."""
 
@@ -118,29 +132,33 @@ class CapacitySummary:
         self.node_most: dict[Pool, int] = {}
         #: (listed topology level, domain, pool) -> counted GPUs in that domain
         self.level_domains: dict[tuple[str, str, Pool], int] = {}
+        #: pool -> the most counted GPUs of it in one topology domain (filled when asked)
+        self._domain_most: dict[Pool, int] | None = None
         levels = tuple(cluster.topology_levels)
+        totals, domains, node_most = self.totals, self.domains, self.node_most
         for node in cluster.nodes:
             s = NodeCapacity(node.name, domain_of(node.name, node.topology_domain),
                              node.cpu_millicores, node.memory_gib)
-            present, gpus, profiles = s.present, s.gpus, s.profiles
-            for gpu in node.gpus:
-                pool = (gpu.model, gpu.mig_enabled)
-                present.add(pool)
-                if not counted(node, gpu):
-                    continue
+            gpus = s.gpus
+            pools = [(gpu.model, gpu.mig_enabled) for gpu in node.gpus]
+            s.present.update(pools)
+            counts = (usable_gpus(node) if counted is usable
+                      else [gpu for gpu in node.gpus if counted(node, gpu)])
+            for pool in (pools if len(counts) == len(pools)   # all count (the common case)
+                         else [(gpu.model, gpu.mig_enabled) for gpu in counts]):
                 gpus[pool] = gpus.get(pool, 0) + 1
+            for gpu in counts:
                 if gpu.mig_instances:
-                    for prof in {i.profile for i in gpu.mig_instances}:
-                        key = (gpu.model, prof)
-                        profiles[key] = profiles.get(key, 0) + 1
-            for pool, c in s.gpus.items():
-                self.totals[pool] = self.totals.get(pool, 0) + c
+                    _count_profiles(s.profiles, gpu)
+            for pool, c in gpus.items():
+                totals[pool] = totals.get(pool, 0) + c
                 dk = (s.domain, pool)
-                self.domains[dk] = self.domains.get(dk, 0) + c
-                self.node_most[pool] = max(self.node_most.get(pool, 0), c)
+                domains[dk] = domains.get(dk, 0) + c
+                if c > node_most.get(pool, 0):
+                    node_most[pool] = c
             if levels:
                 doms = node_domains(node, levels)
-                for pool, c in s.gpus.items():
+                for pool, c in gpus.items():
                     for level in levels:
                         lk = (level, doms[level], pool)
                         self.level_domains[lk] = self.level_domains.get(lk, 0) + c
@@ -156,7 +174,13 @@ class CapacitySummary:
 
     def most_in_one_domain(self, pool: Pool) -> int:
         """The most counted GPUs of `pool` in one topology domain."""
-        return max((c for (_, p), c in self.domains.items() if p == pool), default=0)
+        most = self._domain_most
+        if most is None:
+            most = self._domain_most = {}
+            for (_, p), c in self.domains.items():
+                if c > most.get(p, 0):
+                    most[p] = c
+        return most.get(pool, 0)
 
     def most_in_one(self, level: str, pool: Pool) -> int:
         """The most counted GPUs of `pool` in one domain of topology level `level` ("host"
@@ -171,3 +195,10 @@ class CapacitySummary:
     def pools_present(self) -> set[Pool]:
         """Every pool the cluster has a GPU of (counted or not)."""
         return {p for s in self.nodes for p in s.present}
+
+
+def usable_summary(request: PlanRequest) -> CapacitySummary:
+    """The `CapacitySummary` of `request`'s usable GPUs, built once per request object
+    (`models.cache.per_request`: the compiled jobs read the pools present from it, the
+    static reasons the capacities). Shared: its users must not mutate it."""
+    return per_request(request, "capacity", lambda r: CapacitySummary(r.cluster))

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from models import GpuModel, Instance, Job, MigInstance, Node, Placement, PlanRequest
 from models.cache import forget_compiled as forget_compiled
 from models.cache import per_request as per_request
-from models.capacity import usable
+from models.capacity import usable, usable_summary
 from models.catalog import MIG_COMPUTE_SLICES, instance_positions, is_valid_layout
 from models.objective import (
     objective_factor_is_per_job,
@@ -61,6 +61,7 @@ from models.rules import (
     host_fits,
     host_room,
     job_value,
+    job_values,
     mig_profiles_for,
     model_eligible,
     quota_keys,
@@ -89,6 +90,10 @@ class JobKind:
     obj_values: dict[str, float] | None
     #: MIG jobs: model -> covering profile names, smallest first (`JobInfo.profiles`)
     profiles: dict[str, list[str]]
+    #: `JobInfo.gpus`, `JobInfo.share` and `JobInfo.gpu_mem` (parts of the class's key)
+    gpus: int
+    share: float
+    gpu_mem: float
 
 
 @dataclass(slots=True)
@@ -186,29 +191,23 @@ def _class_key(job: Job) -> tuple[object, ...]:
     throughput value on each model (`job_value` at its nominal size): jobs with equal keys
     share all of them, so `_compile` asks the rules once per key. The throughput map's
     and the speed-up curve's items keep their order (equal maps listed in another order
-    only miss the sharing)."""
-    thr = job.throughput
+    only miss the sharing).
+
+    Its first item, the eligibility key, is the part that decides the eligible models and
+    MIG profiles (`_eligible`): kinds with equal ones share them. The shape needs no place
+    in it: a MIG job names a profile or a MIG demand, a whole or shared job neither, and
+    whole and shared jobs are eligible on the same models."""
     mig = job.mig
+    thr = job.throughput
     allowed = job.allowed_models
     el = job.elastic
-    return (job.gpus, job.gpu_share, job.weight, job.gpu_memory_gib, job.mig_profile,
-            None if mig is None else (mig.compute_slices, mig.memory_gib),
-            tuple(thr.items()) if thr else None,
-            None if allowed is None else tuple(allowed),
+    return ((job.gpu_memory_gib, job.mig_profile,
+             None if mig is None else (mig.compute_slices, mig.memory_gib),
+             tuple(thr.items()) if thr else None,
+             None if allowed is None else tuple(allowed)),
+            job.gpus, job.gpu_share, job.weight,
             # an elastic gang's nominal value is on its curve (`models.rules.speedup`)
             None if el is None else (el.min_gpus, el.max_gpus, tuple(el.speedup.items())))
-
-
-def _eligibility_key(job: Job) -> tuple[object, ...]:
-    """The part of `_class_key` that decides a job's eligible models and MIG profiles
-    (`_eligible`): kinds with equal keys share them."""
-    mig = job.mig
-    thr = job.throughput
-    allowed = job.allowed_models
-    return (job.shape, job.gpu_memory_gib, job.mig_profile,
-            None if mig is None else (mig.compute_slices, mig.memory_gib),
-            tuple(thr.items()) if thr else None,
-            None if allowed is None else tuple(allowed))
 
 
 Eligible = tuple[list[str], dict[str, list[str]], float]
@@ -242,12 +241,9 @@ def compile_some(request: PlanRequest, jobs: Sequence[Job]) -> list[JobInfo]:
 def models_by_mode(request: PlanRequest) -> tuple[frozenset[str], frozenset[str]]:
     """The GPU models of `request`'s cluster on non-MIG and on MIG GPUs: what a compiled
     job depends on of the cluster (a planning session recompiles when they change)."""
-    whole: set[str] = set()
-    mig: set[str] = set()
-    for node in request.cluster.nodes:
-        for gpu in node.gpus:
-            (mig if gpu.mig_enabled else whole).add(gpu.model)
-    return frozenset(whole), frozenset(mig)
+    pools = usable_summary(request).pools_present()
+    return (frozenset(m for m, mig in pools if not mig),
+            frozenset(m for m, mig in pools if mig))
 
 
 def _compile(request: PlanRequest, jobs: Sequence[Job] | None = None) -> list[JobInfo]:
@@ -261,53 +257,71 @@ def _compile(request: PlanRequest, jobs: Sequence[Job] | None = None) -> list[Jo
     whole_models, mig_models = models_by_mode(request)
     pools = {False: sorted(whole_models), True: sorted(mig_models)}
     classes: dict[tuple[object, ...], JobKind] = {}
-    eligible: dict[tuple[object, ...], Eligible] = {}
+    eligible: dict[object, Eligible] = {}
     out: list[JobInfo] = []
     append = out.append
+    class_key = _class_key
     for job in request.jobs if jobs is None else jobs:
-        key = _class_key(job)
+        key = class_key(job)
         c = classes.get(key)
         if c is None:
-            c = classes[key] = _new_class(job, pools, catalog, objective, own_factor,
-                                           eligible)
-        values = c.values
+            c = classes[key] = _new_class(job, key[0], pools, catalog, objective,
+                                           own_factor, eligible)
         obj = c.obj_values
         if obj is None:
-            obj = objective_values(job, values, catalog, objective)
-        size_values: dict[int, dict[str, float]] = {}
-        size_obj: dict[int, dict[str, float]] = {}
-        if job.elastic is not None:
-            for n in allowed_sizes(job):
-                size_values[n] = {m: job_value(job, m, catalog, n) for m in values}
-                size_obj[n] = {m: objective_value_of(job, m, catalog, objective, n)
-                               for m in values}
-        # positional, in the order of JobInfo's fields (keywords cost a tenth of the pass)
-        append(JobInfo(job, job.name, c.shape, job.gpus or 1, job.gpu_share or 0.0,
-                       job.gpu_memory_gib or 0.0, job.cpu_millicores or 0.0,
-                       job.host_memory_gib or 0.0, values, obj, c.profiles, c.size,
-                       job.current, job.preemptible, c, size_values, size_obj))
+            obj = objective_values(job, c.values, catalog, objective)
+        if job.elastic is None:
+            size_values, size_obj = _NO_SIZES, _NO_SIZES
+        else:
+            size_values, size_obj = _size_values(job, c.values, catalog, objective)
+        # positional, in the order of JobInfo's fields (keywords cost a tenth of the pass);
+        # gpus, share and GPU memory are the class's (`_class_key`)
+        append(JobInfo(job, job.name, c.shape, c.gpus, c.share, c.gpu_mem,
+                       job.cpu_millicores or 0.0, job.host_memory_gib or 0.0, c.values, obj,
+                       c.profiles, c.size, job.current, job.preemptible, c, size_values,
+                       size_obj))
     return out
 
 
-def _new_class(job: Job, pools: Mapping[bool, Sequence[str]],
+#: The (shared, never mutated) size values of every job that is not an elastic gang.
+_NO_SIZES: dict[int, dict[str, float]] = {}
+
+
+def _size_values(job: Job, values: Mapping[str, float], catalog: Mapping[str, GpuModel],
+                 objective: str) -> tuple[dict[int, dict[str, float]],
+                                          dict[int, dict[str, float]]]:
+    """An elastic gang's values and objective values on each allowed size (`JobInfo`'s
+    `size_values`, `size_obj_values`), on the models of `values`."""
+    size_values: dict[int, dict[str, float]] = {}
+    size_obj: dict[int, dict[str, float]] = {}
+    for n in allowed_sizes(job):
+        size_values[n] = {m: job_value(job, m, catalog, n) for m in values}
+        size_obj[n] = {m: objective_value_of(job, m, catalog, objective, n) for m in values}
+    return size_values, size_obj
+
+
+def _new_class(job: Job, ekey: object, pools: Mapping[bool, Sequence[str]],
                catalog: Mapping[str, GpuModel], objective: str, own_factor: bool,
-               eligible: dict[tuple[object, ...], Eligible]) -> JobKind:
-    """The kind of `job`: the shared part of the JobInfos of its class (`eligible`: the
-    eligibility found so far, by `_eligibility_key`)."""
+               eligible: dict[object, Eligible]) -> JobKind:
+    """The kind of `job`, whose eligibility key (`_class_key`) is `ekey`: the shared part
+    of the JobInfos of its class (`eligible`: the eligibility found so far, by that key)."""
     shape = job.shape
-    ekey = _eligibility_key(job)
     hit = eligible.get(ekey)
     if hit is None:
         hit = eligible[ekey] = _eligible(job, pools[shape == "mig"], catalog)
     models, profiles, mig_size = hit
-    values, obj = values_on(job, models, catalog, objective)
+    if own_factor:   # the objective values are each job's own
+        values, obj = job_values(job, models, catalog), None
+    else:
+        values, obj = values_on(job, models, catalog, objective)
     if shape == "whole":
         size = float(job.gpus or 1)
     elif shape == "share":
         size = float(job.gpu_share or 0.0)
     else:
         size = mig_size
-    return JobKind(shape, max(size, 1e-6), values, None if own_factor else obj, profiles)
+    return JobKind(shape, max(size, 1e-6), values, obj, profiles,
+                   job.gpus or 1, job.gpu_share or 0.0, job.gpu_memory_gib or 0.0)
 
 
 def _mig_size(job: Job, catalog: Mapping[str, GpuModel], profiles: dict[str, list[str]]) -> float:

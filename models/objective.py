@@ -24,6 +24,7 @@ from models.rules import (
     guaranteed_served,
     interference_table,
     job_value,
+    job_values,
     lexicographic_levels,
     model_eligible,
     preferred_level,
@@ -98,7 +99,9 @@ def values_on(job: Job, models: Sequence[str], catalog: Mapping[str, GpuModel],
               objective: str) -> tuple[dict[str, float], dict[str, float]]:
     """(`job_value`, `objective_value_of`) of `job` at its nominal size on each of
     `models`, in one pass (`objective_values`; equal to calling both per model)."""
-    values = {m: job_value(job, m, catalog) for m in models}
+    values = job_values(job, models, catalog)
+    if not objective_factor_is_per_job(objective):
+        return values, dict(values)   # `objective_values` with a factor of 1: v * 1.0 is v
     return values, objective_values(job, values, catalog, objective)
 
 
@@ -152,13 +155,18 @@ def topology_costs(request: PlanRequest,
     cost = request.policy.topology_cost
     if cost <= 0:
         return 0.0
-    jobs = [j for j in request.jobs if preferred_level(j) is not None
-            and placements.get(j.name)]
+    jobs = [j for j in beside(request, "preferring", _preferring) if placements.get(j.name)]
     if not jobs:
         return 0.0
     topo = Topology(request.cluster)
     return sum(topology_cost(j, {p.node for p in placements[j.name]}, topo, cost)
                for j in jobs)
+
+
+def _preferring(request: PlanRequest) -> list[Job]:
+    """The jobs of `request` with a preferred topology level, in order (a job without a
+    `topology` field has none: only the others are asked)."""
+    return [j for j in request.jobs if j.topology is not None and preferred_level(j) is not None]
 
 
 def interference_loss(values: Mapping[str, float], factors: Mapping[str, float]) -> float:
@@ -210,18 +218,20 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
                                      interference_table(request.interference))
     plain: dict[str, float] = {}
     infos = _compiled(request)
-    for k, job in enumerate(request.jobs):
-        if infos is None:
-            name, current, values, obj = job.name, job.current, None, None
-        else:
-            info = infos[k]
-            name, current, values, obj = info.name, info.current, info.values, info.obj_values
-        pl = placements.get(name)
+    get = placements.get
+    items: Sequence[JobInfo] | Sequence[Job] = request.jobs if infos is None else infos
+    for item in items:   # a JobInfo or, uncompiled, the job itself: both have these two
+        name, current = item.name, item.current
+        pl = get(name)
         if not pl:
             if current:
                 preempted.append(name)
             continue
-        if current and not same_placement(pl, current):
+        if isinstance(item, Job):
+            job, values, obj = item, None, None
+        else:
+            job, values, obj = item.job, item.values, item.obj_values
+        if current and pl is not current and not same_placement(pl, current):
             migrated.append(name)
         first = pl[0]
         model = models[(first.node, first.gpu)]

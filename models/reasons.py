@@ -10,16 +10,19 @@ A job without such a reason that stays unplaced lacks capacity (`insufficient_ca
 With `allow_mig_reconfiguration` false, a MIG job needs a usable GPU that holds an instance
 of a covering profile now. The solver gives these reasons to new jobs before it solves
 (`static_reasons`); the heuristics ask `StaticReasons.reason` for any job they could not
-place. Both read the cluster through one `CapacitySummary`, scanned by groups of nodes
-that no question tells apart, and memoise by job shape (`static_reasons` first by the
-compiled kind of a job and its host request), so the cost stays linear in jobs + nodes on
-large requests.
+place. Both read the cluster through the request's one usable `CapacitySummary`
+(`models.capacity.usable_summary`, shared with the compiled jobs), scanned by groups of
+nodes that no question tells apart, and memoise by job shape (`static_reasons` first by
+the demand of a job, numbered once per compiled kind, and its host request), so the cost
+stays linear in jobs + nodes on large requests.
 """
 
 from __future__ import annotations
 
-from models.capacity import CapacitySummary, NodeCapacity, Pool
-from models.instance import compile_jobs, per_request
+from typing import cast
+
+from models.capacity import NodeCapacity, Pool, usable_summary
+from models.instance import JobKind, compile_jobs, per_request
 from models.request import Job, PlanRequest
 from models.rules import (
     allowed_sizes,
@@ -31,23 +34,34 @@ from models.rules import (
 
 Reason = tuple[str, str]
 
+#: A key `static_reasons` has not asked about yet.
+_UNSEEN = object()
+
 #: The reason of a job with an eligible place that other work holds.
 INSUFFICIENT = ("insufficient_capacity", "eligible GPUs exist but are taken by other work")
 
 
 def _signature(job: Job) -> tuple[object, ...]:
-    """What the static reason of a job depends on (the names of its throughput map and
+    """What the static reason of a job depends on: its demand (`_demand`), whether it
+    may span nodes, its host request and its required topology levels (v1's
+    `same_domain` among them)."""
+    return (_demand(job), job.single_node, job.cpu_millicores, job.host_memory_gib,
+            required_levels(job))
+
+
+def _demand(job: Job) -> tuple[object, ...]:
+    """The part of `_signature` that the compiled kind of a job decides (its shape, GPUs,
+    eligibility and smallest allowed size; the names of its throughput map and
     `allowed_models` in their order: the same names listed in another order only miss
     the memo)."""
     mig = job.mig
     thr = job.throughput
     allowed = job.allowed_models
-    return (job.shape, job.gpus, job.single_node, job.same_domain,
-            job.mig_profile, None if mig is None else (mig.compute_slices, mig.memory_gib),
+    return (job.shape, job.gpus, job.mig_profile,
+            None if mig is None else (mig.compute_slices, mig.memory_gib),
             job.gpu_memory_gib, tuple(thr) if thr else (),
             None if allowed is None else tuple(allowed),
-            job.cpu_millicores, job.host_memory_gib,
-            None if job.elastic is None else min(allowed_sizes(job)), required_levels(job))
+            None if job.elastic is None else min(allowed_sizes(job)))
 
 
 def accepted_models(job: Job) -> str:
@@ -83,7 +97,7 @@ class StaticReasons:
 
     def __init__(self, request: PlanRequest) -> None:
         self.catalog = request.cluster.catalog()
-        self.capacity = CapacitySummary(request.cluster)
+        self.capacity = usable_summary(request)
         self.fixed_mig = not request.policy.allow_mig_reconfiguration
         self.present = self.capacity.pools_present()
         self.models = sorted({m for m, _ in self.present})
@@ -214,19 +228,24 @@ def static_reasons(request: PlanRequest) -> dict[str, Reason]:
     are never given a static reason: they can always be kept)."""
     reasons = StaticReasons.of(request)
     out: dict[str, Reason] = {}
-    # One question per compiled kind and what else a static reason reads (`_signature`):
-    # host request and, for a gang, whether it may span nodes and its required levels.
-    seen: dict[tuple[object, ...], Reason | None] = {}
+    # One question per demand (`_demand`, numbered once per compiled kind: the jobs of a
+    # kind share it) and what else a static reason reads (`_signature`): the host request
+    # and, for a gang, whether it may span nodes and its required levels.
+    demands: dict[tuple[object, ...], int] = {}
+    by_kind: dict[JobKind, int] = {}
+    seen: dict[tuple[object, ...], object] = {}
     for info in compile_jobs(request):
         if info.current:
             continue
         job = info.job
-        key = ((info.kind, info.cpu, info.host_mem, job.single_node, required_levels(job))
-               if info.shape == "whole" else (info.kind, info.cpu, info.host_mem))
-        if key in seen:
-            why = seen[key]
-        else:
+        d = by_kind.get(info.kind)
+        if d is None:
+            d = by_kind[info.kind] = demands.setdefault(_demand(job), len(demands))
+        key = ((d, info.cpu, info.host_mem, job.single_node, required_levels(job))
+               if info.shape == "whole" else (d, info.cpu, info.host_mem))
+        why = seen.get(key, _UNSEEN)
+        if why is _UNSEEN:
             why = seen[key] = reasons.reason(job)
         if why is not None:
-            out[info.name] = why
+            out[info.name] = cast(Reason, why)
     return out

@@ -10,7 +10,7 @@ Where each domain rule lives (the validator, `solver/validate.py`, re-derives wh
 checks on purpose; nothing else does):
 
 - this module: eligibility (`model_eligible`, `eligible_models`, `mig_profiles_for`,
-  `profile_covers`), size and value (`job_size`, `job_value`; speed is
+  `profile_covers`), size and value (`job_size`, `job_value`, `job_values`; speed is
   `models.request.speed`), elastic gangs (contract 5.1: `allowed_sizes`, `speedup`,
   `job_value` on n GPUs, `remaining_on`), capacity fit with its one tolerance (`HOST_TOL`: `fits`,
   `memory_fits`, `share_fits` for a GPU share, `host_fits` / `host_room` for a node's host
@@ -188,6 +188,21 @@ def job_value(job: Job, name: str, catalog: Mapping[str, GpuModel],
         return job.weight * speedup(job, n or job.gpus) * speed(job, name, catalog)
     model = catalog[name]
     return job.weight * job_size(job, model) * speed(job, name, catalog)
+
+
+def job_values(job: Job, names: Sequence[str], catalog: Mapping[str, GpuModel]
+               ) -> dict[str, float]:
+    """`job_value` of `job` at its nominal size on each model of `names`, in their order:
+    the weight times the size (or the speed-up at the nominal size) is the same on every
+    model unless the job is a MIG job, so it is computed once (the same products in the
+    same order as `job_value`, hence the same floats)."""
+    if job.gpus is not None and job.elastic is not None:
+        scale = job.weight * speedup(job, job.gpus)
+    elif (job.gpus is not None or job.gpu_share is not None) and names:
+        scale = job.weight * job_size(job, catalog[names[0]])
+    else:
+        return {m: job_value(job, m, catalog) for m in names}
+    return {m: scale * speed(job, m, catalog) for m in names}
 
 
 def best_value(job: Job, name: str, catalog: Mapping[str, GpuModel]) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from models import PlanRequest
+from models import Node, PlanRequest
 from models.reasons import static_reasons
 from models.rules import fits
 
@@ -23,8 +23,6 @@ def hard_conflicts(request: PlanRequest) -> list[str]:
     ones): two on one whole GPU, shares over 1 or over memory, one MIG instance claimed
     twice, host CPU / memory over capacity. Any such conflict makes the request infeasible.
     """
-    catalog = request.cluster.catalog()
-    nodes = {n.name: n for n in request.cluster.nodes}
     whole: dict[tuple[str, int], list[str]] = defaultdict(list)
     share: dict[tuple[str, int], list[tuple[float, float, str]]] = defaultdict(list)
     inst: dict[tuple[str, int, str, int], list[str]] = defaultdict(list)
@@ -49,13 +47,14 @@ def hard_conflicts(request: PlanRequest) -> list[str]:
         if len(names) > 1 or key in share:
             others = names + [n for _, _, n in share.get(key, [])]
             out.append(f"non-preemptible jobs {', '.join(others)} share GPU {key[0]}/{key[1]}")
-    # GPU models, read only for shared GPUs (a pass over every GPU otherwise)
-    models = {(n.name, g.index): g.model for n in request.cluster.nodes
-              for g in n.gpus} if share else {}
+    # Nodes and GPU models are looked up for the nodes the pinned jobs use only: a map of
+    # every node or GPU of a large cluster costs more than the whole pass.
+    nodes = _nodes_named(request, {*cpu, *(node for node, _ in share)})
+    catalog = request.cluster.catalog()
     for key, items in share.items():
         if not fits(sum(f for f, _, _ in items), 1.0):
             out.append(f"non-preemptible shares on GPU {key[0]}/{key[1]} sum over 1")
-        cap = catalog[models[key]].memory_gib
+        cap = catalog[_gpu_model(nodes[key[0]], key[1])].memory_gib
         if cap is not None and not fits(sum(m for _, m, _ in items), cap):
             out.append(f"non-preemptible shares on GPU {key[0]}/{key[1]} exceed its memory")
     for (node, gpu, prof, start), names in inst.items():
@@ -71,3 +70,14 @@ def hard_conflicts(request: PlanRequest) -> list[str]:
         if cap is not None and not fits(used, cap):
             out.append(f"non-preemptible jobs exceed the memory of node {node_name}")
     return out
+
+
+def _nodes_named(request: PlanRequest, names: set[str]) -> dict[str, Node]:
+    """The nodes of `request`'s cluster named in `names`, by name."""
+    return {n.name: n for n in request.cluster.nodes if n.name in names} if names else {}
+
+
+def _gpu_model(node: Node, index: int) -> str:
+    """The model of GPU `index` of `node` (running placements name existing GPUs: the
+    request's validation checks them)."""
+    return next(g.model for g in node.gpus if g.index == index)
