@@ -97,10 +97,27 @@ def test_quick_bound_holds_with_the_v11_fields(seed: int, feature: str) -> None:
     assert quick_bound(req) >= ref[0] - 1e-9, (seed, feature, ref[0])
 
 
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_quick_bound_holds_with_pinned_jobs_and_gangs_kept_to_nodes_or_domains(
+        seed: int) -> None:
+    # more nodes and GPUs: pinned (non-preemptible running) jobs counted as kept, gangs
+    # left out of the models where no node or domain holds them
+    req = random_request(random.Random(seed), solver="auto", max_gpus=6, max_nodes=3,
+                         topology=True)
+    ref = brute_force(req)
+    if ref is None:
+        return
+    assert quick_bound(req) >= ref[0] - 1e-9, (seed, ref[0])
+
+
 @pytest.mark.parametrize("objective", ["throughput", "jct", "makespan", "fairness"])
 def test_quick_bound_dominates_the_plans_on_m(objective: str) -> None:
     """On M (1,024 GPUs / 1,500 jobs) the quick bound is above the greedy plan and the
-    rounded LP plans, and is not a trivial bound: within 15% of the LP bound."""
+    rounded LP plans, and is close to the LP bound: within 3% of it (the pinned jobs
+    kept, gangs kept to the nodes and domains that can hold them; 0.1-0.7% on seeds
+    0 and 1, 9% before)."""
     req = generate("M", 0)
     req.policy.objective = objective  # type: ignore[assignment]
     bound = quick_bound(req)
@@ -111,7 +128,7 @@ def test_quick_bound_dominates_the_plans_on_m(objective: str) -> None:
     for p in plans:
         assert evaluate(req, p.placements).objective_value <= bound + 1e-9
     if objective != "fairness":
-        assert rel.bound <= bound * 1.15 and bound <= rel.bound * 1.15
+        assert rel.bound <= bound * 1.03 and bound <= rel.bound * 1.03
 
 
 # ------------------------------------------------------------------ tiny limits
