@@ -179,21 +179,62 @@ def test_the_finishing_margin_does_not_eat_a_short_budget_under_load() -> None:
     assert 5.0 * finish_prior(1500, 1024) < budget.finish_reserve() < 0.6
 
 
-@pytest.mark.parametrize(("limit", "lp_first"), [(60.0, False), (18.0, True), (5.0, False)])
+@pytest.mark.parametrize(("limit", "lp_first"), [(60.0, False), (9.0, True), (5.0, False)])
 def test_medium_requests_start_from_the_lp_when_the_greedy_pass_leaves_it_no_room(
         limit: float, lp_first: bool) -> None:
     """On a request under `BOTH_VARIANTS_UP_TO` jobs the LP and a rounding go first only
     when the greedy pass, the LP and a rounding do not all fit in the time left but the
     LP and a rounding do (a pace of 100 wall seconds per prior CPU second makes the
-    priors' sums, 0.21 and 0.15 CPU s here, 21 s and 15 s); a slower pace leaves the plan
+    priors' sums, 0.12 and 0.07 CPU s here, 12 s and 7 s); a slower pace leaves the plan
     to the greedy pass, which exists early whatever the load."""
     req = generate_custom(256, 400, seed=0)
     ctx = Context.start(req.model_copy(update={"policy": req.policy.model_copy(
         update={"time_limit_s": limit})}), None, None)
     budget = ctx.budget
-    budget.pace = lambda: 100.0   # type: ignore[method-assign]
+    budget.pace = budget.load = lambda: 100.0   # type: ignore[method-assign]
     budget.finish_reserve = lambda: 0.0   # type: ignore[method-assign]
     assert ctx.portfolio._lp_first() is lp_first
+
+def test_medium_requests_start_from_the_lp_when_it_fits_at_the_measured_load() -> None:
+    """The pace (read on compiling the jobs alone) says the LP and a rounding do not fit,
+    the measured load (wall over CPU) says they do: the LP goes first, and the bound runs
+    it without testing the pace again."""
+    req = generate_custom(256, 400, seed=0)
+    ctx = Context.start(req.model_copy(update={"policy": req.policy.model_copy(
+        update={"time_limit_s": 5.0})}), None, None)
+    budget = ctx.budget
+    budget.pace = lambda: 100.0   # type: ignore[method-assign]
+    budget.load = lambda: 2.0   # type: ignore[method-assign]
+    budget.finish_reserve = lambda: 0.0   # type: ignore[method-assign]
+    assert ctx.portfolio._lp_first() is True
+    ctx.portfolio.bound()
+    assert ctx.portfolio._relax is not None and ctx.portfolio._relax.targets
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_medium_requests_round_the_lps_nearest_counts_first(deterministic: bool) -> None:
+    """Up to `BOTH_VARIANTS_UP_TO` jobs the LP's counts rounded to the nearest integer
+    are rounded into a plan first (not in deterministic mode), then the integer parts by
+    each variant; every rounding is a valid plan."""
+    req = generate_custom(256, 400, seed=0)
+    req.policy.time_limit_s = 30.0
+    req.policy.deterministic = deterministic
+    ctx = Context.start(req, None, None)
+    ctx.portfolio.bound()
+    rel = ctx.portfolio._relax
+    assert rel is not None and rel.targets
+    schedule = ctx.portfolio._schedule()
+    floors = [(v, t) for v, t, _ in schedule if t is rel.targets]
+    assert [v for v, _ in floors] == list(VARIANTS)
+    if deterministic:
+        assert not rel.nearest and len(schedule) == len(VARIANTS)
+        return
+    assert rel.nearest != rel.targets   # jobs the LP gives half of or more
+    assert schedule[0][1] is rel.nearest and len(schedule) == len(VARIANTS) + 1
+    near = plan_lp_round(req, rel.nearest, variant=schedule[0][0],
+                         sizes=rel.nearest_amounts)
+    _valid_and_accounted(req, near)
+
 
 def test_gc_paused_nests_and_restores_the_collector() -> None:
     was = gc.isenabled()
