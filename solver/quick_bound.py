@@ -79,12 +79,21 @@ Pool = tuple[str, bool]
 
 class _Pools(dict[Pool, int]):
     """GPUs per pool that a placement may use (`_capacity`), and the usable GPUs of the
-    cluster per node and topology domain (the shared `StaticReasons` summary), which
-    say what a new placement can never get."""
+    cluster per node and topology domain (the shared `StaticReasons` summary, which a
+    solve has built before its bound; asked for only when a gang needs it), which say
+    what a new placement can never get."""
 
-    def __init__(self, totals: dict[Pool, int], usable: CapacitySummary) -> None:
+    def __init__(self, totals: dict[Pool, int], request: PlanRequest) -> None:
         super().__init__(totals)
-        self.usable = usable
+        self._request = request
+        self._usable: CapacitySummary | None = None
+
+    @property
+    def usable(self) -> CapacitySummary:
+        """The usable GPUs per node and domain (module doc of models/capacity.py)."""
+        if self._usable is None:
+            self._usable = StaticReasons.of(self._request).capacity
+        return self._usable
 
     def fits_gang(self, info: JobInfo, m: str, gpus: int) -> bool:
         """Whether a new placement of whole-GPU job `info` on `gpus` GPUs of model `m`
@@ -118,8 +127,7 @@ def _capacity(request: PlanRequest) -> _Pools:
         for name, gpu in unusable:
             if (name, gpu.index) not in held:
                 totals[(gpu.model, gpu.mig_enabled)] -= 1
-    return _Pools({pool: n for pool, n in totals.items() if n > 0},
-                  StaticReasons.of(request).capacity)
+    return _Pools({pool: n for pool, n in totals.items() if n > 0}, request)
 
 
 def _options(request: PlanRequest, cap: _Pools, held: dict[int, float] | None = None
