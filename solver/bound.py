@@ -311,13 +311,12 @@ def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | N
 
 
 def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = False,
-          also_nearest: bool = False, resolve: bool = True) -> Relaxation | None:
+          also_nearest: bool = False) -> Relaxation | None:
     """The aggregated LP relaxation of `request`: its bound (as `upper_bound`) and the
     integer part of its solution as per-job target models (see `heuristics/lp_round.py`,
     which rounds it into a plan); with `nearest`, each LP count rounded to the nearest
     integer instead (`_targets`); with `also_nearest`, those in `Relaxation.nearest` as
-    well; without `resolve`, never the integer re-solve (the LP's values and bound);
-    None if the relaxation is infeasible."""
+    well; None if the relaxation is infeasible."""
     t0 = time.perf_counter()
     fair = request.policy.objective == "fairness"
     state = ClusterState(request)
@@ -331,7 +330,7 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = Fa
                        mem_cap, fair,
                        tenant_demands(request) if fair else {},
                        max(0.1, time_limit_s - (time.perf_counter() - t0)),
-                       request.cluster.quotas, caps, resolve)
+                       request.cluster.quotas, caps)
     if solved is None:
         return None
     bound, cols = solved
@@ -727,12 +726,11 @@ def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
               node_free: dict[str, list[int]], whole_cap: dict[str, int],
               mem_cap: dict[str, float | None], fair: bool,
               demands: dict[str, float], time_limit_s: float,
-              quotas: dict[str, Quota] | None = None, caps: _Capacity | None = None,
-              resolve: bool = True) -> tuple[float, list[float] | None] | None:
+              quotas: dict[str, Quota] | None = None, caps: _Capacity | None = None
+              ) -> tuple[float, list[float] | None] | None:
     """max sum coef x (or t for fairness) over the aggregated model (the LP above) and the
     optimal column values of its job columns (None with the capacity-free fallback);
-    None if infeasible. `caps` (when given) adds the domain and usable rows; `resolve`:
-    whether the integer re-solve may run (`_run`)."""
+    None if infeasible. `caps` (when given) adds the domain and usable rows."""
     patterns = _node_patterns(groups, node_free)
     lp = HighsLp()
     _declare_rows(lp, groups, cap, node_free, whole_cap, mem_cap, fair, demands, patterns)
@@ -754,7 +752,7 @@ def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
     _pattern_columns(lp, patterns)
     if lp.num_cols == 0:
         return 0.0, []
-    return _run(lp, gang_cols, n_job_cols, fallback, fair, time_limit_s, resolve)
+    return _run(lp, gang_cols, n_job_cols, fallback, fair, time_limit_s)
 
 
 def _declare_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
@@ -930,11 +928,10 @@ def _pattern_columns(lp: HighsLp, patterns: Patterns) -> None:
 
 
 def _run(lp: HighsLp, gang_cols: list[bool], n_job_cols: int, fallback: float, fair: bool,
-         time_limit_s: float, resolve: bool = True
-         ) -> tuple[float, list[float] | None] | None:
+         time_limit_s: float) -> tuple[float, list[float] | None] | None:
     """Solve the bound LP; re-solve with gang columns integral when they come out
-    fractional, time is left and `resolve` allows it (module doc). (value, job column
-    values), the fallback without a solution, None if infeasible."""
+    fractional and time is left (module doc). (value, job column values), the fallback
+    without a solution, None if infeasible."""
     h = lp.to_highs()
     h.setOptionValue("time_limit", max(0.05, time_limit_s))
     t0 = time.perf_counter()
@@ -952,7 +949,7 @@ def _run(lp: HighsLp, gang_cols: list[bool], n_job_cols: int, fallback: float, f
     lp_s = time.perf_counter() - t0
     left = time_limit_s - lp_s
     mip_s = min(left, MIP_SHARE * time_limit_s)
-    if resolve and gangs and not fair and mip_s > MIP_MIN_LPS * lp_s:
+    if gangs and not fair and mip_s > MIP_MIN_LPS * lp_s:
         # Gang counts are integers in every plan: re-solve with them integral (HiGHS
         # MIP, warm from the LP). Its incumbent gives targets a plan can follow (the
         # LP's fractional gangs round down and lose their value), its dual bound a

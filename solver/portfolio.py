@@ -210,11 +210,7 @@ class Portfolio:
         self._relax_done = False
         self._quick: float | None = None
         self._compiled = False
-        #: the LP was chosen to go first on a smaller request (`_lp_first`): time is
-        #: short, and the LP's own test and its integer re-solve are skipped (the
-        #: re-solve took M at 1 s under load 0.35 s of wall of the 0.6 s left, and no
-        #: rounding fitted after it: the greedy pass, cut, reached 43.6% of the bound
-        #: where the LP's nearest counts round to 0.09%)
+        #: the LP was chosen to go first at the measured load (`_lp_first`)
         self._lp_chosen = False
         #: id(result) -> (the result, its rank, its evaluation): plans are compared
         #: several times, and evaluating one is a pass over every job
@@ -374,8 +370,7 @@ class Portfolio:
                 # not paced: its solve runs as long as its limit allows
                 with b.python_phase():
                     self._relax = relax(self.request, time_limit_s=max(0.1, limit),
-                                        also_nearest=self._near_rounding(),
-                                        resolve=not self._lp_chosen)
+                                        also_nearest=self._near_rounding())
                 b.charge(PASS_S_PER_JOB * len(self.request.jobs))
                 self._relax_done = True
             else:
