@@ -236,12 +236,6 @@ class Budget:
         finishing reserve (never when cancelled)."""
         return not self.stopped(need=self.estimate(prior_cpu_s))
 
-    def fits_at_load(self, prior_cpu_s: float) -> bool:
-        """Whether a phase of `prior_cpu_s` prior CPU seconds should end before the
-        finishing reserve when its CPU is scaled by the measured load (`load`) alone, not
-        by the pace (never when cancelled)."""
-        return not self.stopped(need=prior_cpu_s * self.load())
-
     @property
     def reserve(self) -> float:
         """Seconds kept back for finishing the plan (module doc)."""

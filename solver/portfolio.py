@@ -17,8 +17,7 @@ cost in CPU seconds (the constants below) and runs only when the budget, which s
 by the pace measured so far, says it fits. On large requests the LP and a rounding go
 first when both fit (the rounded plan is the better start there, and a greedy pass costs
 as much as both), on smaller ones only when the greedy pass would leave them no room;
-else the greedy goes first (there the test of the LP and a rounding reads the measured
-load as well as the pace: `_lp_first`). A bound always exists: the quick Lagrangian one of
+else the greedy goes first. A bound always exists: the quick Lagrangian one of
 solver/quick_bound.py stands in when the LP does not fit or its solve is cut. Every
 improvement of the starting plan is reported through the caller's incumbent hook
 (`Incumbents`), so that an async solve has a plan to show, store or return from its first
@@ -210,8 +209,6 @@ class Portfolio:
         self._relax_done = False
         self._quick: float | None = None
         self._compiled = False
-        #: the LP was chosen to go first at the measured load (`_lp_first`)
-        self._lp_chosen = False
         #: id(result) -> (the result, its rank, its evaluation): plans are compared
         #: several times, and evaluating one is a pass over every job
         self._judged: dict[int, tuple[HeuristicResult, tuple[float, ...], Evaluation]] = {}
@@ -353,7 +350,7 @@ class Portfolio:
             b = self.budget
             self.compiled()
             prior = self._relax_cpu()
-            if b.deterministic or self._lp_chosen or b.fits(RELAX_SAFETY * prior):
+            if b.deterministic or b.fits(RELAX_SAFETY * prior):
                 left = max(0.0, b.remaining() - b.reserve)
                 # at least what the LP should take: its limit counts its Python part too
                 # (XL: 2-3 s before HiGHS starts, which a 2 s limit left no time)
@@ -441,15 +438,11 @@ class Portfolio:
         early, unless the greedy pass, the LP and a rounding do not all fit while the LP
         and a rounding do (M at 1 s beside four busy processes: the greedy pass left the
         LP no room, 16.7% where the LP and a rounding reach 0.2%). Not in deterministic
-        mode, whose path must not depend on timing.
-
-        On smaller requests the test of the LP and a rounding also passes when they fit
-        at the measured load (wall over CPU seconds) rather than the pace, and the LP then
-        runs without the bound's own test: the pace is measured on compiling the jobs
-        alone by then, whose CPU doubles beside busy processes (M at 1 s beside four:
-        0.013-0.017 s against 0.008 s quiet) where the LP's and the greedy pass's grow by
-        1.2-1.4 times, and the greedy pass that the pace chose instead costs as much as
-        the LP and a rounding, which come 1-2% closer to the bound."""
+        mode, whose path must not depend on timing. (Testing the LP and a rounding at
+        the measured load instead of the pace, which compiling the jobs inflates under
+        load, and running the LP without the bound's own test, helped M at 1-2 s on a
+        host at load 8-12 but, at load 13-17, left the plan to a rounding or a greedy
+        pass cut early: 45-59% where the greedy pass first reached 10-48%.)"""
         b = self.budget
         if b.deterministic or not self._rounds():
             return False
@@ -458,15 +451,9 @@ class Portfolio:
                     + ROUND_MIN_SHARE * self._rounding_cpu() + self._cut_tail())
         if len(self.request.jobs) > BOTH_VARIANTS_UP_TO:
             return b.fits(lp_round)
-        # smaller requests: only when the greedy pass would leave the LP no room; the
-        # LP and a rounding then fit at the pace, or, a whole rounding, at the load (a
-        # rounding cut early keeps fewer jobs than a greedy pass cut as early: M at 2 s
-        # on a host at load 15, 45% where the greedy pass reached 15%)
-        whole = lp_round + (1.0 - ROUND_MIN_SHARE) * self._rounding_cpu()
-        self._lp_chosen = not b.fits(self._jobs_cpu(GREEDY_CPU_PER_JOB) + RELAX_SAFETY
-                                     * self._relax_cpu() + self._rounding_cpu()) and (
-            b.fits(lp_round) or b.fits_at_load(whole))
-        return self._lp_chosen
+        # smaller requests: only when the greedy pass would leave the LP no room
+        return not b.fits(self._jobs_cpu(GREEDY_CPU_PER_JOB) + RELAX_SAFETY
+                          * self._relax_cpu() + self._rounding_cpu()) and b.fits(lp_round)
 
     def _rounds(self) -> bool:
         """Whether the starting plan tries the rounded LP (module doc): throughput-like

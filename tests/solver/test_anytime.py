@@ -195,22 +195,6 @@ def test_medium_requests_start_from_the_lp_when_the_greedy_pass_leaves_it_no_roo
     budget.finish_reserve = lambda: 0.0   # type: ignore[method-assign]
     assert ctx.portfolio._lp_first() is lp_first
 
-def test_medium_requests_start_from_the_lp_when_it_fits_at_the_measured_load() -> None:
-    """The pace (read on compiling the jobs alone) says the LP and a rounding do not fit,
-    the measured load (wall over CPU) says they do: the LP goes first, and the bound runs
-    it without testing the pace again."""
-    req = generate_custom(256, 400, seed=0)
-    ctx = Context.start(req.model_copy(update={"policy": req.policy.model_copy(
-        update={"time_limit_s": 5.0})}), None, None)
-    budget = ctx.budget
-    budget.pace = lambda: 100.0   # type: ignore[method-assign]
-    budget.load = lambda: 2.0   # type: ignore[method-assign]
-    budget.finish_reserve = lambda: 0.0   # type: ignore[method-assign]
-    assert ctx.portfolio._lp_first() is True
-    ctx.portfolio.bound()
-    assert ctx.portfolio._relax is not None and ctx.portfolio._relax.targets
-
-
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_medium_requests_round_the_lps_nearest_counts_first(deterministic: bool) -> None:
     """Up to `BOTH_VARIANTS_UP_TO` jobs the LP's counts rounded to the nearest integer
