@@ -297,6 +297,10 @@ class Relaxation:
     #: job name -> the GPUs (or amount) of the option the LP gives it, beside `targets`
     #: (an elastic gang's size)
     amounts: dict[str, float] = field(default_factory=dict)
+    #: with `relax(also_nearest=True)`: the targets of each LP count rounded to the
+    #: nearest integer (`_targets`), and their amounts, beside `targets`
+    nearest: dict[str, str] = field(default_factory=dict)
+    nearest_amounts: dict[str, float] = field(default_factory=dict)
 
 
 def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | None:
@@ -306,12 +310,13 @@ def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | N
     return None if rel is None else rel.bound
 
 
-def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = False
-          ) -> Relaxation | None:
+def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = False,
+          also_nearest: bool = False) -> Relaxation | None:
     """The aggregated LP relaxation of `request`: its bound (as `upper_bound`) and the
     integer part of its solution as per-job target models (see `heuristics/lp_round.py`,
     which rounds it into a plan); with `nearest`, each LP count rounded to the nearest
-    integer instead (`_targets`); None if the relaxation is infeasible."""
+    integer instead (`_targets`); with `also_nearest`, those in `Relaxation.nearest` as
+    well; None if the relaxation is infeasible."""
     t0 = time.perf_counter()
     fair = request.policy.objective == "fairness"
     state = ClusterState(request)
@@ -331,8 +336,11 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = Fa
     bound, cols = solved
     value = bound if fair else bound + const
     amounts: dict[str, float] = {}
+    near_amounts: dict[str, float] = {}
     return Relaxation(value + _REL_MARGIN * abs(value) + _ABS_MARGIN,
-                      _targets(groups, members, cols, amounts, nearest), amounts)
+                      _targets(groups, members, cols, amounts, nearest), amounts,
+                      _targets(groups, members, cols, near_amounts, True)
+                      if also_nearest else {}, near_amounts)
 
 
 class JobEntry(NamedTuple):

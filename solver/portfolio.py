@@ -2,12 +2,14 @@
 
 One name: the *starting plan* (`Portfolio.start`) is the best heuristic plan known so far.
 It is first the best of the greedy plan (heuristics/greedy.py) and the LP relaxation
-rounded into plans (heuristics/lp_round.py; throughput-like objectives only, where the
-LP's choice is the objective's; with quotas or priority classes only on small requests,
-`LEVEL_ROUNDING_UP_TO`), its new shared jobs then re-packed exactly by GPU
-patterns when that ranks better (solver/share_packing.py). Later phases `offer` better
-plans (the local search's, an exact solve's when it seeds a wider one); the starting plan
-is what exact solves are warm-started from and what is returned when they find nothing.
+rounded into plans (heuristics/lp_round.py, from the LP's counts rounded down and, on
+requests up to `BOTH_VARIANTS_UP_TO` jobs, to the nearest integer; throughput-like
+objectives only, where the LP's choice is the objective's; with quotas or priority
+classes only on small requests, `LEVEL_ROUNDING_UP_TO`), its new shared jobs then
+re-packed exactly by GPU patterns when that ranks better (solver/share_packing.py).
+Later phases `offer` better plans (the local search's, an exact solve's when it seeds a
+wider one); the starting plan is what exact solves are warm-started from and what is
+returned when they find nothing.
 
 Each ingredient (greedy plan, LP relaxation and its bound, the quick bound, static
 reasons) is computed once, within the budget (solver/budget.py): each phase has a prior
@@ -87,8 +89,13 @@ CUT_EARLY = 0.3
 #: per job): with the priced greedy pass as the alternative, L at 3 s took the LP-first
 #: path only at a pace under 1.08 and lost it in one run of four (35% gap, or 4.4% with
 #: the quick bound, where the LP path reaches 0.22%). Now M 0.18 s, L 0.9 s.
-RELAX_CPU_S = 0.12
-RELAX_CPU_PER_JOB = 3.9e-5
+#: M's 0.18 s counted the integer re-solve, which runs only when its slice is worth
+#: `MIP_MIN_LPS` LP solves (solver/bound.py): the LP alone is 0.07-0.08 s of CPU on M
+#: (1,024 GPUs / 1,500 jobs; 0.014 s of it HiGHS's), so the fixed part is small: L keeps
+#: its 0.9 s, M 0.095 s (the prior of 0.18 s read M at 1 s beside four busy processes as
+#: having no room for the LP and a rounding, which cost no more than the greedy pass).
+RELAX_CPU_S = 0.03
+RELAX_CPU_PER_JOB = 4.35e-5
 RELAX_RESOLVE_CPU_PER_JOB = 0.0
 RELAX_SAFETY = 1.25
 #: ... and in the test of whether the LP and a rounding go first (`_lp_first`), which is
@@ -123,8 +130,12 @@ KEEP_CPU_PER_JOB = 1.5e-5
 #: jobs alone, 1.15 s early, where the greedy pass of the code before placed 1,515 more).
 KEEP_AFTER_BOUND = 1.25
 #: The quick bound (solver/quick_bound.py): M 0.02 s (its price descent's floor), L 0.13 s
-#: (0.25 s before its options were found once per compiled kind of jobs).
+#: (0.25 s before its options were found once per compiled kind of jobs). Since it keeps
+#: the pinned jobs and tests gangs against nodes and domains, its descent takes more
+#: passes on M (0.02-0.03 s, L unchanged): a fixed part, without which the pace measured
+#: on it read M at 1 s beside busy processes as 9 times slower than the machine was.
 QUICK_CPU_PER_JOB = 6.5e-6
+QUICK_CPU_S = 0.015
 #: Seconds between two heuristic incumbent reports, at least (and at least twice what
 #: building the last one cost): each report builds and validates a whole plan.
 REPORT_EVERY_S = 1.0
@@ -237,6 +248,10 @@ class Portfolio:
         return RELAX_CPU_S + self._jobs_cpu(
             RELAX_CPU_PER_JOB + (RELAX_RESOLVE_CPU_PER_JOB if large else 0.0))
 
+    def _quick_cpu(self) -> float:
+        """The prior of the quick bound on this request."""
+        return QUICK_CPU_S + self._jobs_cpu(QUICK_CPU_PER_JOB)
+
     def _cut_tail(self) -> float:
         """The prior of what a starting pass cut at its deadline still does past it
         (`budget.CUT_TAIL_CPU_PER_JOB`)."""
@@ -260,7 +275,7 @@ class Portfolio:
                 * one_pass)
             keep = True if short else self._one_variant()
             # room for the quick bound after it, in case the LP does not fit then
-            room = 0.0 if self._bound_done else b.estimate(self._jobs_cpu(QUICK_CPU_PER_JOB))
+            room = 0.0 if self._bound_done else b.estimate(self._quick_cpu())
             if self._keep_only(room):   # (a pass that short would keep them first)
                 self._greedy = self.unchecked = _running_kept(self.request)
                 return self._greedy
@@ -351,13 +366,14 @@ class Portfolio:
                                                left - b.estimate(self._rounding_cpu())))
                 # not paced: its solve runs as long as its limit allows
                 with b.python_phase():
-                    self._relax = relax(self.request, time_limit_s=max(0.1, limit))
+                    self._relax = relax(self.request, time_limit_s=max(0.1, limit),
+                                        also_nearest=self._near_rounding())
                 b.charge(PASS_S_PER_JOB * len(self.request.jobs))
                 self._relax_done = True
             else:
                 self.notes.append("no time left for the LP bound: the quick bound stands in")
             if not self._relax_done or (self._relax is not None and not self._relax.targets):
-                with b.paced(self._jobs_cpu(QUICK_CPU_PER_JOB)):
+                with b.paced(self._quick_cpu()):
                     self._quick = quick_bound(self.request, deadline=b.until())
         if self._relax_done and self._relax is None:
             return None
@@ -422,7 +438,11 @@ class Portfolio:
         early, unless the greedy pass, the LP and a rounding do not all fit while the LP
         and a rounding do (M at 1 s beside four busy processes: the greedy pass left the
         LP no room, 16.7% where the LP and a rounding reach 0.2%). Not in deterministic
-        mode, whose path must not depend on timing."""
+        mode, whose path must not depend on timing. (Testing the LP and a rounding at
+        the measured load instead of the pace, which compiling the jobs inflates under
+        load, and running the LP without the bound's own test, helped M at 1-2 s on a
+        host at load 8-12 but, at load 13-17, left the plan to a rounding or a greedy
+        pass cut early: 45-59% where the greedy pass first reached 10-48%.)"""
         b = self.budget
         if b.deterministic or not self._rounds():
             return False
@@ -455,17 +475,22 @@ class Portfolio:
         lp_first = self._lp_first()
         if not lp_first:
             greedy = self.greedy()
+        schedule: list[tuple[str, dict[str, str], dict[str, float] | None]] = []
         if self._rounds():
             self.bound()
-            targets = self._relax.targets if self._relax is not None else {}
-            rounded = self._roundings(targets, 1 if lp_first else len(ROUNDINGS))
+            schedule = self._schedule()
+            # large requests: one rounding before the greedy pass; smaller ones two (the
+            # first from the LP's nearest counts, when made: `_near_rounding`)
+            rounded = self._roundings(schedule, (1 if len(self.request.jobs)
+                                                 > BOTH_VARIANTS_UP_TO else 2)
+                                      if lp_first else len(schedule))
         if greedy is None and (not rounded or self.budget.fits(
                 self._jobs_cpu(GREEDY_CPU_PER_JOB))):
             greedy = self.greedy()
         if greedy is not None and greedy is self.unchecked:
             greedy = self._greedy_after_keep(greedy)
         if lp_first and rounded:
-            rounded += self._roundings(targets, len(ROUNDINGS), len(rounded))
+            rounded += self._roundings(schedule, len(schedule), len(rounded))
         order = [(p, True) for p in rounded[:1]]
         if greedy is not None:
             order.append((greedy, False))
@@ -478,13 +503,41 @@ class Portfolio:
                 best, was_rounded = cand, is_rounded
         return best, was_rounded
 
-    def _roundings(self, targets: dict[str, str], upto: int, first: int = 0
-                   ) -> list[HeuristicResult]:
-        """The rounded LP plans of variants `first` to `upto` (solver order), each while
-        it fits in the time left (measured pace)."""
+    def _near_rounding(self) -> bool:
+        """Whether the LP's counts rounded to the nearest integer are rounded into a plan
+        too (`_schedule`): on requests up to `BOTH_VARIANTS_UP_TO` jobs, not in
+        deterministic mode (whose plans stay as they were). On M (1,024 GPUs / 1,500
+        jobs) the LP alone (no integer re-solve, as short or loaded budgets have it)
+        rounds to 0.11%, 1.18%, 0.09%, 0.44%, 0.67% and 0.61% below the bound from those
+        counts on seeds 0-5, against 0.25%, 0.60%, 2.08%, 0.19%, 0.28% and 3.21% from
+        their integer parts (the "keep_first" variant: 0.19-4.45%), for one more
+        rounding pass (0.03 s of CPU)."""
+        return (not self.budget.deterministic
+                and len(self.request.jobs) <= BOTH_VARIANTS_UP_TO)
+
+    def _schedule(self) -> list[tuple[str, dict[str, str], dict[str, float] | None]]:
+        """The roundings to try, in order, as (variant, targets, sizes): the LP's
+        nearest counts by the first variant when they are made and differ from the
+        integer parts (`_near_rounding`), then the integer parts by each variant
+        (`ROUNDINGS`). The nearest counts go first: on M's seeds 0-5 they round to at
+        most 1.18% below the bound, the integer parts to up to 3.21% (both together to
+        at most 0.61%), and a short budget may buy one rounding only."""
+        rel = self._relax
+        if rel is None or not rel.targets:
+            return []
+        out: list[tuple[str, dict[str, str], dict[str, float] | None]] = [
+            (v, rel.targets, rel.amounts) for v in ROUNDINGS]
+        if rel.nearest and rel.nearest != rel.targets:
+            out.insert(0, (ROUNDINGS[0], rel.nearest, rel.nearest_amounts))
+        return out
+
+    def _roundings(self, schedule: list[tuple[str, dict[str, str], dict[str, float] | None]],
+                   upto: int, first: int = 0) -> list[HeuristicResult]:
+        """The rounded LP plans of `schedule`'s entries `first` to `upto` (`_schedule`),
+        each while it fits in the time left (measured pace)."""
         out: list[HeuristicResult] = []
         prior = self._rounding_cpu()
-        for k, variant in enumerate(ROUNDINGS[first:upto], start=first):
+        for k, (variant, targets, sizes) in enumerate(schedule[first:upto], start=first):
             # the first rounding is anytime (cut, it keeps the running jobs it did not
             # reach): a share of it is worth running; a further variant must fit whole
             # ... and its tail when cut (budget.CUT_TAIL_CPU_PER_JOB) must fit too
@@ -493,8 +546,7 @@ class Portfolio:
                                else not self.budget.fits(need)):
                 break
             out.append(self._run(partial(
-                plan_lp_round, self.request, targets, variant=variant,
-                sizes=self._relax.amounts if self._relax is not None else None,
+                plan_lp_round, self.request, targets, variant=variant, sizes=sizes,
                 deadline=self._heuristic_deadline(self.budget.estimate(self._cut_tail()))),
                 prior))
         return out

@@ -97,10 +97,27 @@ def test_quick_bound_holds_with_the_v11_fields(seed: int, feature: str) -> None:
     assert quick_bound(req) >= ref[0] - 1e-9, (seed, feature, ref[0])
 
 
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=0, max_value=10**9))
+def test_quick_bound_holds_with_pinned_jobs_and_gangs_kept_to_nodes_or_domains(
+        seed: int) -> None:
+    # more nodes and GPUs: pinned (non-preemptible running) jobs counted as kept, gangs
+    # left out of the models where no node or domain holds them
+    req = random_request(random.Random(seed), solver="auto", max_gpus=6, max_nodes=3,
+                         topology=True)
+    ref = brute_force(req)
+    if ref is None:
+        return
+    assert quick_bound(req) >= ref[0] - 1e-9, (seed, ref[0])
+
+
 @pytest.mark.parametrize("objective", ["throughput", "jct", "makespan", "fairness"])
 def test_quick_bound_dominates_the_plans_on_m(objective: str) -> None:
     """On M (1,024 GPUs / 1,500 jobs) the quick bound is above the greedy plan and the
-    rounded LP plans, and is not a trivial bound: within 15% of the LP bound."""
+    rounded LP plans, and is close to the LP bound: within 3% of it (the pinned jobs
+    kept, gangs kept to the nodes and domains that can hold them; 0.1-0.7% on seeds
+    0 and 1, 9% before)."""
     req = generate("M", 0)
     req.policy.objective = objective  # type: ignore[assignment]
     bound = quick_bound(req)
@@ -111,7 +128,7 @@ def test_quick_bound_dominates_the_plans_on_m(objective: str) -> None:
     for p in plans:
         assert evaluate(req, p.placements).objective_value <= bound + 1e-9
     if objective != "fairness":
-        assert rel.bound <= bound * 1.15 and bound <= rel.bound * 1.15
+        assert rel.bound <= bound * 1.03 and bound <= rel.bound * 1.03
 
 
 # ------------------------------------------------------------------ tiny limits
@@ -162,21 +179,46 @@ def test_the_finishing_margin_does_not_eat_a_short_budget_under_load() -> None:
     assert 5.0 * finish_prior(1500, 1024) < budget.finish_reserve() < 0.6
 
 
-@pytest.mark.parametrize(("limit", "lp_first"), [(60.0, False), (18.0, True), (5.0, False)])
+@pytest.mark.parametrize(("limit", "lp_first"), [(60.0, False), (9.0, True), (5.0, False)])
 def test_medium_requests_start_from_the_lp_when_the_greedy_pass_leaves_it_no_room(
         limit: float, lp_first: bool) -> None:
     """On a request under `BOTH_VARIANTS_UP_TO` jobs the LP and a rounding go first only
     when the greedy pass, the LP and a rounding do not all fit in the time left but the
     LP and a rounding do (a pace of 100 wall seconds per prior CPU second makes the
-    priors' sums, 0.21 and 0.15 CPU s here, 21 s and 15 s); a slower pace leaves the plan
+    priors' sums, 0.12 and 0.07 CPU s here, 12 s and 7 s); a slower pace leaves the plan
     to the greedy pass, which exists early whatever the load."""
     req = generate_custom(256, 400, seed=0)
     ctx = Context.start(req.model_copy(update={"policy": req.policy.model_copy(
         update={"time_limit_s": limit})}), None, None)
     budget = ctx.budget
-    budget.pace = lambda: 100.0   # type: ignore[method-assign]
+    budget.pace = budget.load = lambda: 100.0   # type: ignore[method-assign]
     budget.finish_reserve = lambda: 0.0   # type: ignore[method-assign]
     assert ctx.portfolio._lp_first() is lp_first
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_medium_requests_round_the_lps_nearest_counts_first(deterministic: bool) -> None:
+    """Up to `BOTH_VARIANTS_UP_TO` jobs the LP's counts rounded to the nearest integer
+    are rounded into a plan first (not in deterministic mode), then the integer parts by
+    each variant; every rounding is a valid plan."""
+    req = generate_custom(256, 400, seed=0)
+    req.policy.time_limit_s = 30.0
+    req.policy.deterministic = deterministic
+    ctx = Context.start(req, None, None)
+    ctx.portfolio.bound()
+    rel = ctx.portfolio._relax
+    assert rel is not None and rel.targets
+    schedule = ctx.portfolio._schedule()
+    floors = [(v, t) for v, t, _ in schedule if t is rel.targets]
+    assert [v for v, _ in floors] == list(VARIANTS)
+    if deterministic:
+        assert not rel.nearest and len(schedule) == len(VARIANTS)
+        return
+    assert rel.nearest != rel.targets   # jobs the LP gives half of or more
+    assert schedule[0][1] is rel.nearest and len(schedule) == len(VARIANTS) + 1
+    near = plan_lp_round(req, rel.nearest, variant=schedule[0][0],
+                         sizes=rel.nearest_amounts)
+    _valid_and_accounted(req, near)
+
 
 def test_gc_paused_nests_and_restores_the_collector() -> None:
     was = gc.isenabled()
