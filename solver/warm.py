@@ -425,7 +425,8 @@ def _conflicts_checked(ahead: _Advanced | None, keep_all: bool) -> bool:
     """Whether the carried state (`ahead`) already tells that no two non-preemptible
     running jobs conflict (`hard_conflicts` would find nothing; a pass over every job,
     0.02 s of CPU at 20,000 jobs): its occupancy holds the last plan, which passed the
-    validator and which the session committed, so the running jobs it holds fit
+    validator and which the session committed (or, made between plans, every running job
+    of the committed state, all kept: `prepare_carry`), so the running jobs it holds fit
     together, host resources included; the nodes changed since only by cordons, GPU
     health and MIG layouts (`_refreshable`: none of these is a conflict, and a job on a
     vanished instance is pending again), and every running job that joined or changed is
@@ -672,6 +673,31 @@ def _relax(request: PlanRequest, clock: _Clock, memo: WarmMemo,
     cpu, last = steps["relax"], memo.relax_cpu
     memo.relax_cpu = cpu if last is None else max(cpu, (cpu + last) / 2)
     return rel
+
+
+def prepare_carry(request: PlanRequest, memo: WarmMemo, last: Plan) -> bool:
+    """Between two plans of a session: when the next warm plan would have nothing carried
+    to start from (`last`, the plan the session committed, was not a warm plan, or left
+    none: after the session's first plan, a plan of another planner, the cold path),
+    compile the committed state `request` and keep its running jobs in a placer, as the
+    carried state of `last` (`_Carry`): the next plan then brings it forward by the
+    deltas instead of compiling 20,000 jobs and keeping 6,800 running ones on its path (L:
+    0.35-0.45 s of CPU that the first warm plan after a cold one paid). Not when the
+    policy's pass does not keep every running job up front, when `last` is infeasible,
+    or when a running job does not fit beside the others (the plan then decides).
+    Whether it made one."""
+    if last.status == "infeasible" or (memo.carry is not None and memo.carry.plan is last) \
+            or request.policy.deterministic or not applies(request) \
+            or not keeps_all_running(request, True):
+        return False
+    with gc_paused():
+        infos = compile_jobs(request)
+        placer = Greedy(request, infos)
+        if placer.keep_running():
+            return False
+        memo.carry = _Carry(request, {i.name: i for i in infos}, placer, last,
+                            _context(request), models_by_mode(request))
+    return True
 
 
 def prepare(request: PlanRequest, memo: WarmMemo) -> bool:

@@ -273,6 +273,32 @@ def test_the_carried_placer_follows_every_kind_of_delta(quotas: bool) -> None:
         assert _occupancy(carry.greedy.state) == _occupancy(_fresh(carry.request, result))
 
 
+def test_the_state_a_cold_plan_left_is_carried_when_prepared_between_plans() -> None:
+    """After a plan that leaves nothing carried (the session's first, cold), `prepare`
+    compiles the committed state and keeps its running jobs in a placer: the next warm
+    plan starts from it (valid, every job accounted for, the carried occupancy equal to
+    one built from nothing for the plan); after a warm plan there is nothing to make."""
+    session = _session(generate_custom(96, 120, seed=5))
+    session.plan(0.3)
+    assert session.memo is None
+    session.prepare()
+    memo = session.memo
+    assert memo is not None and memo.carry is not None
+    assert memo.carry.plan is session.last_plan and memo.plans == 0
+    rng = random.Random(5)
+    for r in range(2):
+        session.apply(random_events(session.request, rng, 12, f"r{r}"))
+        state = session.request
+        result = session.plan(0.1)
+        _accounted(state, result)
+        assert memo.carried == r + 1 and memo.cold == 0
+        carry = memo.carry
+        assert carry is not None and carry.plan is result and carry.greedy is not None
+        assert _occupancy(carry.greedy.state) == _occupancy(_fresh(carry.request, result))
+        session.prepare()
+        assert memo.carry is carry
+
+
 def test_what_the_carried_state_cannot_follow_is_planned_afresh() -> None:
     """A node removed, or a plan the session did not make warm: the next plan compiles
     and places from scratch (valid, every job accounted for), and the one after it
