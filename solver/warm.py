@@ -691,6 +691,7 @@ def prepare_carry(request: PlanRequest, memo: WarmMemo, last: Plan) -> bool:
             or not keeps_all_running(request, True):
         return False
     with gc_paused():
+        _geometry(request, memo)  # the placer's and the next plan's, as in a warm plan
         infos = compile_jobs(request)
         placer = Greedy(request, infos)
         if placer.keep_running():
