@@ -241,6 +241,14 @@ class Greedy:
             self.prices = dict(prices)
             self._ranked.clear()
 
+    def price_pending(self) -> None:
+        """Price the jobs this placer has not placed, as a priced pass would
+        (`_priced_order`), for the rows it keeps (`price_rows`): a planning session
+        calls it on a placer made between plans (solver/warm.py), whose next pass then
+        prices from those rows. The prices are not used."""
+        pending = [i for i in self.infos if i.name not in self.state.placed and not i.pinned]
+        model_prices(pending, self.state.model_free, self.bonus, self.price_rows)
+
     def price_of(self, info: JobInfo, placements: Sequence[Placement]) -> float:
         """What `placements` of `info` cost at the model prices (`use_prices`; 0 for a MIG
         job or without prices)."""

@@ -696,6 +696,7 @@ def prepare_carry(request: PlanRequest, memo: WarmMemo, last: Plan) -> bool:
         placer = Greedy(request, infos)
         if placer.keep_running():
             return False
+        placer.price_pending()  # the rows its next pass prices from
         memo.carry = _Carry(request, {i.name: i for i in infos}, placer, last,
                             _context(request), models_by_mode(request))
     return True

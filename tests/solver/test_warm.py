@@ -285,6 +285,8 @@ def test_the_state_a_cold_plan_left_is_carried_when_prepared_between_plans() -> 
     memo = session.memo
     assert memo is not None and memo.carry is not None
     assert memo.carry.plan is session.last_plan and memo.plans == 0
+    # the pending jobs priced already: the next pass prices from their rows
+    assert memo.carry.greedy is not None and memo.carry.greedy.price_rows.jobs
     rng = random.Random(5)
     for r in range(2):
         session.apply(random_events(session.request, rng, 12, f"r{r}"))
