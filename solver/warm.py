@@ -69,7 +69,12 @@ of rebuilding it and re-keeping 6,800 running jobs. What the carried state canno
 (the catalog, topology levels, quotas, interference, objective or MIG policy changed; a
 node left or changed otherwise; a GPU model or MIG mode new to the cluster; a policy
 whose pass does not keep every running job up front) is rebuilt from scratch, as is
-everything after a plan the session did not make warm. Building and validating the plan
+everything after a plan the session did not make warm, unless the state was made between
+plans (`prepare_carry`: the committed state compiled, its running jobs kept and its
+pending jobs priced in a new placer, off the next plan's path). The placer's pricing
+keeps its rows (`heuristics.prices.PriceRows`), and `hard_conflicts` is asked of a
+carried plan only when the deltas brought a non-preemptible running job
+(`_conflicts_checked`). Building and validating the plan
 are not carried: each plan is built and validated whole against the session's state.
 
 The cold path (`solver.plan` with the time left) answers when the warm start does not
