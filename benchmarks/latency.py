@@ -382,6 +382,7 @@ def measure_sessions(size: str, events: int, rounds: int, session_limit: float,
     remote = _RemoteSession(server, session, cold_limit) if server is not None else None
     if remote is None:
         session.plan(cold_limit)  # the starting plan, committed (not measured)
+        session.prepare()  # after its answer, as after every plan (the worker does too)
     rng = random.Random(seed)
     out = SessionLatency(size, events, session_limit, cold_limit, policy.solver,
                          via="in-process" if remote is None else "http")

@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from heuristics.colocation import Colocation
-from heuristics.prices import model_prices
+from heuristics.prices import PriceRows, model_prices
 from heuristics.result import HeuristicResult
 from models import Instance, Placement, PlanRequest
 from models.capacity import DOMAIN, HOST, Topology
@@ -165,6 +165,9 @@ class Greedy:
         self.prices: dict[str, float] = {}
         #: whether `find` tries only the models where a job earns its price (`affordable`)
         self.affordable_only = False
+        #: the jobs' rows of the last pricing (`_priced_order`), kept while this placer is
+        #: (a planning session carries it from plan to plan: solver/warm.py)
+        self.price_rows = PriceRows()
         self._domain_nodes: dict[str | None, list[int]] = {}
         for n in self.state.nodes:
             self._domain_nodes.setdefault(n.domain, []).append(n.idx)
@@ -237,6 +240,14 @@ class Greedy:
         if prices != self.prices:
             self.prices = dict(prices)
             self._ranked.clear()
+
+    def price_pending(self) -> None:
+        """Price the jobs this placer has not placed, as a priced pass would
+        (`_priced_order`), for the rows it keeps (`price_rows`): a planning session
+        calls it on a placer made between plans (solver/warm.py), whose next pass then
+        prices from those rows. The prices are not used."""
+        pending = [i for i in self.infos if i.name not in self.state.placed and not i.pinned]
+        model_prices(pending, self.state.model_free, self.bonus, self.price_rows)
 
     def price_of(self, info: JobInfo, placements: Sequence[Placement]) -> float:
         """What `placements` of `info` cost at the model prices (`use_prices`; 0 for a MIG
@@ -1061,15 +1072,20 @@ def _priced_order(g: Greedy, pending: list[JobInfo], noise: dict[str, float] | N
     value density for the other objectives or without `priced`); each density times its
     job's `noise` factor when given (a seeded restart)."""
     request = g.request
+    density: dict[str, float] = {}
     if (priced and request.policy.objective != "fairness"
             and not lexicographic_levels(request)):
-        g.use_prices(model_prices(pending, g.state.model_free, g.bonus))
+        g.use_prices(model_prices(pending, g.state.model_free, g.bonus, g.price_rows))
         g.keep_priced(pending)
         pending = [i for i in pending if i.name not in g.state.placed]
+        # the net densities of this very pricing's jobs, once per row (heuristics/prices.py)
+        density = g.price_rows.net_densities(g.prices) if g.prices else {}
     elif noise is None:
         return g.density_order(pending)
     factor = noise or {}
-    pending.sort(key=lambda i: (-round(g.net_density(i) * factor.get(i.name, 1.0), 9),
+    net = {i.name: d if (d := density.get(i.name)) is not None and not i.size_values
+           else g.net_density(i) for i in pending}
+    pending.sort(key=lambda i: (-round(net[i.name] * factor.get(i.name, 1.0), 9),
                                 -i.size, i.name))
     return pending
 

@@ -23,6 +23,7 @@ priced at their nominal size.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,26 +39,116 @@ ROUNDS = 12
 _SETTLED = 1e-6
 
 
+@dataclass
+class PriceRows:
+    """What `model_prices` left of its last call, for the next one and for the net
+    densities of its jobs (`net_densities`): the models of the market, the distinct rows
+    (a job's size, then its value plus bonus on each model, -inf where it is not
+    eligible; `np.unique`'s order) and, per job, the JobInfo and bonus its row was made
+    from, the row's position and whether the job's values name only the market's models.
+    A job whose JobInfo object and bonus are the same in the next call keeps its row: a
+    planning session's placer, carried from plan to plan with the compiled jobs
+    (heuristics/greedy.py, solver/warm.py), keeps one, and between two of its plans a few
+    dozen of 20,000 jobs change."""
+
+    models: tuple[str, ...] = ()
+    kinds: np.ndarray | None = None
+    jobs: dict[str, tuple[JobInfo, float, int, bool]] = field(default_factory=dict)
+
+    def net_densities(self, prices: Mapping[str, float]) -> dict[str, float]:
+        """Per job of the last call whose values name only the market's models, its best
+        value plus bonus per GPU equivalent net of `prices` (per GPU of each model):
+        `max_m (value_m + bonus) / size - price_m`, once per row (`Greedy.net_density`
+        of a fixed-size job: numpy's float64 operations are Python's)."""
+        if self.kinds is None or not len(self.kinds):
+            return {}
+        price = np.array([prices.get(m, 0.0) for m in self.models])
+        net = (self.kinds[:, 1:] / self.kinds[:, :1] - price[None, :]).max(axis=1).tolist()
+        return {name: net[k] for name, (_, _, k, within) in self.jobs.items() if within}
+
+
 def model_prices(infos: Sequence[JobInfo], capacity: Mapping[str, float],
-                 bonus: Mapping[str, float] | None = None) -> dict[str, float]:
+                 bonus: Mapping[str, float] | None = None,
+                 memo: PriceRows | None = None) -> dict[str, float]:
     """The price per GPU of each model of `capacity` (free GPUs per model) that clears
     the pooled market of the whole-GPU and shared jobs of `infos` (module doc); `bonus`:
     an extra value of placing a job at all (a running job's saved preemption cost). A
-    model with room for every job that wants it costs 0."""
+    model with room for every job that wants it costs 0. `memo`: what the last call left
+    (`PriceRows`), reused and replaced by this call's."""
     models = sorted(capacity)
     jobs = [i for i in infos if i.shape != "mig" and i.obj_values]
+    extra = bonus or {}
+    if memo is not None and jobs and models and memo.kinds is not None \
+            and memo.models == tuple(models):
+        kinds, count, memo.jobs = _kinds_again(jobs, models, extra, memo)
+        memo.kinds = kinds
+    elif memo is not None:
+        memo.models, memo.kinds, memo.jobs = tuple(models), None, {}
     if not models or not jobs:
         return dict.fromkeys(models, 0.0)
-    extra = bonus or {}
-    gain = np.array([extra.get(i.name, 0.0) for i in jobs])
-    value = np.column_stack([
-        np.array([i.obj_values.get(m, -np.inf) for i in jobs]) for m in models]) + gain[:, None]
-    size = np.array([i.size for i in jobs])
-    # jobs alike in size and values price alike: one row per kind, its size times its count
-    kinds, count = np.unique(np.column_stack([size, value]), axis=0, return_counts=True)
+    if memo is None or memo.kinds is None:
+        kinds, count, where = _kinds(jobs, models, extra)
+    if memo is not None and memo.kinds is None:
+        known = set(models)
+        memo.kinds = kinds
+        memo.jobs = {i.name: (i, extra.get(i.name, 0.0), k, i.obj_values.keys() <= known)
+                     for i, k in zip(jobs, where, strict=True)}
     cap = np.array([float(capacity[m]) for m in models])
     price = _clear(kinds[:, 1:], kinds[:, 0], count, cap)
     return dict(zip(models, price.tolist(), strict=True))
+
+
+def _kinds(jobs: Sequence[JobInfo], models: list[str], bonus: Mapping[str, float]
+           ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The distinct rows of `jobs` (`PriceRows`), how many jobs have each and each job's
+    row: jobs alike in size and values price alike, one row per kind with its count."""
+    gain = np.array([bonus.get(i.name, 0.0) for i in jobs])
+    value = np.column_stack([
+        np.array([i.obj_values.get(m, -np.inf) for i in jobs]) for m in models]) + gain[:, None]
+    size = np.array([i.size for i in jobs])
+    kinds, inverse, count = np.unique(np.column_stack([size, value]), axis=0,
+                                      return_inverse=True, return_counts=True)
+    return kinds, count, inverse.reshape(-1).tolist()
+
+
+def _kinds_again(jobs: Sequence[JobInfo], models: list[str], bonus: Mapping[str, float],
+                 memo: PriceRows
+                 ) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[JobInfo, float, int, bool]]]:
+    """`_kinds` with `memo.jobs` as they become: each job with the same JobInfo and bonus
+    as in `memo`'s call takes its row from there, the others' rows are made anew;
+    `np.unique` then orders the rows and merges equal ones as `_kinds` does."""
+    assert memo.kinds is not None
+    last = memo.jobs
+    known = set(models)
+    slots: dict[object, int] = {}     # an old row's position, or a new row -> its slot
+    rows: list[np.ndarray | tuple[float, ...]] = []
+    counts: list[int] = []
+    found: list[tuple[str, JobInfo, float, int, bool]] = []
+    for i in jobs:
+        b = bonus.get(i.name, 0.0)
+        hit = last.get(i.name)
+        key: object
+        if hit is not None and hit[0] is i and hit[1] == b:
+            key, within = hit[2], hit[3]
+        else:
+            values = i.obj_values
+            key = (i.size, *[values.get(m, -np.inf) + b for m in models])
+            within = values.keys() <= known
+        slot = slots.get(key)
+        if slot is None:
+            slot = slots[key] = len(rows)
+            rows.append(memo.kinds[key] if isinstance(key, int) else key)
+            counts.append(0)
+        counts[slot] += 1
+        found.append((i.name, i, b, slot, within))
+    kinds, inverse = np.unique(np.array(rows, dtype=float).reshape(len(rows), -1), axis=0,
+                               return_inverse=True)
+    inverse = inverse.reshape(-1)
+    count = np.zeros(len(kinds), dtype=np.int64)
+    np.add.at(count, inverse, np.array(counts, dtype=np.int64))
+    back = inverse.tolist()
+    return kinds, count, {name: (i, b, back[slot], within)
+                          for name, i, b, slot, within in found}
 
 
 def _clear(value: np.ndarray, size: np.ndarray, count: np.ndarray, cap: np.ndarray

@@ -493,14 +493,20 @@ class PlanningSession:
             return self._plan_request(request, planner)
 
     def prepare(self) -> bool:
-        """Between plans: solve the LP relaxation of the current state for the next warm
-        plan (solver/warm.py `prepare`), when the session has made a warm plan and the
-        LP's measured cost is small; whether it ran. A caller that has idle time after
-        a plan calls it then; the next plan is valid either way."""
-        if self.memo is None or self.last_plan is None:
+        """Between plans: make the state the next warm plan starts from when the last plan
+        left none (solver/warm.py `prepare_carry`: after the first plan, say), and solve
+        the LP relaxation of the current state for it (`prepare`), when the session has
+        made a warm plan and the LP's measured cost is small; whether the LP ran. A
+        caller that has idle time after a plan calls it then; the next plan is valid
+        either way."""
+        if self.last_plan is None or not self.warm():
             return False
-        from solver.warm import prepare
+        from solver.warm import WarmMemo, prepare, prepare_carry
 
+        if self.memo is None:
+            self.memo = WarmMemo()
+        with gc_paused():
+            prepare_carry(self._request, self.memo, self.last_plan)
         return prepare(self._request, self.memo)
 
     def _plan_request(self, request: PlanRequest, planner: Planner | None) -> Plan:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import random
+
+from benchmarks.generator import generate_custom
 from heuristics.greedy import Greedy, place_pending, plan_greedy
-from heuristics.prices import model_prices
+from heuristics.prices import PriceRows, model_prices
 from models.objective import evaluate
 from tests.heuristics.helpers import node, request, violations
 
@@ -57,3 +61,33 @@ def test_a_gang_is_not_shut_out_by_a_job_that_gains_little_there() -> None:
         result = plan_greedy(req, seed=seed)
         assert violations(req, result) == []
         assert abs(evaluate(req, result.placements).objective_value - 10.0) < 1e-9
+
+
+def test_rows_kept_between_calls_give_the_prices_and_densities_made_afresh() -> None:
+    """A `PriceRows` carried from call to call (a session's placer) reuses the rows of
+    the jobs whose JobInfo and bonus stayed: over calls that drop jobs, give others a new
+    JobInfo (an equal copy, or a new value) and change bonuses, the prices equal those
+    made without it, and its net densities equal `Greedy.net_density` for every job it
+    gives one to (most of them: the jobs whose values name only the priced models)."""
+    req = generate_custom(64, 300, seed=3)
+    g = Greedy(req)
+    g.keep_running()
+    pending = [i for i in g.infos if i.name not in g.state.placed]
+    rng = random.Random(3)
+    memo = PriceRows()
+    for _ in range(4):
+        pending = [copy.copy(i) if rng.random() < 0.1 else i for i in pending
+                   if rng.random() > 0.05]
+        at = rng.randrange(len(pending))  # a JobInfo is never changed: a new one comes
+        pending[at] = copy.copy(pending[at])
+        pending[at].obj_values = {m: v * 2 for m, v in pending[at].obj_values.items()}
+        g.bonus = {i.name: rng.choice([0.5, 1.0]) for i in pending if rng.random() < 0.2}
+        prices = model_prices(pending, g.state.model_free, g.bonus, memo)
+        assert prices == model_prices(pending, g.state.model_free, g.bonus)
+        assert any(prices.values())
+        g.use_prices(prices)
+        net = memo.net_densities(prices)
+        assert len(net) > len(pending) / 2
+        for i in pending:
+            if i.name in net and not i.size_values:
+                assert net[i.name] == g.net_density(i)

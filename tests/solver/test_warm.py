@@ -13,10 +13,19 @@ from benchmarks.generator import generate, generate_custom
 from benchmarks.latency import random_events
 from heuristics.result import HeuristicResult
 from models import MigInstance, Plan, PlanRequest, Quota
-from models.events import Event, GpuHealthy, JobUpdated, MigLayoutChanged, NodeRemoved
+from models.events import (
+    Event,
+    GpuHealthy,
+    JobSubmitted,
+    JobUpdated,
+    MigLayoutChanged,
+    NodeRemoved,
+)
 from models.instance import ClusterState, compile_jobs
 from models.objective import evaluate
 from solver import plan as cold_plan
+from solver import warm
+from solver.reasons import hard_conflicts
 from solver.session import PlanningSession
 from solver.validate import validate_plan
 from solver.warm import TARGETS_MAX_AGE, WarmMemo, applies, warm_plan
@@ -106,6 +115,48 @@ def test_conflicting_non_preemptible_jobs_answer_as_the_cold_plan_does() -> None
     memo = WarmMemo()
     result = warm_plan(state, memo)
     assert memo.cold == 1
+    assert result.status == cold_plan(state).status == "infeasible"
+    _accounted(state, result)
+
+
+@pytest.mark.parametrize("touch_old", [False, True])
+def test_a_conflict_brought_by_the_deltas_after_a_carried_plan_goes_cold(
+        touch_old: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a carried plan on, the conflicts among non-preemptible running jobs are
+    looked for only when the deltas bring such a job: not after no event, but after a
+    new one onto the GPU of one that runs there unchanged (or updated to
+    non-preemptible as well, `touch_old`), which makes the plan go to the driver,
+    infeasible, as a cold plan of the same state is."""
+    asked: list[PlanRequest] = []
+
+    def spy(request: PlanRequest) -> list[str]:
+        asked.append(request)
+        return hard_conflicts(request)
+    monkeypatch.setattr(warm, "hard_conflicts", spy)
+    req = generate_custom(96, 120, seed=6)
+    victim = next(j for j in req.jobs if j.current and j.gpus == 1 and not j.gpu_share
+                  and not j.mig and not j.mig_profile and not j.elastic)
+    req = req.model_copy(update={"jobs": [
+        j.model_copy(update={"preemptible": touch_old}) if j is victim else j
+        for j in req.jobs]})
+    session = _session(PlanRequest.model_validate(req.model_dump()))
+    session.plan(0.3, planner=lambda r: cold_plan(r.model_copy(update={
+        "policy": r.policy.model_copy(update={"solver": "heuristic"})})))
+    session.plan(0.1)
+    session.plan(0.1)
+    memo = session.memo
+    assert memo is not None and memo.carried == 1 and memo.cold == 0
+    assert len(asked) == 1  # the first warm plan, not the carried one
+    held = next(j for j in session.request.jobs if j.name == victim.name)
+    assert held.current == victim.current  # still where it ran
+    clash = held.model_copy(update={"name": "clash", "preemptible": False})
+    batch: list[Event] = [JobSubmitted(job=clash)]
+    if touch_old:
+        batch.append(JobUpdated(job=held.model_copy(update={"preemptible": False})))
+    session.apply(batch)
+    state = session.request
+    result = session.plan(0.1)
+    assert memo.cold == 1 and len(asked) == 2
     assert result.status == cold_plan(state).status == "infeasible"
     _accounted(state, result)
 
@@ -220,6 +271,34 @@ def test_the_carried_placer_follows_every_kind_of_delta(quotas: bool) -> None:
         carry = memo.carry
         assert carry is not None and carry.plan is result and carry.greedy is not None
         assert _occupancy(carry.greedy.state) == _occupancy(_fresh(carry.request, result))
+
+
+def test_the_state_a_cold_plan_left_is_carried_when_prepared_between_plans() -> None:
+    """After a plan that leaves nothing carried (the session's first, cold), `prepare`
+    compiles the committed state and keeps its running jobs in a placer: the next warm
+    plan starts from it (valid, every job accounted for, the carried occupancy equal to
+    one built from nothing for the plan); after a warm plan there is nothing to make."""
+    session = _session(generate_custom(96, 120, seed=5))
+    session.plan(0.3)
+    assert session.memo is None
+    session.prepare()
+    memo = session.memo
+    assert memo is not None and memo.carry is not None
+    assert memo.carry.plan is session.last_plan and memo.plans == 0
+    # the pending jobs priced already: the next pass prices from their rows
+    assert memo.carry.greedy is not None and memo.carry.greedy.price_rows.jobs
+    rng = random.Random(5)
+    for r in range(2):
+        session.apply(random_events(session.request, rng, 12, f"r{r}"))
+        state = session.request
+        result = session.plan(0.1)
+        _accounted(state, result)
+        assert memo.carried == r + 1 and memo.cold == 0
+        carry = memo.carry
+        assert carry is not None and carry.plan is result and carry.greedy is not None
+        assert _occupancy(carry.greedy.state) == _occupancy(_fresh(carry.request, result))
+        session.prepare()
+        assert memo.carry is carry
 
 
 def test_what_the_carried_state_cannot_follow_is_planned_afresh() -> None:
