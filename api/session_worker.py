@@ -182,14 +182,15 @@ class WorkerSessions:
             self._held.popitem(last=False)
         return result, CommitDelta.between(before, session.request)
 
-    def prepare(self, session_id: str) -> bool:
-        """After a plan of `session_id` is answered: the LP of its state for its next
-        plan (`PlanningSession.prepare`), when this worker holds it; whether it ran."""
+    def prepare(self, session_id: str, lp: bool = True) -> bool:
+        """After a plan of `session_id` is answered: the state its next plan starts from
+        and (`lp`) the LP of that state (`PlanningSession.prepare`), when this worker holds
+        it; whether the LP ran."""
         session = self._held.get(session_id)
         if session is None:
             return False
         try:
-            return session.prepare()
+            return session.prepare(lp)
         except Exception:
             # the plan's answer is sent: the session is dropped (its next plan goes whole)
             log.exception("the LP between plans of session %s failed", session_id)

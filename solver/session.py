@@ -492,13 +492,14 @@ class PlanningSession:
         with gc_paused():
             return self._plan_request(request, planner)
 
-    def prepare(self) -> bool:
+    def prepare(self, lp: bool = True) -> bool:
         """Between plans: make the state the next warm plan starts from when the last plan
-        left none (solver/warm.py `prepare_carry`: after the first plan, say), and solve
-        the LP relaxation of the current state for it (`prepare`), when the session has
-        made a warm plan and the LP's measured cost is small; whether the LP ran. A
+        left none (solver/warm.py `prepare_carry`: after the first plan, say), and (`lp`)
+        solve the LP relaxation of the current state for it (`prepare`), when the session
+        has made a warm plan and the LP's measured cost is small; whether the LP ran. A
         caller that has idle time after a plan calls it then; the next plan is valid
-        either way."""
+        either way. The carried state is made once per plan, so a caller may make it
+        first (`lp=False`, at a better priority) and call again for the LP."""
         if self.last_plan is None or not self.warm():
             return False
         from solver.warm import WarmMemo, prepare, prepare_carry
@@ -507,7 +508,7 @@ class PlanningSession:
             self.memo = WarmMemo()
         with gc_paused():
             prepare_carry(self._request, self.memo, self.last_plan)
-        return prepare(self._request, self.memo)
+        return lp and prepare(self._request, self.memo)
 
     def _plan_request(self, request: PlanRequest, planner: Planner | None) -> Plan:
         if planner is None and self._warm(request):

@@ -184,15 +184,17 @@ def test_short_session_plans_are_prompt() -> None:
 
 
 class _Spy(WorkerSessions):
-    """Real worker sessions that record the LP runs between plans."""
+    """Real worker sessions that record the LP runs between plans (`prepared`) and the
+    calls that make only the carried state (`carried`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.prepared: list[str] = []
+        self.carried: list[str] = []
 
-    def prepare(self, session_id: str) -> bool:
-        self.prepared.append(session_id)
-        return super().prepare(session_id)
+    def prepare(self, session_id: str, lp: bool = True) -> bool:
+        (self.prepared if lp else self.carried).append(session_id)
+        return super().prepare(session_id, lp)
 
 
 @pytest.mark.parametrize("waiting", [False, True])
@@ -208,3 +210,6 @@ def test_no_lp_between_plans_when_the_next_task_is_already_waiting(waiting: bool
            _SolveThread(0), lambda: waiting)
     assert [m[0] for m in sent] == ["done"]
     assert worker.prepared == ([] if waiting else ["s"])
+    # a short plan's next state is made at the server's niceness first, then the LP
+    assert prompt(payload)
+    assert worker.carried == ([] if waiting else ["s"])
