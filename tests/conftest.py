@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import compileall
 import inspect
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,20 @@ if os.environ.get("CI"):
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte-compile the project's packages once, in the controlling process, before any
+    worker starts: where PYTHONDONTWRITEBYTECODE is set, every interpreter the suite
+    starts (the servers, the CLI runs, the import check's children) would otherwise
+    compile the sources again (the import check: 30 -> 21 CPU s; a server start about
+    0.4 CPU s less). Python checks each .pyc against its source; a tree that cannot be
+    written is left as it is."""
+    if hasattr(config, "workerinput"):
+        return
+    for package in sorted(REPO.iterdir()):
+        if package.name != "tests" and (package / "__init__.py").is_file():
+            compileall.compile_dir(package, quiet=2, workers=0, rx=re.compile(r"/\."))
 
 
 @pytest.fixture(scope="session")
