@@ -62,7 +62,9 @@ def _round(holders: Holders, worker: WorkerSessions, api: _Api, pid: int
     """One plan as api/sessions.py makes it: dispatch for `pid`, plan in the worker (the
     payload and the answer pickled as the pipe would), the worker's commit delta made to
     the API copy, which must be what committing the plan to it gives."""
-    payload = _dispatch(holders, api).resolve(pid)
+    # a generous limit: the plans end in a fraction of a second when the machine is
+    # quiet, and a plan that placed nothing on a loaded one would change no job
+    payload = _dispatch(holders, api, limit=5.0).resolve(pid)
     sent = pickle.loads(pickle.dumps(payload))
     state = api.request
     result, delta = pickle.loads(pickle.dumps(worker.plan(sent, None)))
