@@ -39,12 +39,6 @@ def usable(node: Node, gpu: Gpu) -> bool:
     return node.schedulable and gpu.healthy
 
 
-def usable_gpus(node: Node) -> list[Gpu]:
-    """The GPUs of `node` that are `usable`, in order (`usable`'s test, with the node's
-    part asked once for all of its GPUs)."""
-    return [g for g in node.gpus if g.healthy] if node.schedulable else []
-
-
 def domain_of(node: str, domain: str | None) -> str:
     """The topology domain of node `node`: its own when it names none."""
     return domain if domain is not None else f"\x00{node}"
@@ -142,10 +136,9 @@ class CapacitySummary:
             gpus = s.gpus
             pools = [(gpu.model, gpu.mig_enabled) for gpu in node.gpus]
             s.present.update(pools)
-            counts = (usable_gpus(node) if counted is usable
-                      else [gpu for gpu in node.gpus if counted(node, gpu)])
-            for pool in (pools if len(counts) == len(pools)   # all count (the common case)
-                         else [(gpu.model, gpu.mig_enabled) for gpu in counts]):
+            counts = [gpu for gpu in node.gpus if counted(node, gpu)]
+            for gpu in counts:
+                pool = (gpu.model, gpu.mig_enabled)
                 gpus[pool] = gpus.get(pool, 0) + 1
             for gpu in counts:
                 if gpu.mig_instances:
