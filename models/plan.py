@@ -27,26 +27,17 @@ _M = TypeVar("_M", bound=BaseModel)
 _set = object.__setattr__
 
 
-def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
-    """An instance of `cls` holding `values` (every field, in field order) as they are.
+def _trusted_many(cls: type[_M], rows: Iterable[dict[str, Any]]) -> list[_M]:
+    """Instances of `cls`, one holding each `values` of `rows` (every field, in field
+    order) as they are.
 
     It is what `model_construct` builds for a model without aliases, extras, private
-    attributes or post-init hook, without its loop over the fields: a plan of 20,000 jobs
-    holds as many assignments and reasons, and `model_construct` cost more than the
-    rest of dressing one. Nothing is checked: the values must already be of the fields'
-    types (tests/solver/test_build_fast.py holds the instances equal to validated
-    ones, so a pydantic release that stores a model differently fails there)."""
-    m = cls.__new__(cls)
-    _set(m, "__dict__", values)
-    _set(m, "__pydantic_fields_set__", set(values))
-    _set(m, "__pydantic_extra__", None)
-    _set(m, "__pydantic_private__", None)
-    return m
-
-
-def _trusted_many(cls: type[_M], rows: Iterable[dict[str, Any]]) -> list[_M]:
-    """`_trusted(cls, values)` for each `values` of `rows` (every field, in field order),
-    in one loop without a call per row (a plan of 20,000 jobs builds as many)."""
+    attributes or post-init hook, without its loop over the fields, in one loop without a
+    call per row: a plan of 20,000 jobs holds as many assignments and reasons, and
+    `model_construct` cost more than the rest of dressing one. Nothing is checked: the
+    values must already be of the fields' types (tests/solver/test_build_fast.py holds
+    the instances equal to validated ones, so a pydantic release that stores a model
+    differently fails there)."""
     new, put = cls.__new__, _set
     names = frozenset(cls.model_fields)
     out: list[_M] = []
@@ -103,8 +94,8 @@ class Assignment(BaseModel):
     @classmethod
     def of(cls, job: str, placements: list[Placement]) -> Assignment:
         """The assignment of `job` to `placements`, built from checked parts (a str and
-        Placement models) without validating them again (`_trusted`)."""
-        return _trusted(cls, {"job": job, "placements": placements})
+        Placement models) without validating them again (`_trusted_many`)."""
+        return cls.many(({"job": job, "placements": placements},))[0]
 
     @classmethod
     def many(cls, rows: Iterable[dict[str, Any]]) -> list[Assignment]:
@@ -125,8 +116,8 @@ class Unplaced(BaseModel):
     @classmethod
     def of(cls, job: str, reason: str, detail: str) -> Unplaced:
         """`job` left out for `reason` with `detail` (three str), not validated again
-        (`_trusted`)."""
-        return _trusted(cls, {"job": job, "reason": reason, "detail": detail})
+        (`_trusted_many`)."""
+        return cls.many(({"job": job, "reason": reason, "detail": detail},))[0]
 
     @classmethod
     def many(cls, rows: Iterable[dict[str, Any]]) -> list[Unplaced]:

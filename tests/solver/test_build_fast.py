@@ -41,7 +41,7 @@ def _same_model(built: BaseModel, checked: BaseModel) -> None:
 @pytest.mark.parametrize("cls", [Assignment, Unplaced])
 def test_the_trusted_models_have_nothing_model_construct_would_fill(
         cls: type[BaseModel]) -> None:
-    """`_trusted` skips what `model_construct` does for aliases, extras, private
+    """`_trusted_many` skips what `model_construct` does for aliases, extras, private
     attributes and post-init hooks: the models it builds have none."""
     assert not cls.__pydantic_post_init__
     assert not cls.__private_attributes__
