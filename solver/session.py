@@ -506,8 +506,7 @@ class PlanningSession:
 
         if self.memo is None:
             self.memo = WarmMemo()
-        with gc_paused():
-            prepare_carry(self._request, self.memo, self.last_plan)
+        prepare_carry(self._request, self.memo, self.last_plan)  # pauses the collector
         return lp and prepare(self._request, self.memo)
 
     def _plan_request(self, request: PlanRequest, planner: Planner | None) -> Plan:
