@@ -155,8 +155,9 @@ class ThreadedBodyRoute(APIRoute):
         field = self.body_field
         if field is None or self._embed_body_fields:
             return handler
-        adapter: TypeAdapter[Any] = TypeAdapter(
-            Annotated[field.field_info.annotation, field.field_info])
+        # typed Any: mypy 2 no longer takes a runtime-built Annotated as a TypeForm
+        annotated: Any = Annotated[field.field_info.annotation, field.field_info]
+        adapter: TypeAdapter[Any] = TypeAdapter(annotated)
 
         async def threaded(request: Request) -> Response:
             body = await request.body()
