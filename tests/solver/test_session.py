@@ -276,8 +276,11 @@ def test_events_keep_the_requests_interference_pairs() -> None:
 # ------------------------------------------------------------------ checks on what changed
 
 
-def _breaking(req: PlanRequest, rng: random.Random, tag: str) -> list[Event]:
-    """Deltas the handlers accept but the request's cross-checks refuse (one of them)."""
+def _breaking(req: PlanRequest, rng: random.Random, tag: str,
+              batch: list[Event]) -> list[Event]:
+    """Deltas the handlers accept but the request's cross-checks refuse (one of them),
+    whatever `batch` does around them (no job it names is broken: a later cancel would
+    take the broken job away)."""
     node = rng.choice(req.cluster.nodes)
     mig = [(n.name, g.index) for n in req.cluster.nodes for g in n.gpus if g.mig_enabled]
     whole = [(n.name, g.index) for n in req.cluster.nodes for g in n.gpus if not g.mig_enabled]
@@ -297,7 +300,9 @@ def _breaking(req: PlanRequest, rng: random.Random, tag: str) -> list[Event]:
         return events({"kind": "job_submitted", "job": {
             "name": f"bad-{tag}", "mig_profile": "1g.10gb",
             "current": [{"node": n, "gpu": g, "mig": {"profile": "1g.10gb", "start": 0}}]}})
-    job = rng.choice(req.jobs)  # an unknown model in a job's throughput map
+    # an unknown model in the throughput map of a job the batch leaves alone
+    named = {e.job for e in batch if isinstance(getattr(e, "job", None), str)}
+    job = rng.choice([j for j in req.jobs if j.name not in named])
     return [JobUpdated(job=job.model_copy(update={"throughput": {"Voodoo-5": 1.0}}))]
 
 
@@ -330,7 +335,7 @@ def test_checking_what_changed_accepts_and_refuses_what_the_whole_check_does(
         batch = random_events(req, rng, 10, f"r{r}")
         if r % 2:
             at = rng.randrange(len(batch) + 1)
-            batch[at:at] = _breaking(req, rng, f"{r}")
+            batch[at:at] = _breaking(req, rng, f"{r}", batch)
         else:  # a job reported running on a GPU nothing holds
             held = {(p.node, p.gpu) for j in req.jobs for p in j.current or []}
             n, g = rng.choice([(n.name, g.index) for n in req.cluster.nodes for g in n.gpus
