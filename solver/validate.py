@@ -179,6 +179,14 @@ class _GpuTable:
             return iter(self._order)
         return ((name, idx) for name, table in self.by_node.items() for idx in table)
 
+    def in_order(self, keys: set[GpuKey]) -> list[GpuKey]:
+        """The GPUs of `keys` that the table holds, in cluster order."""
+        if len(keys) < 2 or self._order is not None:
+            return [key for key in (self._order or keys) if key in keys and self.get(key)]
+        nodes = {node for node, _ in keys}
+        return [(node, idx) for node, table in self.by_node.items() if node in nodes
+                for idx in table if (node, idx) in keys]
+
     def values(self) -> Iterator[_GpuInfo]:
         if self._order is not None:
             return (self[key] for key in self._order)
@@ -618,13 +626,51 @@ def _check_mig(c: _Ctx) -> None:
     # their current layout (read below only where a placement names an instance)
     final: dict[GpuKey, list[Instance]] = {}
     changed = set(destroy) | set(create)
-    order = [key for key in c.gpu_info if key in changed] if len(changed) > 1 else changed
-    for key in order:
+    for key in c.gpu_info.in_order(changed):
         final[key] = _final_layout(c, key, c.gpu_info[key][0], destroy[key], create[key])
 
     # Each instance hosts at most one job and exists in the final layout. Instances are
     # compared as (profile, start) pairs here (what `Instance` equality and order are),
     # without building an `Instance` per placement.
+    if not _plain_instances(c, final):
+        _check_instances(c, final)
+
+    # A kept running job's instance is busy: destroying it would fail (the kept jobs' MIG
+    # placements are their rows on MIG instances of existing GPUs: `destroy` names no
+    # other GPU).
+    if any(destroy.values()):
+        kept = c.kept
+        busy = [(name, key, mig) for name, _, key, _, mig, _ in c.mig_rows
+                if name in kept and mig is not None and key in destroy
+                and mig.key() in destroy[key]]
+        busy.sort(key=lambda hit: hit[0])   # (by job, each job's in placement order)
+        for name, (node, idx), mig in busy:
+            c.add("mig", f"destroys {mig.profile}@{mig.start}, which hosts the kept "
+                  "running job", job=name, node=node, gpu=idx)
+
+
+def _plain_instances(c: _Ctx, final: Mapping[GpuKey, list[Instance]]) -> bool:
+    """Whether `_check_instances` finds nothing wrong: the MIG rows on MIG-enabled GPUs
+    name distinct instances, each in its GPU's final layout (`final`, else its current
+    one), compared as (GPU, profile, start) triples, in sets."""
+    named = [(key, mig.profile, mig.start) for _, _, key, info, mig, _ in c.mig_rows
+             if info is not None and mig is not None and info[3]]
+    if len(set(named)) != len(named):
+        return False
+    gpus = c.gpu_info
+    layouts: set[tuple[GpuKey, str, int]] = set()
+    for key in {key for key, _, _ in named}:
+        layout = final.get(key)
+        if layout is not None:
+            layouts.update((key, i.profile, i.start) for i in layout)
+        else:
+            layouts.update((key, m.profile, m.start) for m in gpus[key][0].mig_instances)
+    return layouts.issuperset(named)
+
+
+def _check_instances(c: _Ctx, final: Mapping[GpuKey, list[Instance]]) -> None:
+    """Each instance named by a MIG row on a MIG-enabled GPU hosts one job and is in the
+    GPU's final layout (`final`, else its current one)."""
     host: dict[tuple[GpuKey, tuple[str, int]], str] = {}   # each instance's first job
     hosts: dict[tuple[GpuKey, tuple[str, int]], list[str]] = {}   # those with several
     pairs: dict[GpuKey, set[tuple[str, int]]] = {
@@ -647,13 +693,6 @@ def _check_mig(c: _Ctx) -> None:
         names = hosts[((node, idx), inst)]
         c.add("mig", f"instance {inst[0]}@{inst[1]} hosts {len(names)} jobs: "
               f"{', '.join(sorted(names))}", node=node, gpu=idx)
-
-    # A kept running job's instance is busy: destroying it would fail.
-    for name in sorted(c.kept) if any(destroy.values()) else ():
-        for p in c.placed[name]:
-            if p.mig is not None and p.mig.key() in destroy[(p.node, p.gpu)]:
-                c.add("mig", f"destroys {p.mig.profile}@{p.mig.start}, which hosts the kept "
-                      "running job", job=name, node=p.node, gpu=p.gpu)
 
 
 def _final_layout(c: _Ctx, key: GpuKey, gpu: Gpu, destroy: list[Instance],
