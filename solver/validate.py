@@ -226,9 +226,12 @@ class _Ctx:
     #: The placed whole-GPU jobs the gang check reads: all but the kept ones whose
     #: placements `_plain_gang` clears (in `placed` order).
     gangs: list[str] = field(default_factory=list)
-    #: The rows on existing GPUs of MIG instances and of fractions, each in row order.
+    #: The rows on existing GPUs of MIG instances, in row order.
     mig_rows: list[_Row] = field(default_factory=list)
-    frac_rows: list[_Row] = field(default_factory=list)
+    #: The rows on existing GPUs with a fraction, in row order, as (job, GPU, its
+    #: `_GpuInfo`, the fraction, the job's `gpu_memory_gib` or 0).
+    frac_rows: list[tuple[str, GpuKey, _GpuInfo, float, float]] = field(
+        default_factory=list)
     #: (GPU, job) of the rows on existing GPUs of whole-GPU jobs with neither a MIG
     #: instance nor a fraction (whole GPUs), in row order.
     whole_at: list[tuple[GpuKey, str]] = field(default_factory=list)
@@ -510,6 +513,25 @@ def _plain_gang(rows: list[_Row], need: int | None) -> bool:
     return n == need and (n == 1 or len({row[2] for row in rows}) == n)
 
 
+def _plain_fresh_gang(job: Job, rows: list[_Row]) -> bool:
+    """Whether `_check_gang` finds nothing wrong with a gang placed on `rows` (kept or
+    not), by the questions it asks of a gang without a domain rule: its size is `gpus`
+    (an elastic gang: any), its GPUs are distinct existing GPUs of one model, and on one
+    node when `single_node`. False (a `same_domain` gang, anything odd) sends it through
+    `_check_gang`."""
+    if (job.elastic is None and len(rows) != job.gpus) \
+            or (job.same_domain and not job.single_node):
+        return False
+    first = rows[0][3]
+    if first is None:
+        return False
+    node, model, one_node = rows[0][2][0], first[1], job.single_node
+    for _, _, key, info, _, _ in rows:
+        if info is None or info[1] != model or (one_node and key[0] != node):
+            return False
+    return len({row[2] for row in rows}) == len(rows)
+
+
 def _check_gang(c: _Ctx, job: Job, rows: list[_Row]) -> None:
     name = job.name
     keys = [row[2] for row in rows]
@@ -726,28 +748,29 @@ def _check_shared(c: _Ctx) -> None:
     memory: dict[GpuKey, float] = defaultdict(float)
     whole: dict[GpuKey, list[str]] = defaultdict(list)
     sharers: dict[GpuKey, list[str]] = defaultdict(list)
-    for name, _, key, info, _, frac in c.frac_rows:
-        if info is None or frac is None:
-            continue
+    caps: dict[GpuKey, float | None] = {}
+    for name, key, info, frac, mem in c.frac_rows:
         if info[3]:
             c.add("shared", "shared placement on a MIG-enabled GPU",
                   job=name, node=key[0], gpu=key[1])
         fractions[key] += frac
-        memory[key] += c.jobs[name].gpu_memory_gib or 0.0
+        memory[key] += mem
         sharers[key].append(name)
+        caps[key] = info[2].memory_gib if info[2] is not None else None
     if sharers:   # the whole-GPU jobs beside them
         first, more = _whole_on(c)
         for key in sharers:
             if key in first:
                 whole[key] = [first[key], *more.get(key, ())]
-    for key in sorted(sharers):
+    # (the GPUs with something to report, in GPU order)
+    bad = [key for key, total in fractions.items() if total > 1 + CAPACITY_TOL
+           or key in whole or ((cap := caps[key]) is not None
+                               and memory[key] > cap + CAPACITY_TOL)]
+    for key in sorted(bad):
         node, idx = key
-        spec = c.gpu_info[key][2]
-        cap = spec.memory_gib if spec is not None else None
+        cap = caps[key]
         over = fractions[key] > 1 + CAPACITY_TOL
         heavy = cap is not None and memory[key] > cap + CAPACITY_TOL
-        if not (over or heavy or whole[key]):
-            continue
         names = ", ".join(sorted(sharers[key]))
         if over:
             c.add("shared", f"fractions sum to {fractions[key]:.6g} > 1 ({names})",
@@ -1426,7 +1449,7 @@ def _read_plan(c: _Ctx) -> None:
                 if row[4] is not None:
                     mig_rows.append(row)
                 if row[5] is not None:
-                    frac_rows.append(row)
+                    frac_rows.append((name, key, info, row[5], job.gpu_memory_gib or 0.0))
                 elif row[4] is None and shape == "whole":
                     whole_at.append((key, name))
         else:
@@ -1438,7 +1461,8 @@ def _read_plan(c: _Ctx) -> None:
                     if row[4] is not None:
                         mig_rows.append(row)
                     if row[5] is not None:
-                        frac_rows.append(row)
+                        frac_rows.append((name, row[2], row[3], row[5],
+                                          job.gpu_memory_gib or 0.0))
                     elif row[4] is None and shape == "whole":
                         whole_at.append((row[2], name))
             info = rows[0][3]
@@ -1461,7 +1485,8 @@ def _read_plan(c: _Ctx) -> None:
             odd.append(name)
             c.shapes[name] = shape
         if shape == "whole" and not (is_kept and _plain_gang(rows, n_gpus)) \
-                and not (len(rows) == 1 and n_gpus in (1, None)):
+                and not (len(rows) == 1 and n_gpus in (1, None)) \
+                and not _plain_fresh_gang(job, rows):
             # (one GPU of a gang of one, or of an elastic gang: nothing to check)
             gangs.append(name)
 

@@ -38,7 +38,8 @@ Rows = list[tuple[str, list[Placement]]]
 Mutation = Callable[[PlanRequest, Plan, random.Random], "tuple[PlanRequest, Plan] | None"]
 
 #: The fast paths of the current validator, each replaced by "no" in `_general`.
-FAST_PATHS = ("_plain_kept", "_plain_gang", "_plain_new", "_plain_instances")
+FAST_PATHS = ("_plain_kept", "_plain_gang", "_plain_new", "_plain_instances",
+              "_plain_fresh_gang")
 
 
 def _verdict(check: Callable[[PlanRequest, Plan], list[Any]], request: PlanRequest,
