@@ -992,8 +992,8 @@ def _objective(c: _Ctx) -> float:
     terms, factors = c.terms, c.factors
     if factors:
         total = sum(terms[n] * factors.get(n, 1.0) for n in c.jobs if n in terms)
-    else:   # (every factor 1: x * 1.0 is x, the same sum)
-        total = sum(terms[n] for n in c.jobs if n in terms)
+    else:   # (every factor 1: x * 1.0 is x, the same sum; the same order, walked in C)
+        total = sum(map(terms.__getitem__, filter(terms.__contains__, c.jobs)))
     return total - costs
 
 
