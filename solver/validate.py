@@ -75,12 +75,17 @@ for them, capacity always is. The validator never raises on a well-typed plan, h
 nonsensical: unknown nodes, GPUs, jobs or profiles are reported as violations.
 
 Cost: every attribute of a request or plan object read on a large plan is a cache miss,
-so each object is read once. `_context` reads the jobs, the GPUs (`_GpuInfo`) and, in
-`_read_plan`, every assignment and placement (`_Row`s, with the lists of MIG, shared and
-whole-GPU rows and the per-job facts the checks need); the checks walk those. A kept job
-whose placements `_plain_kept` / `_plain_gang` clear (what a plan keeping most running
-jobs holds) is not read again by the eligibility and gang checks; the tests hold both
-fast paths to the general checks.
+so each object is read once, in one pass per kind of object. `_context` reads the jobs,
+the GPUs (`_GpuTable`, one small table per node) and, in `_read_plan`, every assignment
+and placement (`_Row`s, with the lists of MIG, shared and whole-GPU rows), deriving while
+a job is at hand what the checks need of it: its host sums, its objective term, and
+whether the eligibility and gang checks need to read it at all. A job whose placements
+the fast paths clear (`_plain_kept` / `_plain_new` for eligibility, `_plain_gang` /
+`_plain_fresh_gang` for the gang; what a valid plan holds) is not read again; the MIG
+hosting check first compares sets (`_plain_instances`). Each fast path answers the
+questions of its general check and sends anything odd to it, so the violations are the
+same; tests/solver/test_validate_reference.py holds them to the former validator and to
+the general checks.
 """
 
 from __future__ import annotations
@@ -216,15 +221,14 @@ class _Ctx:
     rows: dict[str, list[_Row]] = field(default_factory=dict)
     #: The jobs of `odd` -> their shape ("whole", "mig" or "share").
     shapes: dict[str, str] = field(default_factory=dict)
-    #: The placed jobs the eligibility check reads (in `placed` order): all but the kept
-    #: ones whose placements `_plain_kept` clears and whose count is right for the shape.
+    #: The placed jobs the eligibility check reads (in `placed` order): all but those whose
+    #: placements `_plain_kept` (kept, and of the right count for the shape) or
+    #: `_plain_new` clears.
     odd: list[str] = field(default_factory=list)
     #: The names of the nodes that are not schedulable.
     unschedulable: set[str] = field(default_factory=set)
-    #: Model eligibility per (job, model), asked once per gang rather than per GPU.
-    eligible: dict[tuple[str, str], bool] = field(default_factory=dict)
-    #: The placed whole-GPU jobs the gang check reads: all but the kept ones whose
-    #: placements `_plain_gang` clears (in `placed` order).
+    #: The placed whole-GPU jobs the gang check reads: all but the gangs of one GPU and
+    #: those `_plain_gang` (kept) or `_plain_fresh_gang` clears (in `placed` order).
     gangs: list[str] = field(default_factory=list)
     #: The rows on existing GPUs of MIG instances, in row order.
     mig_rows: list[_Row] = field(default_factory=list)
@@ -328,9 +332,9 @@ def _accounting_errors(c: _Ctx, unplaced: list[str]) -> None:
 
 def _check_eligibility(c: _Ctx) -> None:
     # model eligibility per (job, model), asked once per gang rather than per GPU
-    eligible = c.eligible
+    eligible: dict[tuple[str, str], bool] = {}
     kept_set = c.kept
-    for name in c.odd:   # (the others: kept, `_plain_kept` and of the right count)
+    for name in c.odd:   # (the others: cleared by `_plain_kept` or `_plain_new`)
         rows = c.rows[name]
         shape = c.shapes[name]
         if shape != "whole" and len(rows) != 1:
@@ -1404,10 +1408,10 @@ def _context(request: PlanRequest, plan: Plan) -> _Ctx:
 def _read_plan(c: _Ctx) -> None:
     """Fill `c`'s views of the plan in one pass over its assignments (each job and each
     placement is read here once, and what the checks need of it derived while it is at
-    hand): `assigned`, `empty`, `placed`, `kept`, `shapes`, `need`, `topo`, `elastic`,
-    `rows`, `mig_rows`, `frac_rows`, `whole_at`, the host sums, the objective's `terms`,
-    the models of `_placed_models`, and the jobs the eligibility and gang checks are left
-    to read (`odd`, `gangs`: the others are jobs their fast paths clear)."""
+    hand): `assigned`, `empty`, `placed`, `kept`, `topo`, `elastic`, `rows`, `mig_rows`,
+    `frac_rows`, `whole_at`, the host sums, the objective's `terms`, and the jobs the
+    eligibility and gang checks are left to read (`odd` with their `shapes`, `gangs`: the
+    others are jobs their fast paths clear)."""
     jobs, placed, all_rows = c.jobs, c.placed, c.rows
     on_node: dict[str, dict[int, _GpuInfo]] = c.gpu_info.by_node
     no_gpus: dict[int, _GpuInfo] = {}
