@@ -75,19 +75,24 @@ for them, capacity always is. The validator never raises on a well-typed plan, h
 nonsensical: unknown nodes, GPUs, jobs or profiles are reported as violations.
 
 Cost: every attribute of a request or plan object read on a large plan is a cache miss,
-so each object is read once. `_context` reads the jobs, the GPUs (`_GpuInfo`) and, in
-`_read_plan`, every assignment and placement (`_Row`s, with the lists of MIG, shared and
-whole-GPU rows and the per-job facts the checks need); the checks walk those. A kept job
-whose placements `_plain_kept` / `_plain_gang` clear (what a plan keeping most running
-jobs holds) is not read again by the eligibility and gang checks; the tests hold both
-fast paths to the general checks.
+so each object is read once, in one pass per kind of object. `_context` reads the jobs,
+the GPUs (`_GpuTable`, one small table per node) and, in `_read_plan`, every assignment
+and placement (`_Row`s, with the lists of MIG, shared and whole-GPU rows), deriving while
+a job is at hand what the checks need of it: its host sums, its objective term, and
+whether the eligibility and gang checks need to read it at all. A job whose placements
+the fast paths clear (`_plain_kept` / `_plain_new` for eligibility, `_plain_gang` /
+`_plain_fresh_gang` for the gang; what a valid plan holds) is not read again; the MIG
+hosting check first compares sets (`_plain_instances`). Each fast path answers the
+questions of its general check and sends anything odd to it, so the violations are the
+same; tests/solver/test_validate_reference.py holds them to the former validator and to
+the general checks.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -134,6 +139,65 @@ _GpuInfo = tuple[Gpu, str, "GpuModel | None", bool]
 _Row = tuple[str, Placement, GpuKey, "_GpuInfo | None", "MigInstance | None", "float | None"]
 
 
+class _GpuTable:
+    """(node, index) -> the GPU's `_GpuInfo`, held as one small table per node (a lookup
+    reads the node's table and then the GPU's entry, rather than one table of every GPU of
+    a large cluster); iterated in cluster order, the first of a repeated key winning."""
+
+    __slots__ = ("_order", "by_node")
+
+    def __init__(self, cluster: list[Node], catalog: Mapping[str, GpuModel]) -> None:
+        by_node: dict[str, dict[int, _GpuInfo]] = {}
+        repeated = False
+        for n in cluster:
+            gpus = n.gpus
+            table = {g.index: (g, g.model, catalog.get(g.model), g.mig_enabled) for g in gpus}
+            if len(table) != len(gpus):   # (an index repeated on the node: the first wins)
+                table = {}
+                for g in gpus:
+                    if g.index not in table:
+                        table[g.index] = (g, g.model, catalog.get(g.model), g.mig_enabled)
+            mine = by_node.setdefault(n.name, table)
+            if mine is not table:   # (a repeated node name: its first GPU of an index wins)
+                repeated = True
+                for idx, info in table.items():
+                    mine.setdefault(idx, info)
+        self.by_node = by_node
+        #: The keys in cluster order when a node name repeats (else read from `by_node`).
+        self._order: list[GpuKey] | None = None
+        if repeated:
+            order: dict[GpuKey, None] = {}
+            for n in cluster:
+                for g in n.gpus:
+                    order.setdefault((n.name, g.index), None)
+            self._order = list(order)
+
+    def get(self, key: GpuKey) -> _GpuInfo | None:
+        table = self.by_node.get(key[0])
+        return None if table is None else table.get(key[1])
+
+    def __getitem__(self, key: GpuKey) -> _GpuInfo:
+        return self.by_node[key[0]][key[1]]
+
+    def __iter__(self) -> Iterator[GpuKey]:
+        if self._order is not None:
+            return iter(self._order)
+        return ((name, idx) for name, table in self.by_node.items() for idx in table)
+
+    def in_order(self, keys: set[GpuKey]) -> list[GpuKey]:
+        """The GPUs of `keys` that the table holds, in cluster order."""
+        if len(keys) < 2 or self._order is not None:
+            return [key for key in (self._order or keys) if key in keys and self.get(key)]
+        nodes = {node for node, _ in keys}
+        return [(node, idx) for node, table in self.by_node.items() if node in nodes
+                for idx in table if (node, idx) in keys]
+
+    def values(self) -> Iterator[_GpuInfo]:
+        if self._order is not None:
+            return (self[key] for key in self._order)
+        return (info for table in self.by_node.values() for info in table.values())
+
+
 @dataclass
 class _Ctx:
     """Everything the rule checks share, computed once from the request and the plan: the
@@ -146,7 +210,7 @@ class _Ctx:
     jobs: dict[str, Job]
     nodes: dict[str, Node]
     #: (node, index) -> the GPU, as a `_GpuInfo`.
-    gpu_info: dict[GpuKey, _GpuInfo]
+    gpu_info: _GpuTable
     #: Running jobs (with `current`) in request order.
     running: list[str]
     #: The jobs' priority classes, the highest first.
@@ -155,21 +219,26 @@ class _Ctx:
     placed: dict[str, list[Placement]] = field(default_factory=dict)
     #: Placed known jobs -> their placements as rows (in the order of `placed`).
     rows: dict[str, list[_Row]] = field(default_factory=dict)
-    #: Placed known jobs -> their shape ("whole", "mig" or "share").
+    #: The jobs of `odd` -> their shape ("whole", "mig" or "share").
     shapes: dict[str, str] = field(default_factory=dict)
-    #: Placed whole-GPU jobs that are not elastic -> their `gpus`.
-    need: dict[str, int] = field(default_factory=dict)
-    #: The placed jobs the eligibility check reads (in `placed` order): all but the kept
-    #: ones whose placements `_plain_kept` clears and whose count is right for the shape.
+    #: The placed jobs the eligibility check reads (in `placed` order): all but those whose
+    #: placements `_plain_kept` (kept, and of the right count for the shape) or
+    #: `_plain_new` clears.
     odd: list[str] = field(default_factory=list)
-    #: The placed whole-GPU jobs the gang check reads: all but the kept ones whose
-    #: placements `_plain_gang` clears (in `placed` order).
+    #: The names of the nodes that are not schedulable.
+    unschedulable: set[str] = field(default_factory=set)
+    #: The placed whole-GPU jobs the gang check reads: all but the gangs of one GPU and
+    #: those `_plain_gang` (kept) or `_plain_fresh_gang` clears (in `placed` order).
     gangs: list[str] = field(default_factory=list)
-    #: The rows on existing GPUs of MIG instances, of fractions, and of neither (whole
-    #: GPUs), each in row order.
+    #: The rows on existing GPUs of MIG instances, in row order.
     mig_rows: list[_Row] = field(default_factory=list)
-    frac_rows: list[_Row] = field(default_factory=list)
-    plain_rows: list[_Row] = field(default_factory=list)
+    #: The rows on existing GPUs with a fraction, in row order, as (job, GPU, its
+    #: `_GpuInfo`, the fraction, the job's `gpu_memory_gib` or 0).
+    frac_rows: list[tuple[str, GpuKey, _GpuInfo, float, float]] = field(
+        default_factory=list)
+    #: (GPU, job) of the rows on existing GPUs of whole-GPU jobs with neither a MIG
+    #: instance nor a fraction (whole GPUs), in row order.
+    whole_at: list[tuple[GpuKey, str]] = field(default_factory=list)
     #: The `job` of every assignment, in order, and those of assignments with no placements.
     assigned: list[str] = field(default_factory=list)
     empty: list[str] = field(default_factory=list)
@@ -178,10 +247,14 @@ class _Ctx:
     #: The placed jobs with a `topology` and the elastic ones, each in `placed` order.
     topo: list[str] = field(default_factory=list)
     elastic: list[str] = field(default_factory=list)
-    #: The placed jobs with host requests, in `placed` order: (job, `cpu_millicores`,
-    #: `host_memory_gib`, `gpus`).
-    hosted: list[tuple[str, float | None, float | None, int | None]] = field(
-        default_factory=list)
+    #: Per node on which a placed job with host requests has a placement on an existing
+    #: GPU: the placed jobs' `cpu_millicores` and `host_memory_gib` there (a gang's split
+    #: pro rata over its GPUs), summed in `placed` and row order.
+    host_cpu: dict[str, float] = field(default_factory=dict)
+    host_mem: dict[str, float] = field(default_factory=dict)
+    #: With an additive objective, placed jobs of a known model -> their term of it
+    #: (`_ADDITIVE`, before the co-location factor), on their first placement's model.
+    terms: dict[str, float] = field(default_factory=dict)
     #: Contract 5.2: placed shared job -> product of its co-location factors (absent: 1).
     factors: dict[str, float] = field(default_factory=dict)
     out: list[Violation] = field(default_factory=list)
@@ -261,7 +334,7 @@ def _check_eligibility(c: _Ctx) -> None:
     # model eligibility per (job, model), asked once per gang rather than per GPU
     eligible: dict[tuple[str, str], bool] = {}
     kept_set = c.kept
-    for name in c.odd:   # (the others: kept, `_plain_kept` and of the right count)
+    for name in c.odd:   # (the others: cleared by `_plain_kept` or `_plain_new`)
         rows = c.rows[name]
         shape = c.shapes[name]
         if shape != "whole" and len(rows) != 1:
@@ -287,6 +360,42 @@ def _plain_kept(c: _Ctx, shape: str, rows: list[_Row], same: bool) -> bool:
     for _, _, _, info, mig, frac in rows:
         if frac is not None or info is None or info[2] is None \
                 or not info[3] == mig_mode == (mig is not None):
+            return False
+    return True
+
+
+def _plain_new(c: _Ctx, job: Job, shape: str, rows: list[_Row], kept: bool) -> bool:
+    """Whether `_check_eligibility` finds nothing wrong with `rows`, the placements of a
+    placed job of `shape` (`kept`: on its current placements), by the questions
+    `_check_placement` asks, answered from the rows: one placement unless a whole-GPU
+    job; an existing GPU of a catalog model; when not kept, of a schedulable node, healthy
+    and of an eligible model; the placement's kind that of the shape and of the GPU's mode,
+    a shared job's fraction its `gpu_share`, and (when not kept) a MIG instance covering
+    the demand. False sends them through `_check_placement` (anything odd, or a kept
+    shared job on a fraction other than its `gpu_share`)."""
+    if shape != "whole" and len(rows) != 1:
+        return False
+    closed = c.unschedulable
+    model = None   # (the model last found eligible: a gang's GPUs are of one model)
+    for _, _, key, info, mig, frac in rows:
+        if info is None or info[2] is None:
+            return False
+        if not kept:
+            if key[0] in closed or not info[0].healthy:
+                return False
+            if info[1] != model:
+                if not model_eligible(job, info[1], info[2]):
+                    return False
+                model = info[1]
+        if shape == "whole":
+            if mig is not None or frac is not None or info[3]:
+                return False
+        elif shape == "share":
+            share = job.gpu_share
+            if frac is None or share is None or not abs(frac - share) <= CAPACITY_TOL:
+                return False
+        elif mig is None or not info[3] or (
+                not kept and _mig_cover_error(job, mig, info[2]) is not None):
             return False
     return True
 
@@ -345,17 +454,26 @@ def _check_placement(c: _Ctx, job: Job, shape: str, p: Placement, kept: bool,
 def _check_mig_covers(job: Job, p: Placement, spec: GpuModel,
                       bad: Callable[[str], None]) -> None:
     assert p.mig is not None
-    prof = spec.profile(p.mig.profile)
+    msg = _mig_cover_error(job, p.mig, spec)
+    if msg is not None:
+        bad(msg)
+
+
+def _mig_cover_error(job: Job, mig: MigInstance, spec: GpuModel) -> str | None:
+    """Why MIG instance `mig` of a GPU of `spec` does not cover `job`'s demand (None: it
+    does)."""
+    prof = spec.profile(mig.profile)
     if prof is None:
-        bad(f"model has no MIG profile {p.mig.profile!r}")
-    elif job.mig_profile is not None:
+        return f"model has no MIG profile {mig.profile!r}"
+    if job.mig_profile is not None:
         if prof.name != job.mig_profile:
-            bad(f"instance {prof.name} is not the demanded profile {job.mig_profile}")
+            return f"instance {prof.name} is not the demanded profile {job.mig_profile}"
     elif job.mig is not None and (prof.compute_slices < job.mig.compute_slices
                                   or prof.memory_gib < job.mig.memory_gib - CAPACITY_TOL):
-        bad(f"instance {prof.name} ({prof.compute_slices} compute slices, {prof.memory_gib} "
-            f"GiB) does not cover the demand ({job.mig.compute_slices}, "
-            f"{job.mig.memory_gib} GiB)")
+        return (f"instance {prof.name} ({prof.compute_slices} compute slices, "
+                f"{prof.memory_gib} GiB) does not cover the demand "
+                f"({job.mig.compute_slices}, {job.mig.memory_gib} GiB)")
+    return None
 
 
 # ---------------------------------------------------------------- 3. whole GPUs
@@ -377,11 +495,12 @@ def _whole_on(c: _Ctx) -> tuple[dict[GpuKey, str], dict[GpuKey, list[str]]]:
     each GPU, and the jobs of the GPU's later placements (a job again when it lists the
     GPU again), in row order; derived once per plan (the whole-GPU and shared checks)."""
     if c._whole is None:
-        first: dict[GpuKey, str] = {}
+        pairs = c.whole_at
+        first: dict[GpuKey, str] = dict(pairs)
         more: dict[GpuKey, list[str]] = {}
-        shapes = c.shapes
-        for name, _, key, _, _, _ in c.plain_rows:
-            if shapes[name] == "whole":
+        if len(first) != len(pairs):   # (some GPU listed twice: the first job wins)
+            first = {}
+            for key, name in pairs:
                 if key in first:
                     more.setdefault(key, []).append(name)
                 else:
@@ -396,6 +515,25 @@ def _plain_gang(rows: list[_Row], need: int | None) -> bool:
     the check asks about) and its GPUs are distinct."""
     n = len(rows)
     return n == need and (n == 1 or len({row[2] for row in rows}) == n)
+
+
+def _plain_fresh_gang(job: Job, rows: list[_Row]) -> bool:
+    """Whether `_check_gang` finds nothing wrong with a gang placed on `rows` (kept or
+    not), by the questions it asks of a gang without a domain rule: its size is `gpus`
+    (an elastic gang: any), its GPUs are distinct existing GPUs of one model, and on one
+    node when `single_node`. False (a `same_domain` gang, anything odd) sends it through
+    `_check_gang`."""
+    if (job.elastic is None and len(rows) != job.gpus) \
+            or (job.same_domain and not job.single_node):
+        return False
+    first = rows[0][3]
+    if first is None:
+        return False
+    node, model, one_node = rows[0][2][0], first[1], job.single_node
+    for _, _, key, info, _, _ in rows:
+        if info is None or info[1] != model or (one_node and key[0] != node):
+            return False
+    return len({row[2] for row in rows}) == len(rows)
 
 
 def _check_gang(c: _Ctx, job: Job, rows: list[_Row]) -> None:
@@ -514,13 +652,51 @@ def _check_mig(c: _Ctx) -> None:
     # their current layout (read below only where a placement names an instance)
     final: dict[GpuKey, list[Instance]] = {}
     changed = set(destroy) | set(create)
-    order = [key for key in c.gpu_info if key in changed] if len(changed) > 1 else changed
-    for key in order:
+    for key in c.gpu_info.in_order(changed):
         final[key] = _final_layout(c, key, c.gpu_info[key][0], destroy[key], create[key])
 
     # Each instance hosts at most one job and exists in the final layout. Instances are
     # compared as (profile, start) pairs here (what `Instance` equality and order are),
     # without building an `Instance` per placement.
+    if not _plain_instances(c, final):
+        _check_instances(c, final)
+
+    # A kept running job's instance is busy: destroying it would fail (the kept jobs' MIG
+    # placements are their rows on MIG instances of existing GPUs: `destroy` names no
+    # other GPU).
+    if any(destroy.values()):
+        kept = c.kept
+        busy = [(name, key, mig) for name, _, key, _, mig, _ in c.mig_rows
+                if name in kept and mig is not None and key in destroy
+                and mig.key() in destroy[key]]
+        busy.sort(key=lambda hit: hit[0])   # (by job, each job's in placement order)
+        for name, (node, idx), mig in busy:
+            c.add("mig", f"destroys {mig.profile}@{mig.start}, which hosts the kept "
+                  "running job", job=name, node=node, gpu=idx)
+
+
+def _plain_instances(c: _Ctx, final: Mapping[GpuKey, list[Instance]]) -> bool:
+    """Whether `_check_instances` finds nothing wrong: the MIG rows on MIG-enabled GPUs
+    name distinct instances, each in its GPU's final layout (`final`, else its current
+    one), compared as (GPU, profile, start) triples, in sets."""
+    named = [(key, mig.profile, mig.start) for _, _, key, info, mig, _ in c.mig_rows
+             if info is not None and mig is not None and info[3]]
+    if len(set(named)) != len(named):
+        return False
+    gpus = c.gpu_info
+    layouts: set[tuple[GpuKey, str, int]] = set()
+    for key in {key for key, _, _ in named}:
+        layout = final.get(key)
+        if layout is not None:
+            layouts.update((key, i.profile, i.start) for i in layout)
+        else:
+            layouts.update((key, m.profile, m.start) for m in gpus[key][0].mig_instances)
+    return layouts.issuperset(named)
+
+
+def _check_instances(c: _Ctx, final: Mapping[GpuKey, list[Instance]]) -> None:
+    """Each instance named by a MIG row on a MIG-enabled GPU hosts one job and is in the
+    GPU's final layout (`final`, else its current one)."""
     host: dict[tuple[GpuKey, tuple[str, int]], str] = {}   # each instance's first job
     hosts: dict[tuple[GpuKey, tuple[str, int]], list[str]] = {}   # those with several
     pairs: dict[GpuKey, set[tuple[str, int]]] = {
@@ -543,13 +719,6 @@ def _check_mig(c: _Ctx) -> None:
         names = hosts[((node, idx), inst)]
         c.add("mig", f"instance {inst[0]}@{inst[1]} hosts {len(names)} jobs: "
               f"{', '.join(sorted(names))}", node=node, gpu=idx)
-
-    # A kept running job's instance is busy: destroying it would fail.
-    for name in sorted(c.kept) if any(destroy.values()) else ():
-        for p in c.placed[name]:
-            if p.mig is not None and p.mig.key() in destroy[(p.node, p.gpu)]:
-                c.add("mig", f"destroys {p.mig.profile}@{p.mig.start}, which hosts the kept "
-                      "running job", job=name, node=p.node, gpu=p.gpu)
 
 
 def _final_layout(c: _Ctx, key: GpuKey, gpu: Gpu, destroy: list[Instance],
@@ -583,28 +752,29 @@ def _check_shared(c: _Ctx) -> None:
     memory: dict[GpuKey, float] = defaultdict(float)
     whole: dict[GpuKey, list[str]] = defaultdict(list)
     sharers: dict[GpuKey, list[str]] = defaultdict(list)
-    for name, _, key, info, _, frac in c.frac_rows:
-        if info is None or frac is None:
-            continue
+    caps: dict[GpuKey, float | None] = {}
+    for name, key, info, frac, mem in c.frac_rows:
         if info[3]:
             c.add("shared", "shared placement on a MIG-enabled GPU",
                   job=name, node=key[0], gpu=key[1])
         fractions[key] += frac
-        memory[key] += c.jobs[name].gpu_memory_gib or 0.0
+        memory[key] += mem
         sharers[key].append(name)
+        caps[key] = info[2].memory_gib if info[2] is not None else None
     if sharers:   # the whole-GPU jobs beside them
         first, more = _whole_on(c)
         for key in sharers:
             if key in first:
                 whole[key] = [first[key], *more.get(key, ())]
-    for key in sorted(sharers):
+    # (the GPUs with something to report, in GPU order)
+    bad = [key for key, total in fractions.items() if total > 1 + CAPACITY_TOL
+           or key in whole or ((cap := caps[key]) is not None
+                               and memory[key] > cap + CAPACITY_TOL)]
+    for key in sorted(bad):
         node, idx = key
-        spec = c.gpu_info[key][2]
-        cap = spec.memory_gib if spec is not None else None
+        cap = caps[key]
         over = fractions[key] > 1 + CAPACITY_TOL
         heavy = cap is not None and memory[key] > cap + CAPACITY_TOL
-        if not (over or heavy or whole[key]):
-            continue
         names = ", ".join(sorted(sharers[key]))
         if over:
             c.add("shared", f"fractions sum to {fractions[key]:.6g} > 1 ({names})",
@@ -621,21 +791,10 @@ def _check_shared(c: _Ctx) -> None:
 
 
 def _check_host_resources(c: _Ctx) -> None:
-    cpu: dict[str, float] = defaultdict(float)
-    mem: dict[str, float] = defaultdict(float)
-    touched: set[str] = set()
-    # (a node only jobs without host requests use holds them: capacities are >= 0)
-    for name, cpu_request, mem_request, gpus in c.hosted:
-        # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
-        part = 1.0 / gpus if gpus else 1.0
-        job_cpu = (cpu_request or 0.0) * part
-        job_mem = (mem_request or 0.0) * part
-        for _, _, (node, _), info, _, _ in c.rows[name]:
-            if info is not None:
-                touched.add(node)
-                cpu[node] += job_cpu
-                mem[node] += job_mem
-    for node in sorted(touched):
+    # (the sums, `_read_plan`'s; a node only jobs without host requests use holds them:
+    # capacities are >= 0)
+    cpu, mem = c.host_cpu, c.host_mem
+    for node in sorted(cpu):
         spec = c.nodes[node]
         for what, used, cap in (("cpu_millicores", cpu[node], spec.cpu_millicores),
                                 ("memory_gib", mem[node], spec.memory_gib)):
@@ -720,7 +879,17 @@ def _size(job: Job, spec: GpuModel, n: int | None = None) -> float:
 
 def _value(job: Job, model: str, spec: GpuModel, n: int | None = None) -> float:
     """value_j(m) = weight_j * size_j(m) * speed_j(m), on n GPUs for an elastic gang."""
-    return job.weight * _size(job, spec, n) * _speed(job, model, spec)
+    # (`_speed`, and `_size` of a fixed gang or a share, inline: the objective asks this
+    # of every placed job)
+    tp = job.throughput
+    speed = tp.get(model, 0.0) if tp else spec.relative_speed
+    gpus = job.gpus
+    if gpus is not None and job.elastic is None:
+        return job.weight * float(gpus) * speed
+    share = job.gpu_share
+    if gpus is None and share is not None:
+        return job.weight * share * speed
+    return job.weight * _size(job, spec, n) * speed
 
 
 def _remaining(job: Job, n: int | None = None) -> float:
@@ -815,22 +984,20 @@ def recompute_objective(request: PlanRequest, plan: Plan) -> float:
 
 
 def _objective(c: _Ctx) -> float:
-    models = _placed_models(c)
     objective = c.request.policy.objective
     if objective == "fairness":
-        return _fairness(c, models)
+        return _fairness(c, _placed_models(c))
     moved, stopped = _running_outcome(c)
     policy = c.request.policy
     costs = (policy.migration_cost * len(moved) + policy.preemption_cost * len(stopped)
              + _topology_costs(c))
-    term = _ADDITIVE[objective]
-    placed, factors = c.placed, c.factors
+    # (the terms of the placed jobs of a known model, `_read_plan`'s; summed in request
+    # order)
+    terms, factors = c.terms, c.factors
     if factors:
-        total = sum(term(job, *models[n], len(placed[n])) * factors.get(n, 1.0)
-                    for n, job in c.jobs.items() if n in models)
-    else:   # (every factor 1: x * 1.0 is x, the same sum)
-        total = sum(term(job, *models[n], len(placed[n]))
-                    for n, job in c.jobs.items() if n in models)
+        total = sum(terms[n] * factors.get(n, 1.0) for n in c.jobs if n in terms)
+    else:   # (every factor 1: x * 1.0 is x, the same sum; the same order, walked in C)
+        total = sum(map(terms.__getitem__, filter(terms.__contains__, c.jobs)))
     return total - costs
 
 
@@ -1230,80 +1397,102 @@ def _context(request: PlanRequest, plan: Plan) -> _Ctx:
                 running.append(name)
             classes.add(j.priority)
     c = _Ctx(request=request, plan=plan, catalog=catalog, jobs=jobs, nodes=nodes,
-             gpu_info=_gpu_table(cluster, catalog), running=running,
-             classes=sorted(classes, reverse=True))
+             gpu_info=_GpuTable(cluster, catalog), running=running,
+             classes=sorted(classes, reverse=True),
+             unschedulable={name for name, n in nodes.items() if not n.schedulable})
     _read_plan(c)
     c.factors = _colocation_factors(c)
     return c
 
 
-def _gpu_table(cluster: list[Node], catalog: Mapping[str, GpuModel]
-               ) -> dict[GpuKey, _GpuInfo]:
-    """(node, index) -> the GPU's `_GpuInfo`; the first of a repeated key wins."""
-    info: dict[GpuKey, _GpuInfo] = {}
-    for n in cluster:
-        name = n.name
-        for g in n.gpus:
-            key = (name, g.index)
-            if key not in info:
-                info[key] = (g, g.model, catalog.get(g.model), g.mig_enabled)
-    return info
-
-
 def _read_plan(c: _Ctx) -> None:
     """Fill `c`'s views of the plan in one pass over its assignments (each job and each
-    placement is read here once): `assigned`, `empty`, `placed`, `kept`, `shapes`, `need`,
-    `topo`, `elastic`, `hosted`, `rows`, `mig_rows`, `frac_rows`, `plain_rows`, the
-    models of `_placed_models`, and the jobs the eligibility and gang checks are left
-    to read (`odd`, `gangs`: the others are kept jobs their fast paths clear)."""
-    jobs, gpus, placed, shapes, all_rows = c.jobs, c.gpu_info, c.placed, c.shapes, c.rows
-    mig_rows, frac_rows, plain_rows = c.mig_rows, c.frac_rows, c.plain_rows
-    assigned, kept = c.assigned, c.kept
-    models: dict[str, tuple[str, GpuModel]] = {}
-    c._models = models
+    placement is read here once, and what the checks need of it derived while it is at
+    hand): `assigned`, `empty`, `placed`, `kept`, `topo`, `elastic`, `rows`, `mig_rows`,
+    `frac_rows`, `whole_at`, the host sums, the objective's `terms`, and the jobs the
+    eligibility and gang checks are left to read (`odd` with their `shapes`, `gangs`: the
+    others are jobs their fast paths clear)."""
+    jobs, placed, all_rows = c.jobs, c.placed, c.rows
+    on_node: dict[str, dict[int, _GpuInfo]] = c.gpu_info.by_node
+    no_gpus: dict[int, _GpuInfo] = {}
+    mig_rows, frac_rows, whole_at = c.mig_rows, c.frac_rows, c.whole_at
+    assigned, empty, kept, odd, gangs = c.assigned, c.empty, c.kept, c.odd, c.gangs
+    host_cpu, host_mem, terms = c.host_cpu, c.host_mem, c.terms
+    term = _ADDITIVE.get(c.request.policy.objective)
     for a in c.plan.assignments:
         name, pls = a.job, a.placements
         assigned.append(name)
         if not pls:
-            c.empty.append(name)
+            empty.append(name)
             continue
         job = jobs.get(name)
         if job is None or name in placed:
             continue
         placed[name] = pls
         cur = job.current
-        same = bool(cur) and pls == cur   # (the very placements it runs on compare by `is`)
-        if same or (cur and _same_places(cur, pls)):
+        # (kept placements are the very objects of `current`: compared by `is` first)
+        same = bool(cur) and (pls is cur or pls == cur)
+        is_kept = same or bool(cur and _same_places(cur, pls))
+        if is_kept:
             kept.add(name)
-        shape = shapes[name] = job.shape
+        shape = job.shape
         if job.topology is not None:
             c.topo.append(name)
+        n_gpus = None   # (a fixed gang's size)
         if job.elastic is not None:
             c.elastic.append(name)
-        elif shape == "whole" and job.gpus is not None:
-            c.need[name] = job.gpus
-        if job.cpu_millicores or job.host_memory_gib:
-            c.hosted.append((name, job.cpu_millicores, job.host_memory_gib, job.gpus))
-        rows = all_rows[name] = []
-        for p in pls:
+        elif shape == "whole":
+            n_gpus = job.gpus
+        if len(pls) == 1:   # (most jobs: read without a loop)
+            p = pls[0]
             key = (p.node, p.gpu)
-            row = (name, p, key, gpus.get(key), p.mig, p.fraction)
-            rows.append(row)
-            if row[3] is not None:
+            info = on_node.get(key[0], no_gpus).get(key[1])
+            row = (name, p, key, info, p.mig, p.fraction)
+            rows = all_rows[name] = [row]
+            if info is not None:
                 if row[4] is not None:
                     mig_rows.append(row)
                 if row[5] is not None:
-                    frac_rows.append(row)
-                elif row[4] is None:
-                    plain_rows.append(row)
-        info = rows[0][3]
-        if info is not None and info[2] is not None:
-            models[name] = (info[1], info[2])
-        if not (name in kept and _plain_kept(c, shape, rows, same)) \
-                or (shape != "whole" and len(rows) != 1):
-            c.odd.append(name)
-        if shape == "whole" and not (name in kept and _plain_gang(rows, c.need.get(name))):
-            c.gangs.append(name)
+                    frac_rows.append((name, key, info, row[5], job.gpu_memory_gib or 0.0))
+                elif row[4] is None and shape == "whole":
+                    whole_at.append((key, name))
+        else:
+            rows = all_rows[name] = [
+                (name, p, key, on_node.get(key[0], no_gpus).get(key[1]), p.mig, p.fraction)
+                for p in pls for key in ((p.node, p.gpu),)]
+            for row in rows:
+                if row[3] is not None:
+                    if row[4] is not None:
+                        mig_rows.append(row)
+                    if row[5] is not None:
+                        frac_rows.append((name, row[2], row[3], row[5],
+                                          job.gpu_memory_gib or 0.0))
+                    elif row[4] is None and shape == "whole":
+                        whole_at.append((row[2], name))
+            info = rows[0][3]
+        cpu_request, mem_request = job.cpu_millicores, job.host_memory_gib
+        if cpu_request or mem_request:
+            # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
+            part = 1.0 / job.gpus if job.gpus else 1.0
+            job_cpu = (cpu_request or 0.0) * part
+            job_mem = (mem_request or 0.0) * part
+            for row in rows:
+                if row[3] is not None:
+                    node = row[2][0]
+                    host_cpu[node] = host_cpu.get(node, 0.0) + job_cpu
+                    host_mem[node] = host_mem.get(node, 0.0) + job_mem
+        if term is not None and info is not None and info[2] is not None:
+            terms[name] = term(job, info[1], info[2], len(rows))
+        if not (is_kept and _plain_kept(c, shape, rows, same)
+                and (shape == "whole" or len(rows) == 1)) \
+                and not _plain_new(c, job, shape, rows, is_kept):
+            odd.append(name)
+            c.shapes[name] = shape
+        if shape == "whole" and not (is_kept and _plain_gang(rows, n_gpus)) \
+                and not (len(rows) == 1 and n_gpus in (1, None)) \
+                and not _plain_fresh_gang(job, rows):
+            # (one GPU of a gang of one, or of an elastic gang: nothing to check)
+            gangs.append(name)
 
 
 #: The rule checks, keyed by rule name (contract section 3 order).
