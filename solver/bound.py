@@ -346,14 +346,14 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = Fa
     value = bound if fair else bound + const
     lifts = (NEAREST_LIFT if nearest else FLOOR_LIFT,) + ((NEAREST_LIFT,) if also_nearest
                                                          else ())
-    made = _targets(groups, members, cols, lifts)
+    made = _targets_by_lift(groups, members, cols, lifts)
     targets, amounts = made[0]
     near, near_amounts = made[1] if also_nearest else ({}, {})
     return Relaxation(value + _REL_MARGIN * abs(value) + _ABS_MARGIN, targets, amounts,
                       near, near_amounts)
 
 
-#: `_targets`: an LP count's integer part (up from its float noise), or its nearest integer.
+#: `_targets_by_lift`: an LP count's integer part (up from its float noise), or its nearest integer.
 FLOOR_LIFT = 1e-6
 NEAREST_LIFT = 0.5
 #: What `relax` returns when its deadline cut it: no bound (infinite), no targets.
@@ -622,8 +622,21 @@ def _most_in_one(caps: _Capacity, level: str, model: str) -> int:
 
 
 def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[str]],
-             cols: list[float] | None, lifts: tuple[float, ...]
-             ) -> list[tuple[dict[str, str], dict[str, float]]]:
+             cols: list[float] | None, amounts: dict[str, float] | None = None,
+             nearest: bool = False) -> dict[str, str]:
+    """Per group, hand the integer part of each option's LP count (with `nearest`, the
+    count rounded to the nearest integer) to the group's jobs (`_targets_by_lift`);
+    `amounts` gets each such job's option amount (an elastic gang's size)."""
+    out, got = _targets_by_lift(groups, members, cols,
+                                (NEAREST_LIFT if nearest else FLOOR_LIFT,))[0]
+    if amounts is not None:
+        amounts.update(got)
+    return out
+
+
+def _targets_by_lift(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[str]],
+                     cols: list[float] | None, lifts: tuple[float, ...]
+                     ) -> list[tuple[dict[str, str], dict[str, float]]]:
     """Per group, hand each option's LP count rounded up from `lift` (1e-6: its integer
     part; 0.5: the nearest integer) to the group's jobs (options of higher objective
     coefficient first, jobs in request order, as many as the group has), once per lift
