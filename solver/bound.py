@@ -311,36 +311,70 @@ def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | N
 
 
 def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = False,
-          also_nearest: bool = False) -> Relaxation | None:
+          also_nearest: bool = False, deadline: float | None = None
+          ) -> Relaxation | None:
     """The aggregated LP relaxation of `request`: its bound (as `upper_bound`) and the
     integer part of its solution as per-job target models (see `heuristics/lp_round.py`,
     which rounds it into a plan); with `nearest`, each LP count rounded to the nearest
     integer instead (`_targets`); with `also_nearest`, those in `Relaxation.nearest` as
-    well; None if the relaxation is infeasible."""
+    well; None if the relaxation is infeasible. Past `deadline` (a `time.monotonic()`
+    instant; its Python part looks at it between stages and every `_LATE_EVERY` jobs,
+    HiGHS is given no more than what is left) it stops: `CUT` (no bound, no targets)."""
     t0 = time.perf_counter()
     fair = request.policy.objective == "fairness"
     state = ClusterState(request)
     caps = _capacities(state, request)
-    grouped = _group_jobs(request, state, caps, fair)
-    if grouped is None:
-        return None
-    groups, members, const = grouped
-    mem_cap = {m: state.catalog[m].memory_gib for _, m in caps.cap}
-    solved = _solve_lp(groups, caps.cap, caps.node_free, caps.whole_cap,
-                       mem_cap, fair,
-                       tenant_demands(request) if fair else {},
-                       max(0.1, time_limit_s - (time.perf_counter() - t0)),
-                       request.cluster.quotas, caps)
+    try:
+        _check(deadline)
+        grouped = _group_jobs(request, state, caps, fair, deadline)
+        if grouped is None:
+            return None
+        groups, members, const = grouped
+        mem_cap = {m: state.catalog[m].memory_gib for _, m in caps.cap}
+        limit = max(0.1, time_limit_s - (time.perf_counter() - t0))
+        solved = _solve_lp(groups, caps.cap, caps.node_free, caps.whole_cap,
+                           mem_cap, fair,
+                           tenant_demands(request) if fair else {},
+                           limit, request.cluster.quotas, caps, deadline)
+    except _Cut:
+        return CUT
     if solved is None:
         return None
     bound, cols = solved
+    if cols is None and _late(deadline):
+        return CUT   # cut, not unsolved: the quick bound is the better stand-in
     value = bound if fair else bound + const
-    amounts: dict[str, float] = {}
-    near_amounts: dict[str, float] = {}
-    return Relaxation(value + _REL_MARGIN * abs(value) + _ABS_MARGIN,
-                      _targets(groups, members, cols, amounts, nearest), amounts,
-                      _targets(groups, members, cols, near_amounts, True)
-                      if also_nearest else {}, near_amounts)
+    lifts = (NEAREST_LIFT if nearest else FLOOR_LIFT,) + ((NEAREST_LIFT,) if also_nearest
+                                                         else ())
+    made = _targets_by_lift(groups, members, cols, lifts)
+    targets, amounts = made[0]
+    near, near_amounts = made[1] if also_nearest else ({}, {})
+    return Relaxation(value + _REL_MARGIN * abs(value) + _ABS_MARGIN, targets, amounts,
+                      near, near_amounts)
+
+
+#: `_targets_by_lift`: an LP count's integer part (up from its float noise), or its nearest integer.
+FLOOR_LIFT = 1e-6
+NEAREST_LIFT = 0.5
+#: What `relax` returns when its deadline cut it: no bound (infinite), no targets.
+CUT = Relaxation(math.inf)
+#: How often (in jobs) `relax` looks at its deadline while it reads the jobs.
+_LATE_EVERY = 128
+
+
+class _Cut(Exception):
+    """`relax`'s deadline passed while it built the LP."""
+
+
+def _late(deadline: float | None) -> bool:
+    """Whether `deadline` (a `time.monotonic()` instant, None: never) has passed."""
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def _check(deadline: float | None) -> None:
+    """Raise `_Cut` when `deadline` has passed."""
+    if _late(deadline):
+        raise _Cut
 
 
 class JobEntry(NamedTuple):
@@ -358,16 +392,19 @@ class JobEntry(NamedTuple):
     stranded: tuple[tuple[Pool, int], ...] = ()
 
 
-def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
-                ) -> list[JobEntry] | None:
+def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool,
+                deadline: float | None = None) -> list[JobEntry] | None:
     """Every job's entry (options raised by its co-location factor cap, module doc); None
-    when a fixed job has no option (the relaxation is infeasible). The grouping of this
-    module and of solver/level_bound.py both start here."""
+    when a fixed job has no option (the relaxation is infeasible). Past `deadline`
+    (looked at every `_LATE_EVERY` jobs) it raises `_Cut`. The grouping of this module and
+    of solver/level_bound.py both start here."""
     table = interference_table(request.interference)
     census = class_census(request.jobs) if table else {}
     out: list[JobEntry] = []
     alike: dict[tuple[object, ...], dict[str, Option]] = {}
-    for info in compile_jobs(request):
+    for n, info in enumerate(compile_jobs(request)):
+        if deadline is not None and n % _LATE_EVERY == _LATE_EVERY - 1:
+            _check(deadline)
         job = info.job
         cap = (colocation_factor_cap(job, census, table)
                if table and job.colocation_class is not None else 1.0)
@@ -431,11 +468,13 @@ def _domain_levels(info: JobInfo, request: PlanRequest, state: ClusterState,
     return levels if all(len(d) == 1 for d in spans.values()) else ()
 
 
-def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool
+def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool,
+                deadline: float | None = None
                 ) -> tuple[dict[GroupKey, GroupCount], dict[GroupKey, list[str]], float] | None:
     """The jobs grouped by `GroupKey` (counts, member names) and the objective's constant
-    (`-preemption_cost` per running job); None when a fixed job has no option."""
-    entries = job_entries(request, state, caps, fair)
+    (`-preemption_cost` per running job); None when a fixed job has no option. Past
+    `deadline` it raises `_Cut` (`job_entries`)."""
+    entries = job_entries(request, state, caps, fair, deadline)
     if entries is None:
         return None
     pre_cost = 0.0 if fair else request.policy.preemption_cost
@@ -586,35 +625,50 @@ def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[st
              cols: list[float] | None, amounts: dict[str, float] | None = None,
              nearest: bool = False) -> dict[str, str]:
     """Per group, hand the integer part of each option's LP count (with `nearest`, the
-    count rounded to the nearest integer) to the group's jobs (options of higher
-    objective coefficient first, jobs in request order, as many as the group has);
-    `amounts` gets each such job's option amount (an elastic gang's size).
+    count rounded to the nearest integer) to the group's jobs (`_targets_by_lift`);
+    `amounts` gets each such job's option amount (an elastic gang's size)."""
+    out, got = _targets_by_lift(groups, members, cols,
+                                (NEAREST_LIFT if nearest else FLOOR_LIFT,))[0]
+    if amounts is not None:
+        amounts.update(got)
+    return out
+
+
+def _targets_by_lift(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[str]],
+                     cols: list[float] | None, lifts: tuple[float, ...]
+                     ) -> list[tuple[dict[str, str], dict[str, float]]]:
+    """Per group, hand each option's LP count rounded up from `lift` (1e-6: its integer
+    part; 0.5: the nearest integer) to the group's jobs (options of higher objective
+    coefficient first, jobs in request order, as many as the group has), once per lift
+    in `lifts`: (job -> model, job -> the option's amount, an elastic gang's size) each,
+    the options of each group ordered once for all of them.
 
     Rounded down, a fractional gang column loses its gang, and the GPUs the LP gave it
     go to smaller jobs by value density; rounded to the nearest, the gang is placed when
     the LP gave it at least half (M sessions, LP without the integer re-solve: the
     rounded plans reached 0.998-1.003 of a cold 5 s solve's value where the integer
     parts gave 0.987-1.000)."""
-    lift = 0.5 if nearest else 1e-6
+    outs: list[tuple[dict[str, str], dict[str, float]]] = [({}, {}) for _ in lifts]
     if cols is None:
-        return {}
-    out: dict[str, str] = {}
+        return outs
     col = 0
     for key in groups:
-        opts = []
-        for opt in key.options:
-            opts.append((opt.coef, opt.pool[1], cols[col], opt.amount))
-            col += 1
-        names = iter(members[key])
-        for _coef, model, x, amount in sorted(opts, key=lambda o: (-o[0], o[1])):
-            for _ in range(math.floor(x + lift)):
-                name = next(names, None)
-                if name is None:
-                    break
-                out[name] = model
-                if amounts is not None:
+        n = len(key.options)
+        opts = sorted(((opt.coef, opt.pool[1], cols[col + i], opt.amount)
+                       for i, opt in enumerate(key.options)), key=lambda o: (-o[0], o[1]))
+        col += n
+        names = members[key]
+        for lift, (out, amounts) in zip(lifts, outs, strict=True):
+            pos = 0
+            for _coef, model, x, amount in opts:
+                count = math.floor(x + lift)
+                if count <= 0:
+                    continue
+                for name in names[pos:pos + count]:
+                    out[name] = model
                     amounts[name] = amount
-    return out
+                pos = min(len(names), pos + count)
+    return outs
 
 
 #: Share of the bound's time limit the integer re-solve (gang counts integral) may use.
@@ -726,11 +780,12 @@ def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
               node_free: dict[str, list[int]], whole_cap: dict[str, int],
               mem_cap: dict[str, float | None], fair: bool,
               demands: dict[str, float], time_limit_s: float,
-              quotas: dict[str, Quota] | None = None, caps: _Capacity | None = None
-              ) -> tuple[float, list[float] | None] | None:
+              quotas: dict[str, Quota] | None = None, caps: _Capacity | None = None,
+              deadline: float | None = None) -> tuple[float, list[float] | None] | None:
     """max sum coef x (or t for fairness) over the aggregated model (the LP above) and the
     optimal column values of its job columns (None with the capacity-free fallback);
-    None if infeasible. `caps` (when given) adds the domain and usable rows."""
+    None if infeasible. `caps` (when given) adds the domain and usable rows. Past
+    `deadline` it raises `_Cut` before the solve, and HiGHS gets at most what is left."""
     patterns = _node_patterns(groups, node_free)
     lp = HighsLp()
     _declare_rows(lp, groups, cap, node_free, whole_cap, mem_cap, fair, demands, patterns)
@@ -752,6 +807,9 @@ def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
     _pattern_columns(lp, patterns)
     if lp.num_cols == 0:
         return 0.0, []
+    _check(deadline)
+    if deadline is not None:
+        time_limit_s = min(time_limit_s, deadline - time.monotonic())
     return _run(lp, gang_cols, n_job_cols, fallback, fair, time_limit_s)
 
 
@@ -871,42 +929,55 @@ def _job_columns(lp: HighsLp, groups: dict[GroupKey, GroupCount], fair: bool,
     gang_cols: list[bool] = []
     elastic: list[int] = []
     fallback = 0.0
+    # the row families by index, looked up once (the entries' order does not matter:
+    # HighsLp.to_highs sorts them)
+    group_row, pool_row = lp.rows_of("group"), lp.rows_of("pool")
+    mem_row, whole_row = lp.rows_of("gpu_memory"), lp.rows_of("whole_gpus")
+    tenant_row, quota_row = lp.rows_of("tenant"), lp.rows_of("quota")
+    usable_row, pattern_row = lp.rows_of("usable"), lp.rows_of("pattern_gangs")
+    gpus_row, count_row = lp.rows_of("gang_gpus"), lp.rows_of("gang_count")
+    add = lp.entry_at
     for gi, (key, slot) in enumerate(groups.items()):
         best = 0.0
+        g_row = group_row[gi]
         for opt in key.options:
-            model = opt.pool[1]
+            pool = opt.pool
+            model = pool[1]
+            on_whole = pool[0] == "whole"
             k = 0 if key.fixed else gang_size(key.single_k, opt)
             single_gang = k >= 2
-            on_patterns = single_gang and opt.pool[0] == "whole" and model in patterns
+            on_patterns = single_gang and on_whole and model in patterns
             # no node has room for the gang: the option is unusable
-            usable = not on_patterns or lp.has_row("pattern_gangs", (model, k))
+            usable = not on_patterns or (model, k) in pattern_row
             col = lp.add_col(-opt.coef, hi=float(slot.count) if usable else 0.0)
-            gang_cols.append(opt.whole and opt.amount >= 2)
-            if gang_cols[-1] and key.single_k < 0:
+            gang = opt.whole and opt.amount >= 2
+            gang_cols.append(gang)
+            if gang and key.single_k < 0:
                 elastic.append(len(gang_cols) - 1)
-            lp.entry("group", gi, col, 1.0)
-            lp.entry("pool", opt.pool, col, opt.amount)
-            if opt.mem > 0 and lp.has_row("gpu_memory", opt.pool):
-                lp.entry("gpu_memory", opt.pool, col, opt.mem)
-            if opt.whole and opt.pool[0] == "whole" and lp.has_row("whole_gpus", model):
-                lp.entry("whole_gpus", model, col, opt.amount)
-            if fair and lp.has_row("tenant", key.tenant):
-                lp.entry("tenant", key.tenant, col, opt.thr)
+            add(g_row, col, 1.0)
+            add(pool_row[pool], col, opt.amount)
+            if opt.mem > 0 and pool in mem_row:
+                add(mem_row[pool], col, opt.mem)
+            if opt.whole and on_whole and model in whole_row:
+                add(whole_row[model], col, opt.amount)
+            if fair and key.tenant in tenant_row:
+                add(tenant_row[key.tenant], col, opt.thr)
             for qk in quota_keys(quotas, key.tenant, model) if quotas else ():
-                if lp.has_row("quota", qk):
-                    lp.entry("quota", qk, col, opt.quota)
-            if lp.has_row("usable", opt.pool):
+                if qk in quota_row:
+                    add(quota_row[qk], col, opt.quota)
+            if pool in usable_row:
                 _usable_entry(lp, key, opt, col)
-            if key.levels and not key.fixed and opt.pool[0] == "whole":
+            if key.levels and not key.fixed and on_whole:
                 _domain_entries(lp, key.levels, model, opt.amount, col)
             if on_patterns and usable:
-                lp.entry("pattern_gangs", (model, k), col, 1.0)
-            elif single_gang and opt.pool[0] == "whole" and not on_patterns:
+                add(pattern_row[(model, k)], col, 1.0)
+            elif single_gang and on_whole and not on_patterns:
                 for t in range(2, k + 1):
-                    if lp.has_row("gang_gpus", (model, t)):
-                        lp.entry("gang_gpus", (model, t), col, float(k))
-                        lp.entry("gang_count", (model, t), col, 1.0)
-            best = max(best, opt.coef)
+                    if (model, t) in gpus_row:
+                        add(gpus_row[(model, t)], col, float(k))
+                        add(count_row[(model, t)], col, 1.0)
+            if opt.coef > best:
+                best = opt.coef
         fallback += best * slot.count
     if len(elastic) > MIP_ELASTIC_COLS:
         for c in elastic:

@@ -44,7 +44,11 @@ class HighsLp:
         self.row_hi: list[float] = []
         #: family -> key -> row index
         self.families: dict[str, dict[Hashable, int]] = {}
-        self._entries: list[tuple[int, int, float]] = []
+        #: the matrix entries as three parallel lists (row, column, coefficient): one
+        #: numpy array each in `to_highs`, sorted there without a tuple per entry
+        self._rows: list[int] = []
+        self._cols: list[int] = []
+        self._vals: list[float] = []
 
     @property
     def num_cols(self) -> int:
@@ -79,7 +83,20 @@ class HighsLp:
 
     def entry(self, family: str, key: Hashable, col: int, coef: float) -> None:
         """The coefficient of column `col` in the row `key` of `family`."""
-        self._entries.append((self.families[family][key], col, coef))
+        self._rows.append(self.families[family][key])
+        self._cols.append(col)
+        self._vals.append(coef)
+
+    def rows_of(self, family: str) -> dict[Hashable, int]:
+        """The rows of `family` declared so far, key -> row index (empty if none): for
+        a caller that adds many entries by index (`entry_at`)."""
+        return self.families.get(family, {})
+
+    def entry_at(self, row: int, col: int, coef: float) -> None:
+        """The coefficient of column `col` in the row of index `row` (`rows_of`)."""
+        self._rows.append(row)
+        self._cols.append(col)
+        self._vals.append(coef)
 
     def to_highs(self) -> highspy.Highs:
         """A silent HiGHS instance holding the model (rows stored in index order)."""
@@ -87,13 +104,17 @@ class HighsLp:
         n_cols, n_rows = len(self.cost), len(self.row_lo)
         h.addVars(n_cols, np.array(self.col_lo), np.array(self.col_hi))
         h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), np.array(self.cost))
-        entries = sorted(self._entries)
-        rows = np.array([r for r, _, _ in entries], dtype=np.int64)
+        rows = np.array(self._rows, dtype=np.int64)
+        cols = np.array(self._cols, dtype=np.int32)
+        vals = np.array(self._vals, dtype=np.float64)
+        # by row, then column, then value: the order of sorting (row, col, value) tuples,
+        # so the matrix HiGHS gets (and its solution) is the one it always got
+        order = np.lexsort((vals, cols, rows))
+        rows = rows[order]
         starts = np.searchsorted(rows, np.arange(n_rows)).astype(np.int32)
         h.addRows(n_rows, np.array(self.row_lo, dtype=np.float64),
-                  np.array(self.row_hi, dtype=np.float64), len(entries), starts,
-                  np.array([c for _, c, _ in entries], dtype=np.int32),
-                  np.array([v for _, _, v in entries], dtype=np.float64))
+                  np.array(self.row_hi, dtype=np.float64), len(order), starts,
+                  cols[order], vals[order])
         return h
 
 

@@ -39,7 +39,7 @@ from models import Plan, PlanRequest, PlanStatus
 from models.instance import compile_jobs
 from models.objective import Evaluation, evaluate
 from models.rules import lexicographic_levels
-from solver.bound import Relaxation, relax
+from solver.bound import CUT, Relaxation, relax
 from solver.budget import CUT_TAIL_CPU_PER_JOB, PASS_S_PER_JOB, Budget
 from solver.build import build_plan
 from solver.outcome import LP_ROUND_OBJECTIVES, label, rank
@@ -62,6 +62,14 @@ BOUND_SHARE = 0.1
 #: of jobs, 0.27 s before the eligibility rules were asked once per job kind; a prior left
 #: at 0.3 s made every later phase look half as costly).
 COMPILE_CPU_PER_JOB = 4.7e-6
+#: ... and a fixed part: M (1,024 GPUs / 1,500 jobs) compiles in 0.013-0.022 s where
+#: the per-job term gives 0.007, while the greedy pass, the LP and a rounding take
+#: 0.6-1.9 times their priors in the same process (2026-12-02): the pace measured on it
+#: read M at 1 s on a shared host 5-7 times slower than the next phases ran (2-2.5), the
+#: LP did not fit after the greedy pass, and the finishing reserve kept 0.34 s back for
+#: 0.06-0.1 s of finishing (2.0-2.9% with the quick bound, 0.2 s of the budget unused).
+#: L's prior (0.1 s) is left as measured quiet.
+COMPILE_CPU_S = 0.007
 #: ... and per elastic gang on top (its value on every allowed size and model): L with 30%
 #: elastic gangs (4,271 of them) compiles in 0.19 s against 0.09 s (each gang's values on
 #: its sizes are its own; before 0.27 s against 0.16 s); a prior without it
@@ -98,6 +106,15 @@ RELAX_CPU_S = 0.03
 RELAX_CPU_PER_JOB = 4.35e-5
 RELAX_RESOLVE_CPU_PER_JOB = 0.0
 RELAX_SAFETY = 1.25
+#: ... but the LP runs when this share of its estimate fits: its Python part stops at a
+#: deadline that leaves the quick bound its time (solver/bound.py: `relax`), so a cut LP
+#: costs only time, and the quick bound is 1-4% looser on M (1,024 GPUs / 1,500 jobs;
+#: seed 0: 5,090-5,255 against the LP's 5,047), more than the whole target gap at 1 s.
+#: The pace measured on compiling the jobs alone (20 ms) is noisy: on M at 1 s on a
+#: shared host it read 5.1 in one run where the LP then ran at 2.3, and the LP, asked to
+#: fit 1.25 times its estimate after the greedy pass, was skipped with 0.39 s left for
+#: 0.19 s of work (2.87% with the quick bound; 0.20% in the run that took the LP).
+RELAX_TRY_SHARE = 0.75
 #: ... and in the test of whether the LP and a rounding go first (`_lp_first`), which is
 #: made on the pace of one short phase (compiling the jobs, 0.15-0.2 s on L) and whose
 #: rounding is anytime. With 1.25, L at 3 s on a quiet machine took the LP-first path in
@@ -234,7 +251,7 @@ class Portfolio:
         if not self._compiled:
             self._compiled = True
             elastic = sum(1 for j in self.request.jobs if j.elastic is not None)
-            with self.budget.paced(COMPILE_CPU_PER_JOB * len(self.request.jobs)
+            with self.budget.paced(COMPILE_CPU_S + COMPILE_CPU_PER_JOB * len(self.request.jobs)
                                    + COMPILE_CPU_PER_ELASTIC * elastic):
                 compile_jobs(self.request)
 
@@ -350,7 +367,7 @@ class Portfolio:
             b = self.budget
             self.compiled()
             prior = self._relax_cpu()
-            if b.deterministic or b.fits(RELAX_SAFETY * prior):
+            if b.deterministic or b.fits(RELAX_TRY_SHARE * prior):
                 left = max(0.0, b.remaining() - b.reserve)
                 # at least what the LP should take: its limit counts its Python part too
                 # (XL: 2-3 s before HiGHS starts, which a 2 s limit left no time)
@@ -364,12 +381,17 @@ class Portfolio:
                         # 1.7 and the rounding was cut at a third)
                         limit = min(limit, max(RELAX_SAFETY * b.estimate(prior),
                                                left - b.estimate(self._rounding_cpu())))
+                # cut where the quick bound still fits after it (deterministic mode: never)
+                cut = None if b.deterministic else b.until() - b.estimate(self._quick_cpu())
                 # not paced: its solve runs as long as its limit allows
                 with b.python_phase():
                     self._relax = relax(self.request, time_limit_s=max(0.1, limit),
-                                        also_nearest=self._near_rounding())
+                                        also_nearest=self._near_rounding(), deadline=cut)
                 b.charge(PASS_S_PER_JOB * len(self.request.jobs))
                 self._relax_done = True
+                if self._relax is CUT:
+                    self.notes.append("the LP bound was cut by the time limit: the quick "
+                                      "bound stands in")
             else:
                 self.notes.append("no time left for the LP bound: the quick bound stands in")
             if not self._relax_done or (self._relax is not None and not self._relax.targets):
@@ -442,7 +464,15 @@ class Portfolio:
         the measured load instead of the pace, which compiling the jobs inflates under
         load, and running the LP without the bound's own test, helped M at 1-2 s on a
         host at load 8-12 but, at load 13-17, left the plan to a rounding or a greedy
-        pass cut early: 45-59% where the greedy pass first reached 10-48%.)"""
+        pass cut early: 45-59% where the greedy pass first reached 10-48%.)
+        On smaller requests the LP goes first whenever it would run at all (the bound's
+        own test, `RELAX_TRY_SHARE`), no longer only when a rounding fits beside it too:
+        on M the LP and the nearest rounding cost about what the greedy pass costs
+        (0.07-0.1 and 0.03 CPU s against 0.1-0.13), the pace read on compiling the jobs
+        alone overstates the next phases 1.5-2.5 times on a loaded host, and after a
+        greedy pass the LP no longer fits, which leaves the quick bound, 1-4% above the
+        LP's on M: with the earlier test, M at 1 s at a load of about 3 (a third of a
+        core) went greedy first in one run of two, 14.9% (seed 2) against 0.1-0.2%."""
         b = self.budget
         if b.deterministic or not self._rounds():
             return False
@@ -451,9 +481,12 @@ class Portfolio:
                     + ROUND_MIN_SHARE * self._rounding_cpu() + self._cut_tail())
         if len(self.request.jobs) > BOTH_VARIANTS_UP_TO:
             return b.fits(lp_round)
-        # smaller requests: only when the greedy pass would leave the LP no room
+        # smaller requests: only when the greedy pass would leave the LP no room, and
+        # then whenever the LP would run at all (`RELAX_TRY_SHARE`): after the greedy
+        # pass it would not
         return not b.fits(self._jobs_cpu(GREEDY_CPU_PER_JOB) + RELAX_SAFETY
-                          * self._relax_cpu() + self._rounding_cpu()) and b.fits(lp_round)
+                          * self._relax_cpu() + self._rounding_cpu()) \
+            and b.fits(RELAX_TRY_SHARE * self._relax_cpu())
 
     def _rounds(self) -> bool:
         """Whether the starting plan tries the rounded LP (module doc): throughput-like
