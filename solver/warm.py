@@ -531,8 +531,9 @@ def _advance(carry: _Carry, request: PlanRequest) -> _Advanced | None:
                 dropped.append(name)
                 if st is not None:
                     st.remove(old)
-    for (at, _), info in zip(fresh, compile_some(request, [j for _, j in fresh]),
-                             strict=True):
+    # the models present are the carried ones: `_node_deltas` let no node change them
+    for (at, _), info in zip(fresh, compile_some(request, [j for _, j in fresh],
+                                                 carry.present), strict=True):
         infos[at] = info
         if info.current:
             touched.append(info)
