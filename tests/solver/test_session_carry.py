@@ -19,6 +19,7 @@ from models import PlanRequest
 from solver import warm
 from solver.gcpause import promote_survivors
 from solver.session import PlanningSession
+from tests.solver.test_session import events
 
 # `heuristics.fragmentation` the module (the package exports a function of that name)
 fragmentation = importlib.import_module("heuristics.fragmentation")
@@ -109,3 +110,44 @@ def test_session_plans_leave_no_cyclic_garbage() -> None:
     finally:
         if was:
             gc.enable()
+
+
+def test_a_plan_whose_nodes_did_not_change_starts_with_the_last_plans_cluster_reads(
+) -> None:
+    """After events that touch jobs alone, a warm plan's request holds the carried
+    cluster reads (`warm.CLUSTER_SLOTS`: the very objects), equal to reading them
+    again; after a node event it reads them again."""
+    from models.cache import cached
+    from models.gpu_table import _read
+    from models.objective import gpu_models_of
+
+    session = _session(4)
+    session.plan(1.0)
+    rng = random.Random(4)
+    carried = 0
+    for r in range(8):
+        batch = [e for e in random_events(session.request, rng, 15, f"r{r}")
+                 if e.kind.startswith("job")]
+        session.apply(batch)
+        memo = session.memo
+        carry = memo.carry if memo is not None else None
+        request = session.planning_request(0.5)
+        session.plan_request(request)
+        if carry is None or not carry.cluster or any(
+                x is not y for x, y in zip(request.cluster.nodes,
+                                           carry.request.cluster.nodes, strict=True)):
+            continue  # no carried plan, or the commit changed a node's MIG layout
+        carried += 1
+        for slot, value in carry.cluster.items():
+            assert cached(request, slot) is value
+        assert cached(request, "gpu_table") == _read(request)
+        assert cached(request, "gpu_models") == gpu_models_of(request)
+    assert carried >= 1
+    memo = session.memo
+    assert memo is not None and memo.carry is not None
+    last = memo.carry.cluster
+    node = session.request.cluster.nodes[0]
+    session.apply(events({"kind": "node_cordoned", "node": node.name, "cordoned": True}))
+    request = session.planning_request(0.5)
+    session.plan_request(request)
+    assert all(cached(request, slot) is not value for slot, value in last.items())
