@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from models import GpuModel, Instance, Placement, PlanRequest
+from models.cache import cached
 from models.gpu_table import gpu_table
 from models.instance import (
     ClusterState,
@@ -127,6 +128,63 @@ def _request_jobs(request: PlanRequest) -> _Jobs:
         memory: dict[str, float] = {}
         return _Jobs(_classes(compile_jobs(r), memory), memory)
     return per_request(request, "fragmentation_jobs", build)
+
+
+def request_job_classes(request: PlanRequest) -> object | None:
+    """The job classes `_request_jobs` keeps for `request` when it made them (None
+    else): what a planning session carries to its next plan (`carry_job_classes`)."""
+    return cached(request, "fragmentation_jobs")
+
+
+def carry_job_classes(request: PlanRequest, last: object, infos: Sequence[JobInfo],
+                      left: Sequence[JobInfo], joined: Sequence[JobInfo]) -> bool:
+    """Make `request`'s job classes (`_request_jobs`) from `last`, those of a request
+    that `request` follows (a planning session's last plan's, from
+    `request_job_classes`), when its compiled jobs `infos` are that request's less
+    `left` plus `joined` (a JobInfo kept as it was, or copied with another `current`,
+    keeps its class): each class's count moves by the jobs that left and joined, and the
+    classes' order and first members (what `_classes` gives: classes in order of their
+    first member) come from a pass over `infos` that stops once every class is met
+    (16,384 GPUs / 20,000 jobs: 53 classes, all met in the first 4,800 jobs, against a
+    pass over all of them: 0.03 s of CPU). Whether it made them (not when `last` is no
+    such classes or the counts do not add up: `_request_jobs` then makes them whole)."""
+    if not isinstance(last, _Jobs):
+        return False
+    counts: dict[tuple[object, ...], int] = {}
+    for first, n in last.classes:
+        key = _class_key(first)
+        assert key is not None
+        counts[key] = n
+    memory = dict(last.memory)
+    for info in left:
+        memory.pop(info.name, None)
+        key = _class_key(info)
+        if key is not None:
+            counts[key] = counts.get(key, 0) - 1
+    for info in joined:
+        if info.shape == "share" and info.gpu_mem:
+            memory[info.name] = info.gpu_mem
+        key = _class_key(info)
+        if key is not None:
+            counts[key] = counts.get(key, 0) + 1
+    if any(n < 0 for n in counts.values()):
+        return False
+    wanted = sum(1 for n in counts.values() if n > 0)
+    firsts: dict[tuple[object, ...], JobInfo] = {}
+    class_key = _class_key
+    for info in infos:
+        key = class_key(info)
+        if key is not None and key not in firsts:
+            if counts.get(key, 0) <= 0:
+                return False
+            firsts[key] = info
+            if len(firsts) == wanted:
+                break
+    if len(firsts) != wanted:
+        return False
+    made = _Jobs([(info, counts[key]) for key, info in firsts.items()], memory)
+    per_request(request, "fragmentation_jobs", lambda _r: made)
+    return True
 
 
 class _Gpus:

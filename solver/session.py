@@ -74,7 +74,7 @@ from models.events import (
     NodeCordoned,
     NodeRemoved,
 )
-from solver.gcpause import gc_paused
+from solver.gcpause import gc_paused, promote_survivors
 
 if TYPE_CHECKING:
     from solver.warm import WarmMemo
@@ -488,9 +488,13 @@ class PlanningSession:
     def plan_request(self, request: PlanRequest, planner: Planner | None = None) -> Plan:
         """`plan` for `request`: the current state under another policy (a time limit,
         a server's caps), as `planning_request` gives it. The collector is paused for the
-        whole call, the commit included (solver/gcpause.py)."""
+        whole call, the commit included, and what the call made and keeps (the new state,
+        the plan, the carried placer) joins the collector's oldest generation unwalked
+        (solver/gcpause.py `promote_survivors`)."""
         with gc_paused():
-            return self._plan_request(request, planner)
+            plan = self._plan_request(request, planner)
+            promote_survivors()
+            return plan
 
     def prepare(self, lp: bool = True) -> bool:
         """Between plans: make the state the next warm plan starts from when the last plan
