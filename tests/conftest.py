@@ -57,6 +57,31 @@ def contract_dir() -> Path:
     return shared_dir() / "contract"
 
 
+#: Modules whose tests (or some of them) took 15 s or more each in a loaded run (load 9-10
+#: on the 2 cores, session 13), longest first: they are handed out first, in this order
+#: (`pytest_collection_modifyitems`).
+LONG_MODULES = (
+    "tests/solver/test_bruteforce.py",
+    "tests/foundation/test_layers.py",
+    "tests/sim/test_invariants.py",
+    "tests/solver/test_limits.py",
+    "tests/solver/test_interference.py",
+    "tests/api/test_sessions.py",
+    "tests/solver/test_agreement.py",
+    "tests/openb/test_cli.py",
+    "tests/k8s/test_replay.py",
+    "tests/solver/test_topology.py",
+    "tests/solver/test_elastic.py",
+    "tests/solver/test_level_search.py",
+    "tests/api/test_boundary.py",
+    "tests/slurm/test_e2e.py",
+    "tests/benchmarks/test_curve.py",
+    "tests/batch/test_cli.py",
+    "tests/api/test_restart.py",
+)
+_LONG_RANK = {module: rank for rank, module in enumerate(LONG_MODULES)}
+
+
 def _shared_resources(item: pytest.Item) -> list[str]:
     """Keys of the module- or session-scoped yield fixtures `item` uses: the servers,
     browsers, databases and clusters a test shares with others (a fixture that tears
@@ -97,6 +122,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item, keys in uses:
         if keys:
             item.add_marker(pytest.mark.xdist_group(root(keys[0])))
+    # Longest first: xdist hands out the groups (largest first) and then single tests in
+    # this order, one at a time as a worker runs dry; a long test drawn last keeps one
+    # worker busy while the other idles. The sort is stable: within each part, the
+    # collection order stays.
+    items.sort(key=lambda item: _LONG_RANK.get(
+        item.path.relative_to(item.config.rootpath).as_posix(), len(LONG_MODULES)))
 
 
 def load_request(path: Path) -> PlanRequest:

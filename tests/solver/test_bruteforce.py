@@ -25,7 +25,10 @@ def test_cp_sat_matches_brute_force(seed: int) -> None:
     _check(seed, "cp_sat")
 
 
-@settings(max_examples=100, deadline=None, derandomize=True,
+# MILP: fewer draws than CP-SAT's on the same strategy (each solve starts a CBC process,
+# 3-6 times a CP-SAT draw in the loaded suite); both backends solve one compiled model, and
+# test_agreement / the agree tests compare them on larger instances as well.
+@settings(max_examples=50, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=10**9))
 def test_milp_matches_brute_force(seed: int) -> None:
@@ -54,7 +57,10 @@ def test_cp_sat_levels_match_brute_force(seed: int) -> None:
     _check_levels(seed, "cp_sat")
 
 
-@settings(max_examples=100, deadline=None, derandomize=True,
+# MILP: fewer draws than CP-SAT's on the same strategy (each solve starts a CBC process,
+# 3-6 times a CP-SAT draw in the loaded suite); both backends solve one compiled model, and
+# test_agreement / the agree tests compare them on larger instances as well.
+@settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=10**9))
 def test_milp_levels_match_brute_force(seed: int) -> None:
@@ -87,7 +93,10 @@ def test_cp_sat_matches_brute_force_with_every_v11_field(seed: int) -> None:
     _check_mixed(seed, "cp_sat")
 
 
-@settings(max_examples=30, deadline=None, derandomize=True,
+# MILP: fewer draws than CP-SAT's on the same strategy (each solve starts a CBC process,
+# 3-6 times a CP-SAT draw in the loaded suite); both backends solve one compiled model, and
+# test_agreement / the agree tests compare them on larger instances as well.
+@settings(max_examples=20, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=10**9))
 def test_milp_matches_brute_force_with_every_v11_field(seed: int) -> None:

@@ -41,7 +41,10 @@ def test_cp_sat_matches_brute_force_with_interference(seed: int) -> None:
     _check(seed, "cp_sat")
 
 
-@settings(max_examples=110, deadline=None, derandomize=True,
+# MILP: fewer draws than CP-SAT's on the same strategy (each solve starts a CBC process,
+# 3-6 times a CP-SAT draw in the loaded suite); both backends solve one compiled model, and
+# test_agreement / the agree tests compare them on larger instances as well.
+@settings(max_examples=50, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(min_value=0, max_value=10**9))
 def test_milp_matches_brute_force_with_interference(seed: int) -> None:
