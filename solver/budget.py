@@ -44,7 +44,12 @@ from solver.linear import Limits
 #: 5 s beside four busy processes kept 3.5 s back for 0.8 s of finishing and returned
 #: after 2.1 s with only the running jobs placed. The estimate is scaled by the measured
 #: pace, and replaced by the real cost once a plan is built (an incumbent report).
-FINISH_CPU_PER_ITEM = 1.08e-5
+#: Session 13 (the validator's read pass reworked): L 3 s quiet finished in 0.21-0.32 s
+#: against 0.73 reserved, XL 20 s in 1.59 against 3.09, and beside three or four busy
+#: processes L at 3 s kept 1.3-1.85 s back for 0.56-0.65 s of finishing and returned
+#: 0.3-1.6 s early with the running jobs alone. The per-item term went from 1.08e-5 to
+#: 7.5e-6: 0.28, 0.03 and 1.5 s of CPU (times FINISH_SAFETY) for L, M and XL.
+FINISH_CPU_PER_ITEM = 7.5e-6
 FINISH_CPU_PER_ITEM2 = 2.0e-11
 #: Seconds kept back on top of the measured finishing cost (returning, logging, being
 #: scheduled again): a fixed wall part, and a CPU part scaled by the load the solve
