@@ -84,6 +84,16 @@ def _pick(rng: random.Random, rows: Rows, request: PlanRequest,
     return rng.choice(hits) if hits else None
 
 
+def _two(rng: random.Random, rows: Rows, test: Callable[[Placement], bool]
+         ) -> tuple[int, int] | None:
+    """Two distinct rows whose first placement passes `test`, if there are two."""
+    hits = [i for i, (_, pls) in enumerate(rows) if test(pls[0])]
+    if len(hits) < 2:
+        return None
+    i, k = rng.sample(hits, 2)
+    return i, k
+
+
 def _move(p: Placement, q: Placement) -> Placement:
     return p.model_copy(update={"node": q.node, "gpu": q.gpu})
 
@@ -106,10 +116,10 @@ def _onto_busy(request: PlanRequest, plan: Plan, rng: random.Random) -> Any:
 def _overfill_share(request: PlanRequest, plan: Plan, rng: random.Random) -> Any:
     """A shared job put beside another shared job, with a large fraction."""
     rows = _rows(plan)
-    shared = [i for i, (_, pls) in enumerate(rows) if pls[0].fraction is not None]
-    if len(shared) < 2:
+    pair = _two(rng, rows, lambda p: p.fraction is not None)
+    if pair is None:
         return None
-    i, k = rng.sample(shared, 2)
+    i, k = pair
     frac = rng.choice([None, 0.9, 1.0])
     p = _move(rows[i][1][0], rows[k][1][0])
     rows[i] = (rows[i][0], [p if frac is None else p.model_copy(update={"fraction": frac})])
@@ -169,10 +179,10 @@ def _mig_profile(request: PlanRequest, plan: Plan, rng: random.Random) -> Any:
 def _mig_twice(request: PlanRequest, plan: Plan, rng: random.Random) -> Any:
     """A MIG job put on another MIG job's instance."""
     rows = _rows(plan)
-    migs = [i for i, (_, pls) in enumerate(rows) if pls[0].mig is not None]
-    if len(migs) < 2:
+    pair = _two(rng, rows, lambda p: p.mig is not None)
+    if pair is None:
         return None
-    i, k = rng.sample(migs, 2)
+    i, k = pair
     rows[i] = (rows[i][0], [rows[k][1][0]])
     return request, _with(plan, rows)
 
