@@ -11,7 +11,7 @@ import pytest
 from models.capacity import usable
 from models.gpu_table import gpu_table
 from models.request import Cluster, PlanRequest
-from solver.validate import _gpu_table
+from solver.validate import _GpuTable
 from tests.solver.strategies import random_request
 
 
@@ -34,11 +34,11 @@ def test_the_columns_are_the_gpus_in_cluster_order(seed: int) -> None:
                    table.mig, strict=True))
     assert got == want
     catalog = request.cluster.catalog()
-    lookup = _gpu_table(nodes, catalog)
+    lookup = _GpuTable(nodes, catalog)
     first: dict[tuple[str, int], object] = {}
     for n in nodes:
         for g in n.gpus:
             first.setdefault((n.name, g.index), (g, g.model, catalog.get(g.model),
                                                  g.mig_enabled))
-    assert list(lookup.items()) == list(first.items())
+    assert [(k, lookup[k]) for k in lookup] == list(first.items())
     assert all(lookup[k][0] is v[0] for k, v in first.items())  # type: ignore[index]

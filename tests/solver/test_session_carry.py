@@ -87,7 +87,8 @@ def test_promotion_empties_the_young_generations_and_keeps_what_is_frozen() -> N
         frozen = gc.get_freeze_count()
         more = [[i] for i in range(1000)]
         promote_survivors()
-        assert gc.get_freeze_count() == frozen and len(more) == 1000
+        # (frozen objects that die leave the count: it may fall, never grow)
+        assert gc.get_freeze_count() <= frozen and len(more) == 1000
     finally:
         gc.unfreeze()
 
