@@ -298,7 +298,7 @@ class Relaxation:
     #: (an elastic gang's size)
     amounts: dict[str, float] = field(default_factory=dict)
     #: with `relax(also_nearest=True)`: the targets of each LP count rounded to the
-    #: nearest integer (`_targets`), and their amounts, beside `targets`
+    #: nearest integer (`_targets_by_lift`), and their amounts, beside `targets`
     nearest: dict[str, str] = field(default_factory=dict)
     nearest_amounts: dict[str, float] = field(default_factory=dict)
 
@@ -316,7 +316,7 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = Fa
     """The aggregated LP relaxation of `request`: its bound (as `upper_bound`) and the
     integer part of its solution as per-job target models (see `heuristics/lp_round.py`,
     which rounds it into a plan); with `nearest`, each LP count rounded to the nearest
-    integer instead (`_targets`); with `also_nearest`, those in `Relaxation.nearest` as
+    integer instead (`_targets_by_lift`); with `also_nearest`, those in `Relaxation.nearest` as
     well; None if the relaxation is infeasible. Past `deadline` (a `time.monotonic()`
     instant; its Python part looks at it between stages and every `_LATE_EVERY` jobs,
     HiGHS is given no more than what is left) it stops: `CUT` (no bound, no targets)."""
@@ -619,19 +619,6 @@ def _most_in_one(caps: _Capacity, level: str, model: str) -> int:
     if hit is None:
         hit = caps.most_in[key] = caps.summary.most_in_one(level, (model, False))
     return hit
-
-
-def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[str]],
-             cols: list[float] | None, amounts: dict[str, float] | None = None,
-             nearest: bool = False) -> dict[str, str]:
-    """Per group, hand the integer part of each option's LP count (with `nearest`, the
-    count rounded to the nearest integer) to the group's jobs (`_targets_by_lift`);
-    `amounts` gets each such job's option amount (an elastic gang's size)."""
-    out, got = _targets_by_lift(groups, members, cols,
-                                (NEAREST_LIFT if nearest else FLOOR_LIFT,))[0]
-    if amounts is not None:
-        amounts.update(got)
-    return out
 
 
 def _targets_by_lift(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[str]],

@@ -429,7 +429,19 @@ def test_the_lp_counts_a_warm_repack_rounds_go_to_the_nearest_integer() -> None:
     """`relax(nearest=True)`'s targets: each option's LP count rounded to the nearest
     integer (a gang the LP gave at least half is placed), options of higher value first,
     never more jobs than the group has; the default keeps the integer parts."""
-    from solver.bound import GroupCount, GroupKey, Option, _targets
+    from solver.bound import (
+        FLOOR_LIFT,
+        NEAREST_LIFT,
+        GroupCount,
+        GroupKey,
+        Option,
+        _targets_by_lift,
+    )
+
+    def _targets(groups: dict[GroupKey, GroupCount], members: dict[GroupKey, list[str]],
+                 cols: list[float], nearest: bool = False) -> dict[str, str]:
+        lift = NEAREST_LIFT if nearest else FLOOR_LIFT
+        return _targets_by_lift(groups, members, cols, (lift,))[0][0]
 
     def opt(model: str, coef: float) -> Option:
         return Option(("whole", model), 4.0, coef, 0.0, 0.0, True)
