@@ -83,9 +83,7 @@ class HighsLp:
 
     def entry(self, family: str, key: Hashable, col: int, coef: float) -> None:
         """The coefficient of column `col` in the row `key` of `family`."""
-        self._rows.append(self.families[family][key])
-        self._cols.append(col)
-        self._vals.append(coef)
+        self.entry_at(self.families[family][key], col, coef)
 
     def rows_of(self, family: str) -> dict[Hashable, int]:
         """The rows of `family` declared so far, key -> row index (empty if none): for
