@@ -77,6 +77,11 @@ CG_SHARE = 0.5
 MAX_COLUMNS = 100_000
 #: Patterns priced into the LP per class and round (the best by reduced cost).
 PRICED_PER_CLASS = 100
+#: The enumerations (`_patterns`, `_price`) read the clock once per this many calls: 4,096
+#: calls of the pricing took 20-40 ms beside busy processes, and each of M's 14-21
+#: classes ran that long past the stop before noticing (a re-pack capped at 0.6 s ran
+#: 0.38 s over).
+PRICE_CHECK_CALLS = 1024
 #: Pattern columns beyond which the MIP runs without HiGHS's presolve (see `_solve`).
 PRESOLVE_MAX_COLS = 20_000
 #: Capacity tolerance, the validator's.
@@ -191,7 +196,7 @@ def _patterns(cls: _Class, groups: list[_Group], budget: int, deadline: float
     def rec(k: int, frac: float, mem: float, cpu: float, hmem: float, value: float) -> bool:
         nonlocal calls
         calls += 1
-        if calls % 4096 == 0 and time.monotonic() > deadline:
+        if calls % PRICE_CHECK_CALLS == 0 and time.monotonic() > deadline:
             return False
         low = suffix[k]
         if (k == len(elig) or frac < low[0] - _TOL or mem < low[1] - _TOL
@@ -378,6 +383,9 @@ def _generate(ordered: list[_Class], classes: dict[_Class, list[int]],
         fresh = 0
         complete = True
         for cls in ordered:
+            if time.monotonic() > stop:
+                complete = False  # each class's pricing runs a while before its first check
+                break
             pats, done = _price(cls, groups, pi[class_row[cls]], mu, PRICED_PER_CLASS, stop)
             complete &= done
             for pat in pats:
@@ -443,7 +451,7 @@ def _price(cls: _Class, groups: list[_Group], pi: float, mu: list[float], k: int
     def rec(j: int, frac: float, mem: float, cpu: float, hmem: float, gain: float) -> bool:
         nonlocal calls
         calls += 1
-        if calls % 4096 == 0 and time.monotonic() > stop:
+        if calls % PRICE_CHECK_CALLS == 0 and time.monotonic() > stop:
             return False
         left = (frac, mem, cpu, hmem)
         room = min(ratio[d][j] * left[d] if left[d] > 0 else 0.0 for d in used_dims)

@@ -175,3 +175,35 @@ def test_column_generation_closes_most_of_a_triplet_packing(
     _valid(req, out)
     # price-and-branch is a heuristic; on this instance it finds 59-60 of 60 in ~1 s
     assert len(out.placements) >= max(59, len(start.placements) + 1)
+
+
+def test_column_generation_stops_pricing_once_its_stop_has_passed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the stop, no further class is priced: each pricing runs a while before its
+    first look at the clock, and on M's 14-21 classes that ran a capped re-pack 0.38 s
+    over. A clock that jumps past every deadline during the first pricing lets exactly
+    one pricing run."""
+    import solver.share_packing as sp
+
+    nodes = [Node(name=f"n{i}", gpus=[Gpu(index=0, model=MODELS[i % 2])]) for i in range(4)]
+    jobs = [Job(name=f"j{j}", gpu_share=share, weight=1.0)
+            for j, share in enumerate([0.2, 0.3, 0.3, 0.4, 0.5, 0.6, 0.2, 0.3])]
+    req = PlanRequest(cluster=Cluster(nodes=nodes), jobs=jobs,
+                      policy=Policy(solver="heuristic", time_limit_s=5))
+    monkeypatch.setattr(sp, "MAX_PATTERNS", 1)  # too many to list: column generation
+    late = {"s": 0.0}
+    real = time.monotonic
+    monkeypatch.setattr(sp, "time", type("Clock", (), {
+        "monotonic": staticmethod(lambda: real() + late["s"])}))
+    priced: list[object] = []
+    price = sp._price
+
+    def first_runs_late(cls: object, *args: object, **kwargs: object) -> object:
+        priced.append(cls)
+        out = price(cls, *args, **kwargs)  # type: ignore[arg-type]
+        late["s"] = 1e6
+        return out
+
+    monkeypatch.setattr(sp, "_price", first_runs_late)
+    assert repack(req, plan_greedy(req), real() + 30) is None  # no time left for the MIP
+    assert len(priced) == 1
