@@ -59,10 +59,10 @@ def contract_dir() -> Path:
 
 #: Modules whose tests (or some of them) took 15 s or more each in a loaded run (load 9-10
 #: on the 2 cores, session 13), longest first: they are handed out first, in this order
-#: (`pytest_collection_modifyitems`).
+#: (`pytest_collection_modifyitems`). The import check (test_layers.py) forks only for
+#: the members of import cycles since session 14 (runner 13 -> 4 CPU s): last.
 LONG_MODULES = (
     "tests/solver/test_bruteforce.py",
-    "tests/foundation/test_layers.py",
     "tests/sim/test_invariants.py",
     "tests/solver/test_limits.py",
     "tests/solver/test_interference.py",
@@ -78,6 +78,7 @@ LONG_MODULES = (
     "tests/benchmarks/test_curve.py",
     "tests/batch/test_cli.py",
     "tests/api/test_restart.py",
+    "tests/foundation/test_layers.py",
 )
 _LONG_RANK = {module: rank for rank, module in enumerate(LONG_MODULES)}
 
