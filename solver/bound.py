@@ -298,7 +298,8 @@ class Relaxation:
     #: (an elastic gang's size)
     amounts: dict[str, float] = field(default_factory=dict)
     #: with `relax(also_nearest=True)`: the targets of each LP count rounded to the
-    #: nearest integer (`_targets_by_lift`), and their amounts, beside `targets`
+    #: nearest integer (`_targets_by_lift`), and their amounts, beside `targets`; the
+    #: LP's own counts, also when the integer re-solve gave `targets` (`relax`)
     nearest: dict[str, str] = field(default_factory=dict)
     nearest_amounts: dict[str, float] = field(default_factory=dict)
 
