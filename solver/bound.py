@@ -302,6 +302,10 @@ class Relaxation:
     #: LP's own counts, also when the integer re-solve gave `targets` (`relax`)
     nearest: dict[str, str] = field(default_factory=dict)
     nearest_amounts: dict[str, float] = field(default_factory=dict)
+    #: ... and, when the integer re-solve gave `targets`, its counts rounded to the
+    #: nearest integer (empty otherwise)
+    resolved_nearest: dict[str, str] = field(default_factory=dict)
+    resolved_nearest_amounts: dict[str, float] = field(default_factory=dict)
 
 
 def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | None:
@@ -349,19 +353,19 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = Fa
     # replaced them (`_run`): on M (1,024 GPUs / 1,500 jobs) seed 2 those of the
     # re-solve rounded to 1.35% below the bound, the LP's to 0.09% (seed 0: 0.21% and
     # 0.11%), while the re-solve's integer parts are the better ones on seed 1
-    # (0.38-0.40% against 0.60%): the two roundings then look at two different solutions
-    same = lp_cols is cols
+    # (0.38-0.40% against 0.60%): the first two roundings then look at two different
+    # solutions; the re-solve's nearest counts are kept too (seed 1 at 5 s: 0.32%)
     lifts = (NEAREST_LIFT if nearest else FLOOR_LIFT,) + ((NEAREST_LIFT,) if also_nearest
-                                                         and same else ())
+                                                         else ())
     made = _targets_by_lift(groups, members, cols, lifts)
     targets, amounts = made[0]
-    near: dict[str, str] = {}
-    near_amounts: dict[str, float] = {}
-    if also_nearest:
-        near, near_amounts = made[1] if same else _targets_by_lift(
-            groups, members, lp_cols, (NEAREST_LIFT,))[0]
+    near, near_amounts = made[1] if also_nearest else ({}, {})
+    resolved: tuple[dict[str, str], dict[str, float]] = ({}, {})
+    if also_nearest and lp_cols is not cols:
+        resolved = near, near_amounts
+        near, near_amounts = _targets_by_lift(groups, members, lp_cols, (NEAREST_LIFT,))[0]
     return Relaxation(value + _REL_MARGIN * abs(value) + _ABS_MARGIN, targets, amounts,
-                      near, near_amounts)
+                      near, near_amounts, *resolved)
 
 
 #: `_targets_by_lift`: an LP count's integer part (up from its float noise), or its nearest integer.

@@ -23,3 +23,5 @@ def test_the_nearest_counts_are_the_lps_own_when_the_integer_re_solve_ran(
     assert both.targets != alone.targets        # the re-solve ran and changed them
     assert both.nearest == alone.nearest and both.nearest
     assert both.nearest_amounts == alone.nearest_amounts
+    # the re-solve's own nearest counts are kept beside them, the LP alone has none
+    assert both.resolved_nearest and not alone.resolved_nearest
