@@ -16,8 +16,8 @@ reasons) is computed once, within the budget (solver/budget.py): each phase has 
 cost in CPU seconds (the constants below) and runs only when the budget, which scales it
 by the pace measured so far, says it fits. On large requests the LP and a rounding go
 first when both fit (the rounded plan is the better start there, and a greedy pass costs
-as much as both), on smaller ones only when the greedy pass would leave them no room;
-else the greedy goes first. A bound always exists: the quick Lagrangian one of
+as much as both), on smaller ones the LP and two roundings whenever the LP fits; else the
+greedy goes first. A bound always exists: the quick Lagrangian one of
 solver/quick_bound.py stands in when the LP does not fit or its solve is cut. Every
 improvement of the starting plan is reported through the caller's incumbent hook
 (`Incumbents`), so that an async solve has a plan to show, store or return from its first
@@ -52,6 +52,13 @@ log = logging.getLogger(__name__)
 
 #: Most of the budget the pattern re-pack of shared jobs may take.
 REPACK_SHARE = 0.3
+#: ... and its prior per movable shared job (queued shares; solver/share_packing.py): a
+#: re-pack cut at its deadline returns the plan it was given, so it runs only when this
+#: fits in its slice at the measured pace. M (1,024 GPUs / 1,500 jobs, 193 movable)
+#: takes 0.34-1.5 CPU s on seeds 0-2 for 0.01-0.07% of the bound (2026-12-02), where a
+#: slice of 0.3-0.6 s at 1-2 s always cut it: the time went to nothing, and at 2 s
+#: the exact phase found no room after it.
+REPACK_CPU_PER_MOVABLE = 2.5e-3
 #: The LP bound's slice of the budget: this many seconds or this share of the budget,
 #: whichever is larger, and at most half of what is left.
 BOUND_MIN_S = 2.0
@@ -130,7 +137,16 @@ ROUNDING_CPU_PER_JOB2 = 1.3e-9
 #: measured (2026-12-01), and the pace measured on M's first rounding read 2-3 times the
 #: load; with quotas and classes the finishing reserve (FINISH_LEVELS_FACTOR times a
 #: prior, scaled by that pace) then kept 3.7 s of a 5 s budget back for 0.6 s of work.
-ROUNDING_CPU_S = 0.03
+#: Most of those 0.04-0.07 s was the first pass's warm-up (`WARM_CPU_S`): a rounding after
+#: another pass takes 0.027-0.033 s on M's seeds 0-2, the first one 0.07-0.115 s.
+ROUNDING_CPU_S = 0.01
+#: What the first starting pass (greedy or rounding) of a request pays on top of its
+#: prior: the MIG layout options it asks for are computed and cached then
+#: (models/instance.py), 0.04-0.08 CPU s on M. Counted in the first pass's prior only:
+#: a prior of 0.052 s per rounding read the first one on M as 1.6 times slower than the
+#: machine was, and at 1 s on a loaded host the second rounding (the LP's integer parts,
+#: 0.60% where the first reached 1.18% on seed 1) no longer looked as if it fitted.
+WARM_CPU_S = 0.05
 #: The share of a rounding pass that must fit for the first one to run: cut, it keeps the
 #: running jobs it did not reach (heuristics/greedy.py: keep_cut_running), and a third of
 #: a pass on L (16,384 GPUs / 20,000 jobs) already gives 40,360, more than the greedy
@@ -226,6 +242,7 @@ class Portfolio:
         self._relax_done = False
         self._quick: float | None = None
         self._compiled = False
+        self._warm = False     # whether a starting pass has run (`WARM_CPU_S`)
         #: id(result) -> (the result, its rank, its evaluation): plans are compared
         #: several times, and evaluating one is a pass over every job
         self._judged: dict[int, tuple[HeuristicResult, tuple[float, ...], Evaluation]] = {}
@@ -275,9 +292,15 @@ class Portfolio:
         return self._jobs_cpu(CUT_TAIL_CPU_PER_JOB)
 
     def _rounding_cpu(self) -> float:
-        """The prior of one rounding pass on this request."""
+        """The prior of the next rounding pass on this request (the first pass's warm-up
+        included, `_warm_cpu`)."""
         n = len(self.request.jobs)
-        return ROUNDING_CPU_S + ROUNDING_CPU_PER_JOB * n + ROUNDING_CPU_PER_JOB2 * n * n
+        return (ROUNDING_CPU_S + ROUNDING_CPU_PER_JOB * n + ROUNDING_CPU_PER_JOB2 * n * n
+                + self._warm_cpu())
+
+    def _warm_cpu(self) -> float:
+        """`WARM_CPU_S` while no starting pass has run yet, else 0."""
+        return 0.0 if self._warm else WARM_CPU_S
 
     def greedy(self) -> HeuristicResult:
         """The greedy plan (cut at the deadline: the jobs it did not reach stay out).
@@ -286,7 +309,7 @@ class Portfolio:
         would preempt every running job it did not reach."""
         if self._greedy is None:
             b = self.budget
-            one_pass = self._jobs_cpu(GREEDY_CPU_PER_JOB)
+            one_pass = self._jobs_cpu(GREEDY_CPU_PER_JOB) + self._warm_cpu()
             short = not b.deterministic and not b.fits(
                 (1.0 if len(self.request.jobs) > BOTH_VARIANTS_UP_TO else CUT_EARLY)
                 * one_pass)
@@ -331,7 +354,7 @@ class Portfolio:
             return kept
         self.unchecked = None
         self._greedy = self._run(partial(self._greedy_pass, self._heuristic_deadline(), True),
-                                 self._jobs_cpu(GREEDY_CPU_PER_JOB))
+                                 self._jobs_cpu(GREEDY_CPU_PER_JOB) + self._warm_cpu())
         return self._greedy
 
     def fall_back(self) -> HeuristicResult:
@@ -472,7 +495,12 @@ class Portfolio:
         alone overstates the next phases 1.5-2.5 times on a loaded host, and after a
         greedy pass the LP no longer fits, which leaves the quick bound, 1-4% above the
         LP's on M: with the earlier test, M at 1 s at a load of about 3 (a third of a
-        core) went greedy first in one run of two, 14.9% (seed 2) against 0.1-0.2%."""
+        core) went greedy first in one run of two, 14.9% (seed 2) against 0.1-0.2%.
+        Nor only when the greedy pass, the LP and a rounding do not all fit: on M
+        (1,024 GPUs / 1,500 jobs) the greedy plan is 1.5-2.1% below the bound on seeds
+        0-2, never the best start, and at 1 s at load 2-3 the greedy pass first left the
+        second rounding no room (seed 1: 1.18% where the LP's integer parts reach 0.60%).
+        The greedy pass still follows the first two roundings when it fits."""
         b = self.budget
         if b.deterministic or not self._rounds():
             return False
@@ -481,12 +509,8 @@ class Portfolio:
                     + ROUND_MIN_SHARE * self._rounding_cpu() + self._cut_tail())
         if len(self.request.jobs) > BOTH_VARIANTS_UP_TO:
             return b.fits(lp_round)
-        # smaller requests: only when the greedy pass would leave the LP no room, and
-        # then whenever the LP would run at all (`RELAX_TRY_SHARE`): after the greedy
-        # pass it would not
-        return not b.fits(self._jobs_cpu(GREEDY_CPU_PER_JOB) + RELAX_SAFETY
-                          * self._relax_cpu() + self._rounding_cpu()) \
-            and b.fits(RELAX_TRY_SHARE * self._relax_cpu())
+        # smaller requests: whenever the LP would run at all (`RELAX_TRY_SHARE`)
+        return b.fits(RELAX_TRY_SHARE * self._relax_cpu())
 
     def _rounds(self) -> bool:
         """Whether the starting plan tries the rounded LP (module doc): throughput-like
@@ -554,12 +578,18 @@ class Portfolio:
         integer parts (`_near_rounding`), then the integer parts by each variant
         (`ROUNDINGS`). The nearest counts go first: on M's seeds 0-5 they round to at
         most 1.18% below the bound, the integer parts to up to 3.21% (both together to
-        at most 0.61%), and a short budget may buy one rounding only."""
+        at most 0.61%), and a short budget may buy one rounding only. When the
+        integer re-solve gave the integer parts (solver/bound.py), the LP's nearest
+        counts still go first (seed 2: 0.09% where the re-solve's reached 1.35%, cut at
+        1 s), and the re-solve's nearest counts come third (seed 1 at 5 s: 0.32%
+        against 0.37% from its integer parts)."""
         rel = self._relax
         if rel is None or not rel.targets:
             return []
         out: list[tuple[str, dict[str, str], dict[str, float] | None]] = [
             (v, rel.targets, rel.amounts) for v in ROUNDINGS]
+        if rel.resolved_nearest and rel.resolved_nearest not in (rel.targets, rel.nearest):
+            out.insert(1, (ROUNDINGS[0], rel.resolved_nearest, rel.resolved_nearest_amounts))
         if rel.nearest and rel.nearest != rel.targets:
             out.insert(0, (ROUNDINGS[0], rel.nearest, rel.nearest_amounts))
         return out
@@ -569,8 +599,8 @@ class Portfolio:
         """The rounded LP plans of `schedule`'s entries `first` to `upto` (`_schedule`),
         each while it fits in the time left (measured pace)."""
         out: list[HeuristicResult] = []
-        prior = self._rounding_cpu()
         for k, (variant, targets, sizes) in enumerate(schedule[first:upto], start=first):
+            prior = self._rounding_cpu()
             # the first rounding is anytime (cut, it keeps the running jobs it did not
             # reach): a share of it is worth running; a further variant must fit whole
             # ... and its tail when cut (budget.CUT_TAIL_CPU_PER_JOB) must fit too
@@ -589,6 +619,7 @@ class Portfolio:
         """One starting heuristic of `prior_cpu_s` prior CPU seconds (0: not a measure
         of the pace), timed, its plan reported."""
         with self.budget.paced(prior_cpu_s) as pacing:
+            self._warm = True
             plan = make()
             # a pass cut at its deadline did part of its work: not a measure of the pace
             pacing.void = any(why[0] == "time_limit" for why in plan.reasons.values())
@@ -600,14 +631,18 @@ class Portfolio:
     def _repacked(self, plan: HeuristicResult) -> HeuristicResult:
         """`plan` with its new shared jobs re-packed exactly by GPU patterns
         (solver/share_packing.py) when that ranks better; throughput-like objectives only,
-        with at most `REPACK_SHARE` of the budget. Not in deterministic mode: the re-pack
+        with at most `REPACK_SHARE` of the budget, when its prior fits there
+        (`REPACK_CPU_PER_MOVABLE`). Not in deterministic mode: the re-pack
         is bounded by wall time only. Not with quotas: the pattern model does not count
         usage against the limits."""
         if (self.request.policy.objective not in LP_ROUND_OBJECTIVES
                 or self.budget.deterministic or self.request.cluster.quotas):
             return plan
         stop = self.budget.until(cap_s=REPACK_SHARE * self.budget.limit_s)
-        if stop - time.monotonic() < 0.05 or self.budget.cancelled():
+        movable = sum(1 for i in compile_jobs(self.request)
+                      if i.shape == "share" and not i.current)
+        need = max(0.05, self.budget.estimate(REPACK_CPU_PER_MOVABLE * movable))
+        if stop - time.monotonic() < need or self.budget.cancelled():
             return plan
         better = repack(self.request, plan, stop)
         if better is None or not self.better(better, plan):
