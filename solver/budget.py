@@ -77,7 +77,7 @@ FINISH_LEVELS_FACTOR = 5.0
 #: Seconds by which an exact backend may overrun the limit it is given (its result is
 #: read back and decoded afterwards), by backend, scaled by the load in `limits`. CP-SAT
 #: is stopped at its limit by a watcher even inside presolve (whose own clock checks
-#: came 0.5-1.4 s late on M beside busy processes): the stop took 0.03-0.07 s of CPU on
+#: came 0.5-4.5 s late on M beside busy processes): the stop took 0.03-0.08 s of CPU on
 #: M's model, the read-back 0.02 s. CBC is a separate process that writes and reads
 #: files, and is killed a grace period past its deadline.
 EXACT_EXIT_S = {"cp_sat": 0.1, "cbc": 0.3, "highs": 0.3}
