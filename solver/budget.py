@@ -74,9 +74,12 @@ PACE_RANGE = (0.5, 12.0)
 #: displaced jobs, the level reasons and stats, their checks; measured on M: 0.29 s of
 #: CPU against 0.06 s).
 FINISH_LEVELS_FACTOR = 5.0
-#: Seconds by which an exact backend may overrun the limit it is given (CP-SAT checks its
-#: clock between steps; its result is decoded afterwards), by backend. CBC is a separate
-#: process that writes and reads files, and is killed a grace period past its deadline.
+#: Seconds by which an exact backend may overrun the limit it is given (its result is
+#: read back and decoded afterwards), by backend, scaled by the load in `limits`. CP-SAT
+#: is stopped at its limit by a watcher even inside presolve (whose own clock checks
+#: came 0.5-4.5 s late on M beside busy processes): the stop took 0.03-0.08 s of CPU on
+#: M's model, the read-back 0.02 s. CBC is a separate process that writes and reads
+#: files, and is killed a grace period past its deadline.
 EXACT_EXIT_S = {"cp_sat": 0.1, "cbc": 0.3, "highs": 0.3}
 #: Deterministic mode: CP-SAT deterministic time units per second of budget (a loaded
 #: 2-core machine does about 0.15 a second on one thread: the work limit must bind

@@ -16,11 +16,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from heuristics.result import HeuristicResult
 from models.rules import lexicographic_levels
 from solver.backends import BACKENDS, IncumbentCallback
+from solver.backends.cp_sat import startup_prior
 from solver.budget import DET_UNITS_PER_S
 from solver.context import Context
 from solver.formulation import Compiled, compile_request, decode, encode_hints
@@ -32,6 +33,9 @@ log = logging.getLogger(__name__)
 
 #: Deterministic mode: budget seconds charged per variable compiled (the compile's work).
 COMPILE_S_PER_VAR = 1e-4
+#: CPU seconds a backend spends on a model before it can find anything (CP-SAT: its
+#: Python model and presolve), by backend: a search given less would return nothing.
+STARTUP_PRIORS: dict[str, Callable[[LinearModel], float]] = {"cp_sat": startup_prior}
 
 
 def backend_name(backend: str) -> str:
@@ -57,6 +61,16 @@ def solve(ctx: Context, backend: str, model: LinearModel, share: float,
             except Exception:  # an incumbent report must never break the solve
                 log.exception("incumbent callback failed")
     limits = ctx.limits(backend, share)
+    prior = STARTUP_PRIORS.get(backend)
+    if prior is not None and not budget.deterministic:
+        # at the pace this solve measured (the load, and how hard the request is); not in
+        # deterministic mode, where the path must not depend on the wall clock
+        need = budget.estimate(prior(model))
+        if limits.time_limit_s < need:
+            ctx.notes.append(f"{backend_name(backend)} not started: building and "
+                             f"presolving its model would take about {need:.2f} s, "
+                             f"{limits.time_limit_s:.2f} s were left")
+            return Solution("unknown")
     sol = BACKENDS[backend].solve(model, limits, cancel=budget.cancel, on_incumbent=on_inc)
     det = sol.info.get("deterministic_time")
     if limits.deterministic_time is not None:

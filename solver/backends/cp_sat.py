@@ -18,12 +18,31 @@ from threading import Event
 
 from ortools.sat.python import cp_model, cp_model_helper
 
-from solver.linear import Limits, LinearModel, Solution
+from solver.linear import (
+    BuildTimeout,
+    Limits,
+    LinearModel,
+    Solution,
+    build_deadline,
+    check_deadline,
+)
 
 _SCALES = (1, 10, 100, 1000, 10_000, 100_000, 1_000_000)
 
 #: Above this many variables, presolve is kept short (see `CpSatBackend.solve`).
 LARGE_MODEL_VARS = 5_000
+#: CPU seconds per model term (constraint nonzero, objective term or variable) to build
+#: the CP-SAT model in Python and presolve it, before the search can find anything: M's
+#: pruned model (24,680 variables, 93,000 nonzeros) took 0.39 s to build and 0.50-0.53 s
+#: to presolve (one or two workers; presolve runs on one), both in CPU seconds beside
+#: other processes: 4.1 + 5.5 microseconds a nonzero. Presolve checks its clock only
+#: between steps (one step took 0.4-0.7 s of wall time at load 10), so a search given less
+#: than this returns nothing, late.
+STARTUP_CPU_PER_TERM = 1e-5
+#: How often (seconds) the watcher looks at the cancel flag and the deadline.
+WATCH_POLL_S = 0.01
+#: How often (rows) the model's build looks at its deadline (`build_deadline`).
+BUILD_CHECK_ROWS = 256
 
 
 def _integral(x: float, tol: float = 1e-9) -> bool:
@@ -86,21 +105,32 @@ def _configure(p: cp_model_helper.SatParameters, limits: Limits, n_vars: int,
     p.absolute_gap_limit = 1e-6
 
 
+def startup_prior(model: LinearModel) -> float:
+    """CPU seconds to build `model` for CP-SAT and presolve it (`STARTUP_CPU_PER_TERM`)."""
+    terms = sum(len(con.terms) for con in model.constraints)
+    return STARTUP_CPU_PER_TERM * (terms + len(model.objective) + model.num_vars)
+
+
 @contextmanager
-def _stop_on(cancel: Event | None, solver: cp_model.CpSolver) -> Iterator[None]:
-    """While the block runs, stop `solver` as soon as `cancel` is set. `stop_search`
-    does nothing before the search has started, so it is repeated until the block ends:
-    a cancel set while CP-SAT is still loading the model is not lost."""
-    if cancel is None:
-        yield
-        return
+def _watch(solver: cp_model.CpSolver, deadline: float, cancel: Event | None
+           ) -> Iterator[None]:
+    """While the block runs, stop `solver` as soon as `cancel` is set or the
+    `time.monotonic()` `deadline` has passed. CP-SAT's own time limit is checked between
+    presolve steps, which can run far past it (M: +0.5 s at 3 s beside busy processes);
+    `stop_search` is seen within the step (0.03-0.07 s of CPU on M). It does nothing
+    before the search has started, so it is repeated until the block ends: a stop while
+    CP-SAT is still loading the model is not lost. The watcher waits on the block's end,
+    so leaving the block does not wait for it."""
     done = threading.Event()
 
     def watch() -> None:
         while not done.is_set():
-            if cancel.wait(0.05):
+            now = time.monotonic()
+            if now >= deadline or (cancel is not None and cancel.is_set()):
                 solver.stop_search()
-                done.wait(0.01)
+                done.wait(WATCH_POLL_S)
+            else:
+                done.wait(min(WATCH_POLL_S, deadline - now))
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
@@ -117,11 +147,15 @@ class CpSatBackend:
     name = "cp_sat"
 
     def build(self, model: LinearModel) -> tuple[cp_model.CpModel, list[cp_model.IntVar]]:
-        """The CP-SAT model and its variables, index-aligned with `model`."""
+        """The CP-SAT model and its variables, index-aligned with `model`; inside a
+        `build_deadline` block, `BuildTimeout` past it (M's model takes 0.4 s of CPU to
+        build, which a busy machine can stretch past the whole limit)."""
         m = cp_model.CpModel()
         xs = [m.new_int_var(lb, ub, name)
               for name, lb, ub in zip(model.names, model.lbs, model.ubs, strict=True)]
-        for con in model.constraints:
+        for row, con in enumerate(model.constraints):
+            if row % BUILD_CHECK_ROWS == 0:
+                check_deadline()
             if not con.terms:
                 m.add_bool_or([])  # an unsatisfiable empty row
                 continue
@@ -147,27 +181,33 @@ class CpSatBackend:
 
     def solve(self, model: LinearModel, limits: Limits, *, cancel: Event | None = None,
               on_incumbent: Callable[[list[int], float], None] | None = None) -> Solution:
-        """Solve with CP-SAT within `limits`; a `cancel` set at any moment stops it."""
+        """Solve with CP-SAT within `limits` (the model's build included); a `cancel` set
+        at any moment stops it, and so does the wall limit, even inside presolve."""
         t0 = time.perf_counter()
-        m, xs = self.build(model)
+        deadline = time.monotonic() + limits.time_limit_s
+        size: dict[str, float | int | str] = {
+            "vars": model.num_vars, "constraints": len(model.constraints)}
+        try:
+            with build_deadline(deadline):
+                m, xs = self.build(model)
+        except BuildTimeout:
+            return Solution("unknown", wall_s=time.perf_counter() - t0, info=size)
         solver = cp_model.CpSolver()
         _configure(solver.parameters, limits, len(xs),
-                   max(0.01, limits.time_limit_s - (time.perf_counter() - t0)))
+                   max(0.01, deadline - time.monotonic()))
         cb = None
         if on_incumbent is not None:
             def report(values: list[int], obj: float) -> None:
                 on_incumbent(values, obj + model.objective_const)
             cb = _Incumbents(xs, report)
-        if cancel is not None and cancel.is_set():
-            return Solution("unknown", wall_s=time.perf_counter() - t0,
-                            info={"vars": len(xs), "constraints": len(model.constraints)})
-        with _stop_on(cancel, solver):
+        if (cancel is not None and cancel.is_set()) or time.monotonic() >= deadline:
+            return Solution("unknown", wall_s=time.perf_counter() - t0, info=size)
+        with _watch(solver, deadline, cancel):
             status = solver.solve(m, cb)
         wall = time.perf_counter() - t0
         info: dict[str, float | int | str] = {
             "branches": int(solver.num_branches), "conflicts": int(solver.num_conflicts),
-            "vars": len(xs), "constraints": len(model.constraints),
-        }
+        } | size
         if limits.deterministic_time is not None:
             info["deterministic_time"] = round(float(solver.deterministic_time), 6)
         if status == cp_model.INFEASIBLE:
