@@ -263,22 +263,30 @@ class Greedy:
         migration cost) and that earn their price there, best net density first: the
         running jobs the pooled LP keeps. Returns how many were kept."""
         mig = self.request.policy.migration_cost
+        prices = self.prices
         cands = []
+        # a job's best net value, once per objective values (a compiled kind's), bonus
+        # and size
+        bests: dict[tuple[int, float, float], float] = {}
         for info in infos:
             cur = info.current
             if not cur or info.shape == "mig" or info.elastic or not self.current_ok(info):
                 continue
             model = self.state.model_of(cur)
-            if model not in info.obj_values:
+            values = info.obj_values
+            if model not in values:
                 continue
             b = self.bonus.get(info.name, 0.0)
-            here = info.obj_values[model] + b - self.price_of(info, cur)
-            best = max(v + b - self.prices.get(m, 0.0) * info.size
-                       for m, v in info.obj_values.items())
+            here = values[model] + b - self.price_of(info, cur)
+            key = (id(values), b, info.size)
+            best = bests.get(key)
+            if best is None:
+                best = bests[key] = max(v + b - prices.get(m, 0.0) * info.size
+                                        for m, v in values.items())
             if here > 0 and here >= best - mig - 1e-9:
                 cands.append((-here / info.size, info.name, info))
         cands.sort(key=lambda c: (c[0], c[1]))
-        return sum(self.try_keep(info) for _, _, info in cands)
+        return sum(self.keep_all([info for _, _, info in cands], checked=True))
 
     def net_density(self, info: JobInfo) -> float:
         """`info`'s best value per GPU equivalent net of the model prices (`use_prices`),
@@ -322,10 +330,14 @@ class Greedy:
         if not cur:
             return False
         st = self.state
-        models = {st.gpus[st.gid_of[(p.node, p.gpu)]].model for p in cur}
-        if len(models) != 1:
+        gpus, gid_of = st.gpus, st.gid_of
+        model = gpus[gid_of[(cur[0].node, cur[0].gpu)]].model
+        one_model = True
+        for p in cur:
+            if gpus[gid_of[(p.node, p.gpu)]].model != model:
+                one_model = False
+        if not one_model:
             return False
-        model = next(iter(models))
         if info.shape == "whole":
             nodes = {p.node for p in cur}
             if info.job.single_node and len(nodes) > 1:
@@ -360,8 +372,9 @@ class Greedy:
         those jobs (default: every job)."""
         failed: list[JobInfo] = []
         running = [i for i in (self.infos if among is None else among) if i.current]
-        for info in running:
-            if not info.preemptible and not self.try_keep(info):
+        fixed = [i for i in running if not i.preemptible]
+        for info, kept in zip(fixed, self.keep_all(fixed), strict=True):
+            if not kept:
                 self.reasons[info.name] = (
                     "infeasible_constraints",
                     "a non-preemptible running job whose current placement conflicts")
@@ -369,10 +382,24 @@ class Greedy:
         if preemptible:
             rest = sorted((i for i in running if i.preemptible),
                           key=lambda i: (-i.density, i.name))
-            for info in rest:
-                if not self.try_keep(info):
-                    failed.append(info)
+            failed.extend(info for info, kept in zip(rest, self.keep_all(rest), strict=True)
+                          if not kept)
         return failed
+
+    def keep_all(self, infos: Sequence[JobInfo], checked: bool = False) -> list[bool]:
+        """`try_keep` each of `infos` in order, in bulk (`ClusterState.keep_many`): per
+        job whether it stays where it runs. `checked`: their `current_ok` is known true."""
+        items = [(info, list(info.current)) for info in infos
+                 if info.current and (checked or self.current_ok(info))]
+        kept = dict(zip((info.name for info, _ in items), self.state.keep_many(items),
+                        strict=True))
+        out = []
+        for info in infos:
+            ok = kept.get(info.name, False)
+            if ok:
+                self.reasons.pop(info.name, None)
+            out.append(ok)
+        return out
 
     def keep_cut_running(self) -> None:
         """After a pass cut at its deadline: keep every running job it did not reach
