@@ -63,6 +63,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import ClassVar
 
 from heuristics.colocation import Colocation
@@ -268,25 +269,33 @@ class Greedy:
         # a job's best net value, once per objective values (a compiled kind's), bonus
         # and size
         bests: dict[tuple[int, float, float], float] = {}
+        gpus, gid_of = self.state.gpus, self.state.gid_of
         for info in infos:
             cur = info.current
-            if not cur or info.shape == "mig" or info.elastic or not self.current_ok(info):
+            if not cur or info.shape == "mig" or info.elastic:
                 continue
-            model = self.state.model_of(cur)
+            # the value tests first, on the model of its first GPU (`model_of`), then
+            # whether its placement is consistent (`current_gids`): most fail the first
+            model = gpus[gid_of[(cur[0].node, cur[0].gpu)]].model
             values = info.obj_values
             if model not in values:
                 continue
             b = self.bonus.get(info.name, 0.0)
-            here = values[model] + b - self.price_of(info, cur)
+            # `price_of`, with the model known
+            price = prices.get(model, 0.0) * (
+                len(cur) if info.shape == "whole" else info.size) if prices else 0.0
+            here = values[model] + b - price
             key = (id(values), b, info.size)
             best = bests.get(key)
             if best is None:
                 best = bests[key] = max(v + b - prices.get(m, 0.0) * info.size
                                         for m, v in values.items())
             if here > 0 and here >= best - mig - 1e-9:
-                cands.append((-here / info.size, info.name, info))
-        cands.sort(key=lambda c: (c[0], c[1]))
-        return sum(self.keep_all([info for _, _, info in cands], checked=True))
+                gids = self.current_gids(info)
+                if gids is not None:
+                    cands.append((-here / info.size, info.name, info, gids))
+        cands.sort(key=itemgetter(0, 1))
+        return sum(self.keep_all([c[2] for c in cands], [c[3] for c in cands]))
 
     def net_density(self, info: JobInfo) -> float:
         """`info`'s best value per GPU equivalent net of the model prices (`use_prices`),
@@ -326,33 +335,36 @@ class Greedy:
     # ------------------------------------------------------------ running jobs
     def current_ok(self, info: JobInfo) -> bool:
         """Whether a running job's current placement is consistent with its demand."""
+        return self.current_gids(info) is not None
+
+    def current_gids(self, info: JobInfo) -> list[int] | None:
+        """The GPUs (`ClusterState.gpus` indexes) of a running job's current placement
+        when it is consistent with its demand (`current_ok`), else None."""
         cur = info.current
         if not cur:
-            return False
+            return None
         st = self.state
         gpus, gid_of = st.gpus, st.gid_of
-        model = gpus[gid_of[(cur[0].node, cur[0].gpu)]].model
-        one_model = True
-        for p in cur:
-            if gpus[gid_of[(p.node, p.gpu)]].model != model:
-                one_model = False
-        if not one_model:
-            return False
+        gids = [gid_of[(p.node, p.gpu)] for p in cur]
+        model = gpus[gids[0]].model
+        for gid in gids:
+            if gpus[gid].model != model:
+                return None
         if info.shape == "whole":
             nodes = {p.node for p in cur}
             if info.job.single_node and len(nodes) > 1:
-                return False
+                return None
             if info.job.same_domain and len(
                     {st.nodes[st.node_of[n]].domain for n in nodes}) > 1:
-                return False
-            return all(p.mig is None and p.fraction is None for p in cur)
+                return None
+            return gids if all(p.mig is None and p.fraction is None for p in cur) else None
         if info.shape == "share":
-            return cur[0].fraction is not None
+            return gids if cur[0].fraction is not None else None
         p = cur[0]
         if p.mig is None:
-            return False
+            return None
         prof = st.catalog[model].profile(p.mig.profile)
-        return prof is not None and profile_covers(info.job, prof)
+        return gids if prof is not None and profile_covers(info.job, prof) else None
 
     def try_keep(self, info: JobInfo) -> bool:
         """Keep a running job exactly where it runs, if that is still possible."""
@@ -386,13 +398,19 @@ class Greedy:
                           if not kept)
         return failed
 
-    def keep_all(self, infos: Sequence[JobInfo], checked: bool = False) -> list[bool]:
+    def keep_all(self, infos: Sequence[JobInfo],
+                 gids: Sequence[list[int]] | None = None) -> list[bool]:
         """`try_keep` each of `infos` in order, in bulk (`ClusterState.keep_many`): per
-        job whether it stays where it runs. `checked`: their `current_ok` is known true."""
-        items = [(info, list(info.current)) for info in infos
-                 if info.current and (checked or self.current_ok(info))]
-        kept = dict(zip((info.name for info, _ in items), self.state.keep_many(items),
-                        strict=True))
+        job whether it stays where it runs. `gids`: their `current_gids`, known not None."""
+        if gids is None:
+            found = [(info, self.current_gids(info)) for info in infos]
+            infos_ok = [info for info, g in found if g is not None]
+            gids = [g for _, g in found if g is not None]
+        else:
+            infos_ok = list(infos)
+        items = [(info, list(info.current or ())) for info in infos_ok]
+        kept = dict(zip((info.name for info in infos_ok),
+                        self.state.keep_many(items, gids), strict=True))
         out = []
         for info in infos:
             ok = kept.get(info.name, False)
@@ -1099,22 +1117,35 @@ def _priced_order(g: Greedy, pending: list[JobInfo], noise: dict[str, float] | N
     value density for the other objectives or without `priced`); each density times its
     job's `noise` factor when given (a seeded restart)."""
     request = g.request
-    density: dict[str, float] = {}
+    rows: dict[str, tuple[JobInfo, float, int, bool]] = {}
+    per_row: list[float] = []
     if (priced and request.policy.objective != "fairness"
             and not lexicographic_levels(request)):
         g.use_prices(model_prices(pending, g.state.model_free, g.bonus, g.price_rows))
         g.keep_priced(pending)
         pending = [i for i in pending if i.name not in g.state.placed]
         # the net densities of this very pricing's jobs, once per row (heuristics/prices.py)
-        density = g.price_rows.net_densities(g.prices) if g.prices else {}
+        if g.prices:
+            rows, per_row = g.price_rows.jobs, g.price_rows.row_densities(g.prices)
     elif noise is None:
         return g.density_order(pending)
     factor = noise or {}
-    net = {i.name: d if (d := density.get(i.name)) is not None and not i.size_values
-           else g.net_density(i) for i in pending}
-    pending.sort(key=lambda i: (-round(net[i.name] * factor.get(i.name, 1.0), 9),
-                                -i.size, i.name))
-    return pending
+    rounded: dict[int, float] = {}    # without noise, a row's sort key (once per row)
+    keyed = []
+    for i in pending:
+        hit = rows.get(i.name)
+        if hit is not None and hit[3] and not i.size_values:
+            if noise is None:
+                key = rounded.get(hit[2])
+                if key is None:
+                    key = rounded[hit[2]] = -round(per_row[hit[2]], 9)
+            else:
+                key = -round(per_row[hit[2]] * factor.get(i.name, 1.0), 9)
+        else:
+            key = -round(g.net_density(i) * factor.get(i.name, 1.0), 9)
+        keyed.append((key, -i.size, i.name, i))
+    keyed.sort(key=itemgetter(0, 1, 2))
+    return [k[3] for k in keyed]
 
 
 def _cut_before_start(request: PlanRequest, seed: int | None, deadline: float | None

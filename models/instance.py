@@ -480,16 +480,22 @@ class ClusterState:
         self.node_of[name] = ni
         free: dict[str, set[int]] = {}
         self.free_gpus.append(free)
+        all_gpus, gid_of, own = self.gpus, self.gid_of, slot.gpus
         for index, model, ok, mig, gpu_mem, current in gpus:
-            gid = len(self.gpus)
-            g = GpuSlot(gid, ni, index, model, ok, mig, gpu_mem, mig_current=current)
-            self.gpus.append(g)
-            slot.gpus.append(gid)
-            self.gid_of[(name, index)] = gid
+            gid = len(all_gpus)
+            # positional, in the order of GpuSlot's fields (16,384 of them on L)
+            g = GpuSlot(gid, ni, index, model, ok, mig, gpu_mem, None, 0.0, 0.0, {}, {},
+                        current)
+            all_gpus.append(g)
+            own.append(gid)
+            gid_of[(name, index)] = gid
             if mig:
                 self._index_add(g)
             elif ok:   # every GPU is free before any placement
-                free.setdefault(model, set()).add(gid)
+                s = free.get(model)
+                if s is None:
+                    s = free[model] = set()
+                s.add(gid)
         for model, gids in free.items():
             self._set_free_count(ni, model, 0, len(gids))
 
@@ -719,16 +725,19 @@ class ClusterState:
             self._charge_quota(info, placements, 1.0)
         self.placed[info.name] = placements
 
-    def keep_many(self, items: Sequence[tuple[JobInfo, list[Placement]]]) -> list[bool]:
+    def keep_many(self, items: Sequence[tuple[JobInfo, list[Placement]]],
+                  gids: Sequence[list[int]] | None = None) -> list[bool]:
         """Add each item's placements (a running job kept where it runs) unless they
         conflict with the state and the items before it that were added: what `conflicts`
-        then `place` item by item would do, per item whether it was added. In bulk: a
-        whole GPU that is free and that one placement of all the items claims, on a node
-        whose host has room for every item's part at once, cannot conflict, whatever the
-        items before it kept; an item that holds only such GPUs is added without a check
-        and its nodes' free counts move once (a pass kept 6,785 running jobs of L GPU by
-        GPU). The other items (shares, MIG instances, contended GPUs or hosts, quotas)
-        are checked and placed one by one, in their turn."""
+        then `place` item by item would do, per item whether it was added. In bulk: on a
+        node whose host has room for every item's part at once, a whole GPU that is free
+        and that one placement of all the items claims, or a GPU that only shares claim
+        and that has room for all of them at once, cannot conflict, whatever the items
+        before it kept; an item that holds only such GPUs is added without a check and
+        the free counts of its nodes move once at the end (a pass kept 6,785 running jobs
+        of L GPU by GPU). The other items (MIG instances, contended GPUs or hosts, quotas)
+        are checked and placed one by one in their turn. `gids`: per item, the `gpus`
+        indexes of its placements when the caller has them."""
         if self.quotas:
             out = []
             for info, placements in items:
@@ -738,27 +747,35 @@ class ClusterState:
                 out.append(ok)
             return out
         gpus, gid_of, nodes = self.gpus, self.gid_of, self.nodes
-        claims: dict[int, int] = {}            # gid -> whole claims (-1: any other claim)
-        host: dict[int, list[float]] = {}      # node -> [cpu, memory] of every item's part
+        whole: dict[int, int] = {}                # gid -> whole claims
+        shares: dict[int, list[float]] = {}       # gid -> [fractions, memory] claimed
+        other: set[int] = set()                   # gids with a MIG claim
+        host: dict[int, list[float]] = {}         # node -> [cpu, memory] of every item's part
         parts: list[tuple[list[int] | None, dict[int, int]]] = []
-        for info, placements in items:
-            gids: list[int] = []
+        for n, (info, placements) in enumerate(items):
+            known: list[int] = []
             per_node: dict[int, int] = {}
-            for p in placements:
-                gid = gid_of.get((p.node, p.gpu))
+            for k, p in enumerate(placements):
+                gid = gids[n][k] if gids is not None else gid_of.get((p.node, p.gpu))
                 if gid is None:   # an unknown GPU: `conflicts` says so in its turn
                     break
-                if p.mig is None and p.fraction is None:
-                    claims[gid] = claims.get(gid, 0) + 1 if claims.get(gid, 0) >= 0 else -1
+                if p.mig is not None:
+                    other.add(gid)
+                elif p.fraction is not None:
+                    claim = shares.get(gid)
+                    if claim is None:
+                        claim = shares[gid] = [0.0, 0.0]
+                    claim[0] += p.fraction
+                    claim[1] += info.gpu_mem
                 else:
-                    claims[gid] = -1
-                gids.append(gid)
+                    whole[gid] = whole.get(gid, 0) + 1
+                known.append(gid)
                 ni = gpus[gid].node
                 per_node[ni] = per_node.get(ni, 0) + 1
-            if len(gids) < len(placements):
+            if len(known) < len(placements):
                 parts.append((None, per_node))
                 continue
-            parts.append((gids, per_node))
+            parts.append((known, per_node))
             for ni, k in per_node.items():
                 part = k / info.gpus if info.shape == "whole" else 1.0
                 h = host.get(ni)
@@ -766,30 +783,25 @@ class ClusterState:
                     h = host[ni] = [0.0, 0.0]
                 h[0] += info.cpu * part
                 h[1] += info.host_mem * part
-        # a node whose host holds every item's part at once (no tolerance: the one-by-one
-        # check allows HOST_TOL more, far above the rounding of these sums)
+        # without tolerance: the one-by-one checks allow HOST_TOL more, far above the
+        # rounding of these sums
         roomy = {ni for ni, (cpu, mem) in host.items()
                  if _holds(nodes[ni].cpu_cap, nodes[ni].cpu_used, cpu)
                  and _holds(nodes[ni].mem_cap, nodes[ni].mem_used, mem)}
+        clear = {gid for gid, k in whole.items()
+                 if k == 1 and gid not in shares and gid not in other
+                 and not gpus[gid].mig and gpus[gid].is_free}
+        clear.update(gid for gid, (frac, mem) in shares.items()
+                     if gid not in whole and gid not in other and not gpus[gid].mig
+                     and gpus[gid].whole_job is None
+                     and _holds(1.0, gpus[gid].share_used, frac)
+                     and _holds(gpus[gid].mem, gpus[gid].share_mem, mem))
         moved: dict[tuple[int, str], int] = {}   # (node, model) -> free count before
         out = []
-        for (info, placements), (known, per_node) in zip(items, parts, strict=True):
-            if known is not None and all(ni in roomy for ni in per_node) and all(
-                    claims[gid] == 1 and not gpus[gid].mig and gpus[gid].is_free
-                    for gid in known):
-                name = info.name
-                for gid in known:
-                    g = gpus[gid]
-                    if g.usable:
-                        free = self.free_gpus[g.node][g.model]
-                        moved.setdefault((g.node, g.model), len(free))
-                        free.discard(gid)
-                    g.whole_job = name
-                for ni, k in per_node.items():
-                    part = k / info.gpus if info.shape == "whole" else 1.0
-                    nodes[ni].cpu_used += info.cpu * part
-                    nodes[ni].mem_used += info.host_mem * part
-                self.placed[name] = placements
+        for (info, placements), (taken, per_node) in zip(items, parts, strict=True):
+            if taken is not None and all(ni in roomy for ni in per_node) and all(
+                    gid in clear for gid in taken):
+                self._keep_clear(info, placements, taken, per_node, moved)
                 out.append(True)
                 continue
             self._settle_free_counts(moved)
@@ -799,6 +811,36 @@ class ClusterState:
             out.append(ok)
         self._settle_free_counts(moved)
         return out
+
+    def _keep_clear(self, info: JobInfo, placements: list[Placement], gids: list[int],
+                    per_node: dict[int, int], moved: dict[tuple[int, str], int]) -> None:
+        """`place` for an item of `keep_many` that cannot conflict (whole GPUs and
+        shares), the free counts of its nodes left to `_settle_free_counts` (`moved`:
+        (node, model) -> free count before)."""
+        gpus, name = self.gpus, info.name
+        for p, gid in zip(placements, gids, strict=True):
+            g = gpus[gid]
+            if g.usable:
+                if g.is_free:
+                    free = self.free_gpus[g.node][g.model]
+                    moved.setdefault((g.node, g.model), len(free))
+                    free.discard(gid)
+                elif g.share_jobs:
+                    self._index_remove(g)
+            if p.fraction is None:
+                g.whole_job = name
+                continue
+            g.share_used += p.fraction
+            g.share_mem += info.gpu_mem
+            g.share_jobs[name] = p.fraction
+            if g.usable:
+                self._index_add(g)
+        nodes = self.nodes
+        for ni, k in per_node.items():
+            part = k / info.gpus if info.shape == "whole" else 1.0
+            nodes[ni].cpu_used += info.cpu * part
+            nodes[ni].mem_used += info.host_mem * part
+        self.placed[info.name] = placements
 
     def _settle_free_counts(self, moved: dict[tuple[int, str], int]) -> None:
         """Bring the free-count indexes of the (node, model) pairs of `moved` (-> their
