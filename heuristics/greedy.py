@@ -63,8 +63,9 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from operator import itemgetter
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from heuristics.colocation import Colocation
 from heuristics.prices import PriceRows, model_prices
@@ -294,7 +295,7 @@ class Greedy:
                 gids = self.current_gids(info)
                 if gids is not None:
                     cands.append((-here / info.size, info.name, info, gids))
-        cands.sort(key=itemgetter(0, 1))
+        _sort_by_name_last(cands, 1, (0,))
         return sum(self.keep_all([c[2] for c in cands], [c[3] for c in cands]))
 
     def net_density(self, info: JobInfo) -> float:
@@ -1144,8 +1145,20 @@ def _priced_order(g: Greedy, pending: list[JobInfo], noise: dict[str, float] | N
         else:
             key = -round(g.net_density(i) * factor.get(i.name, 1.0), 9)
         keyed.append((key, -i.size, i.name, i))
-    keyed.sort(key=itemgetter(0, 1, 2))
+    _sort_by_name_last(keyed, 2, (1, 0))
     return [k[3] for k in keyed]
+
+
+def _sort_by_name_last(entries: list[Any], name: int, keys: tuple[int, ...]) -> None:
+    """Sort `entries` (tuples) by their fields `reversed(keys)` then their unique `name`
+    field. When they come in name order (a request's jobs usually do), one stable sort
+    per field, the last first, gives that order without comparing tuples and names
+    (13,000 jobs of L: a fifth of the time)."""
+    if all(a[name] < b[name] for a, b in pairwise(entries)):
+        for k in keys:
+            entries.sort(key=itemgetter(k))
+    else:
+        entries.sort(key=itemgetter(*reversed(keys), name))
 
 
 def _cut_before_start(request: PlanRequest, seed: int | None, deadline: float | None
