@@ -400,25 +400,17 @@ class Greedy:
         return failed
 
     def keep_all(self, infos: Sequence[JobInfo],
-                 gids: Sequence[list[int]] | None = None) -> list[bool]:
+                 gids: Sequence[list[int] | None] | None = None) -> list[bool]:
         """`try_keep` each of `infos` in order, in bulk (`ClusterState.keep_many`): per
-        job whether it stays where it runs. `gids`: their `current_gids`, known not None."""
+        job whether it stays where it runs. `gids`: their `current_gids` when known."""
         if gids is None:
-            found = [(info, self.current_gids(info)) for info in infos]
-            infos_ok = [info for info, g in found if g is not None]
-            gids = [g for _, g in found if g is not None]
-        else:
-            infos_ok = list(infos)
-        items = [(info, list(info.current or ())) for info in infos_ok]
-        kept = dict(zip((info.name for info in infos_ok),
-                        self.state.keep_many(items, gids), strict=True))
-        out = []
-        for info in infos:
-            ok = kept.get(info.name, False)
-            if ok:
-                self.reasons.pop(info.name, None)
-            out.append(ok)
-        return out
+            gids = [self.current_gids(info) for info in infos]
+        kept = self.state.keep_many(infos, gids)
+        if self.reasons:
+            for info, ok in zip(infos, kept, strict=True):
+                if ok:
+                    self.reasons.pop(info.name, None)
+        return kept
 
     def keep_cut_running(self) -> None:
         """After a pass cut at its deadline: keep every running job it did not reach

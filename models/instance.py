@@ -779,99 +779,40 @@ class ClusterState:
             self._charge_quota(info, placements, 1.0)
         self.placed[info.name] = placements
 
-    def keep_many(self, items: Sequence[tuple[JobInfo, list[Placement]]],
-                  gids: Sequence[list[int]] | None = None) -> list[bool]:
-        """Add each item's placements (a running job kept where it runs) unless they
-        conflict with the state and the items before it that were added: what `conflicts`
-        then `place` item by item would do, per item whether it was added. In bulk: on a
-        node whose host has room for every item's part at once, a whole GPU that is free
-        and that one placement of all the items claims, or a GPU that only shares claim
-        and that has room for all of them at once, cannot conflict, whatever the items
-        before it kept; an item that holds only such GPUs is added without a check and
-        the free counts of its nodes move once at the end (a pass kept 6,785 running jobs
-        of L GPU by GPU). The other items (MIG instances, contended GPUs or hosts, quotas)
-        are checked and placed one by one in their turn. `gids`: per item, the `gpus`
-        indexes of its placements when the caller has them."""
-        if self.quotas:
-            out = []
-            for info, placements in items:
-                ok = self.conflicts(info, placements) is None
-                if ok:
-                    self.place(info, placements)
-                out.append(ok)
-            return out
-        gpus, gid_of, nodes = self.gpus, self.gid_of, self.nodes
-        whole: dict[int, int] = {}                # gid -> whole claims
-        shares: dict[int, list[float]] = {}       # gid -> [fractions, memory] claimed
-        other: set[int] = set()                   # gids with a MIG claim
-        host: dict[int, list[float]] = {}         # node -> [cpu, memory] of every item's part
-        parts: list[tuple[list[int] | None, dict[int, int]]] = []
-        for n, (info, placements) in enumerate(items):
-            known: list[int] = []
-            per_node: dict[int, int] = {}
-            for k, p in enumerate(placements):
-                gid = gids[n][k] if gids is not None else gid_of.get((p.node, p.gpu))
-                if gid is None:   # an unknown GPU: `conflicts` says so in its turn
-                    break
-                if p.mig is not None:
-                    other.add(gid)
-                elif p.fraction is not None:
-                    claim = shares.get(gid)
-                    if claim is None:
-                        claim = shares[gid] = [0.0, 0.0]
-                    claim[0] += p.fraction
-                    claim[1] += info.gpu_mem
-                else:
-                    whole[gid] = whole.get(gid, 0) + 1
-                known.append(gid)
-                ni = gpus[gid].node
-                per_node[ni] = per_node.get(ni, 0) + 1
-            if len(known) < len(placements):
-                parts.append((None, per_node))
-                continue
-            parts.append((known, per_node))
-            for ni, k in per_node.items():
-                part = k / info.gpus if info.shape == "whole" else 1.0
-                h = host.get(ni)
-                if h is None:
-                    h = host[ni] = [0.0, 0.0]
-                h[0] += info.cpu * part
-                h[1] += info.host_mem * part
-        # without tolerance: the one-by-one checks allow HOST_TOL more, far above the
-        # rounding of these sums
-        roomy = {ni for ni, (cpu, mem) in host.items()
-                 if _holds(nodes[ni].cpu_cap, nodes[ni].cpu_used, cpu)
-                 and _holds(nodes[ni].mem_cap, nodes[ni].mem_used, mem)}
-        clear = {gid for gid, k in whole.items()
-                 if k == 1 and gid not in shares and gid not in other
-                 and not gpus[gid].mig and gpus[gid].is_free}
-        clear.update(gid for gid, (frac, mem) in shares.items()
-                     if gid not in whole and gid not in other and not gpus[gid].mig
-                     and gpus[gid].whole_job is None
-                     and _holds(1.0, gpus[gid].share_used, frac)
-                     and _holds(gpus[gid].mem, gpus[gid].share_mem, mem))
-        moved: dict[tuple[int, str], int] = {}   # (node, model) -> free count before
+    def keep_many(self, infos: Sequence[JobInfo], gids: Sequence[list[int] | None]
+                  ) -> list[bool]:
+        """Keep each running job of `infos` where it runs (`JobInfo.current`) unless that
+        conflicts with the state and the jobs before it that were kept: `conflicts` then
+        `place` job by job, per job whether it was kept. `gids`: per job the `gpus`
+        indexes of its current placements, None for a job not to keep (its placement is
+        not consistent: `Greedy.current_ok`). In bulk: the whole GPUs and shares taken
+        leave the free-GPU index at once, each node's free counts moving once at the end
+        (`conflicts` reads no count, and a MIG placement, placed as `place` does, touches
+        none): keeping 6,785 running jobs of L moved them GPU by GPU."""
         out = []
-        for (info, placements), (taken, per_node) in zip(items, parts, strict=True):
-            if taken is not None and all(ni in roomy for ni in per_node) and all(
-                    gid in clear for gid in taken):
-                self._keep_clear(info, placements, taken, per_node, moved)
-                out.append(True)
+        moved: dict[tuple[int, str], int] = {}   # (node, model) -> free count before
+        for info, taken in zip(infos, gids, strict=True):
+            placements = info.current
+            if taken is None or not placements or self.conflicts(info, placements) is not None:
+                out.append(False)
                 continue
-            self._settle_free_counts(moved)
-            ok = self.conflicts(info, placements) is None
-            if ok:
-                self.place(info, placements)
-            out.append(ok)
+            if self.quotas or any(p.mig is not None for p in placements):
+                # with quotas every kept job goes here (`moved` stays empty); a MIG GPU
+                # is never in the free-GPU index
+                self.place(info, list(placements))
+            else:
+                self._keep_clear(info, list(placements), taken, moved)
+            out.append(True)
         self._settle_free_counts(moved)
         return out
 
     def _keep_clear(self, info: JobInfo, placements: list[Placement], gids: list[int],
-                    per_node: dict[int, int], moved: dict[tuple[int, str], int]) -> None:
-        """`place` for an item of `keep_many` that cannot conflict (whole GPUs and
-        shares), the free counts of its nodes left to `_settle_free_counts` (`moved`:
-        (node, model) -> free count before)."""
+                    moved: dict[tuple[int, str], int]) -> None:
+        """`place` for an item of `keep_many` on whole GPUs or shares, the free counts
+        of its nodes left to `_settle_free_counts` (`moved`: (node, model) -> free count
+        before)."""
         gpus, name = self.gpus, info.name
+        per_node: dict[int, int] = {}
         for p, gid in zip(placements, gids, strict=True):
             g = gpus[gid]
             if g.usable:
@@ -883,18 +824,19 @@ class ClusterState:
                     self._index_remove(g)
             if p.fraction is None:
                 g.whole_job = name
-                continue
-            g.share_used += p.fraction
-            g.share_mem += info.gpu_mem
-            g.share_jobs[name] = p.fraction
-            if g.usable:
-                self._index_add(g)
+            else:
+                g.share_used += p.fraction
+                g.share_mem += info.gpu_mem
+                g.share_jobs[name] = p.fraction
+                if g.usable:
+                    self._index_add(g)
+            per_node[g.node] = per_node.get(g.node, 0) + 1
         nodes = self.nodes
         for ni, k in per_node.items():
             part = k / info.gpus if info.shape == "whole" else 1.0
             nodes[ni].cpu_used += info.cpu * part
             nodes[ni].mem_used += info.host_mem * part
-        self.placed[info.name] = placements
+        self.placed[name] = placements
 
     def _settle_free_counts(self, moved: dict[tuple[int, str], int]) -> None:
         """Bring the free-count indexes of the (node, model) pairs of `moved` (-> their
@@ -934,11 +876,6 @@ class ClusterState:
         """The GPU model of a placement list (its first GPU)."""
         p = placements[0]
         return self.gpus[self.gid_of[(p.node, p.gpu)]].model
-
-
-def _holds(cap: float | None, used: float, more: float) -> bool:
-    """Whether `more` fits beside `used` in `cap` (None: no limit) without tolerance."""
-    return cap is None or used + more <= cap
 
 
 def _share_bucket(frac: float) -> int:
