@@ -373,6 +373,42 @@ def node_facts(node: Node, catalog: Mapping[str, GpuModel]) -> NodeFacts:
             node.memory_gib, gpus)
 
 
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """A fresh `ClusterState`'s nodes and GPUs as arrays (`cluster_facts` laid out once
+    per request): per GPU (gid, node index, index, model, usable, MIG, memory, current MIG
+    instances); per node (name, domain, schedulable, CPU, memory, its gids); the
+    (node, index) -> gid and name -> node maps; per node its usable whole GPUs by model
+    (all free), and the MIG GPUs' gids in order."""
+
+    gpus: list[tuple[int, int, int, str, bool, bool, float, frozenset[Instance]]]
+    nodes: list[tuple[str, str | None, bool, float | None, float | None, list[int]]]
+    gid_of: dict[tuple[str, int], int]
+    node_of: dict[str, int]
+    free: list[dict[str, list[int]]]
+    mig: list[int]
+
+
+def _layout(request: PlanRequest) -> _Layout:
+    out = _Layout([], [], {}, {}, [], [])
+    for ni, (name, domain, schedulable, cpu, mem, gpus) in enumerate(cluster_facts(request)):
+        gids: list[int] = []
+        free: dict[str, list[int]] = {}
+        for index, model, ok, mig, gpu_mem, current in gpus:
+            gid = len(out.gpus)
+            out.gpus.append((gid, ni, index, model, ok, mig, gpu_mem, current))
+            gids.append(gid)
+            out.gid_of[(name, index)] = gid
+            if mig:
+                out.mig.append(gid)
+            elif ok:
+                free.setdefault(model, []).append(gid)
+        out.nodes.append((name, domain, schedulable, cpu, mem, gids))
+        out.node_of[name] = ni
+        out.free.append(free)
+    return out
+
+
 @dataclass(slots=True)
 class GpuSlot:
     """One GPU and what occupies it."""
@@ -468,8 +504,26 @@ class ClusterState:
         # Assignments: job -> (placements, node -> number of its GPUs there).
         self.placed: dict[str, list[Placement]] = {}
         self._host: dict[str, tuple[float, float, int]] = {}
-        for facts in cluster_facts(request):
-            self._add_node(facts)
+        self._build(per_request(request, "occupancy_layout", _layout))
+
+    def _build(self, layout: _Layout) -> None:
+        """Fill the empty state with every node and GPU of `layout`, all GPUs free: what
+        `_add_node` of each node in turn makes, from the request's cached arrays (16,384
+        GPUs node by node cost about a tenth of a greedy pass's setup)."""
+        self.gpus = [GpuSlot(gid, ni, index, model, ok, mig, mem, None, 0.0, 0.0, {}, {},
+                             current)
+                     for gid, ni, index, model, ok, mig, mem, current in layout.gpus]
+        self.nodes = [NodeSlot(ni, name, domain, schedulable, cpu, mem, list(gids))
+                      for ni, (name, domain, schedulable, cpu, mem, gids)
+                      in enumerate(layout.nodes)]
+        self.gid_of = dict(layout.gid_of)
+        self.node_of = dict(layout.node_of)
+        self.free_gpus = [{m: set(gids) for m, gids in free.items()} for free in layout.free]
+        for ni, free in enumerate(self.free_gpus):
+            for model, gids in free.items():
+                self._set_free_count(ni, model, 0, len(gids))
+        for gid in layout.mig:
+            self._index_add(self.gpus[gid])
 
     def _add_node(self, facts: NodeFacts) -> None:
         """Append a node (`NodeFacts`), all its GPUs free."""
@@ -480,16 +534,22 @@ class ClusterState:
         self.node_of[name] = ni
         free: dict[str, set[int]] = {}
         self.free_gpus.append(free)
+        all_gpus, gid_of, own = self.gpus, self.gid_of, slot.gpus
         for index, model, ok, mig, gpu_mem, current in gpus:
-            gid = len(self.gpus)
-            g = GpuSlot(gid, ni, index, model, ok, mig, gpu_mem, mig_current=current)
-            self.gpus.append(g)
-            slot.gpus.append(gid)
-            self.gid_of[(name, index)] = gid
+            gid = len(all_gpus)
+            # positional, in the order of GpuSlot's fields (16,384 of them on L)
+            g = GpuSlot(gid, ni, index, model, ok, mig, gpu_mem, None, 0.0, 0.0, {}, {},
+                        current)
+            all_gpus.append(g)
+            own.append(gid)
+            gid_of[(name, index)] = gid
             if mig:
                 self._index_add(g)
             elif ok:   # every GPU is free before any placement
-                free.setdefault(model, set()).add(gid)
+                s = free.get(model)
+                if s is None:
+                    s = free[model] = set()
+                s.add(gid)
         for model, gids in free.items():
             self._set_free_count(ni, model, 0, len(gids))
 
@@ -718,6 +778,72 @@ class ClusterState:
         if self.quotas and placements:
             self._charge_quota(info, placements, 1.0)
         self.placed[info.name] = placements
+
+    def keep_many(self, infos: Sequence[JobInfo], gids: Sequence[list[int] | None]
+                  ) -> list[bool]:
+        """Keep each running job of `infos` where it runs (`JobInfo.current`) unless that
+        conflicts with the state and the jobs before it that were kept: `conflicts` then
+        `place` job by job, per job whether it was kept. `gids`: per job the `gpus`
+        indexes of its current placements, None for a job not to keep (its placement is
+        not consistent: `Greedy.current_ok`). In bulk: the whole GPUs and shares taken
+        leave the free-GPU index at once, each node's free counts moving once at the end
+        (`conflicts` reads no count, and a MIG placement, placed as `place` does, touches
+        none): keeping 6,785 running jobs of L moved them GPU by GPU."""
+        out = []
+        moved: dict[tuple[int, str], int] = {}   # (node, model) -> free count before
+        for info, taken in zip(infos, gids, strict=True):
+            placements = info.current
+            if taken is None or not placements or self.conflicts(info, placements) is not None:
+                out.append(False)
+                continue
+            if self.quotas or any(p.mig is not None for p in placements):
+                # with quotas every kept job goes here (`moved` stays empty); a MIG GPU
+                # is never in the free-GPU index
+                self.place(info, list(placements))
+            else:
+                self._keep_clear(info, list(placements), taken, moved)
+            out.append(True)
+        self._settle_free_counts(moved)
+        return out
+
+    def _keep_clear(self, info: JobInfo, placements: list[Placement], gids: list[int],
+                    moved: dict[tuple[int, str], int]) -> None:
+        """`place` for an item of `keep_many` on whole GPUs or shares, the free counts
+        of its nodes left to `_settle_free_counts` (`moved`: (node, model) -> free count
+        before)."""
+        gpus, name = self.gpus, info.name
+        per_node: dict[int, int] = {}
+        for p, gid in zip(placements, gids, strict=True):
+            g = gpus[gid]
+            if g.usable:
+                if g.is_free:
+                    free = self.free_gpus[g.node][g.model]
+                    moved.setdefault((g.node, g.model), len(free))
+                    free.discard(gid)
+                elif g.share_jobs:
+                    self._index_remove(g)
+            if p.fraction is None:
+                g.whole_job = name
+            else:
+                g.share_used += p.fraction
+                g.share_mem += info.gpu_mem
+                g.share_jobs[name] = p.fraction
+                if g.usable:
+                    self._index_add(g)
+            per_node[g.node] = per_node.get(g.node, 0) + 1
+        nodes = self.nodes
+        for ni, k in per_node.items():
+            part = k / info.gpus if info.shape == "whole" else 1.0
+            nodes[ni].cpu_used += info.cpu * part
+            nodes[ni].mem_used += info.host_mem * part
+        self.placed[name] = placements
+
+    def _settle_free_counts(self, moved: dict[tuple[int, str], int]) -> None:
+        """Bring the free-count indexes of the (node, model) pairs of `moved` (-> their
+        count before) to their free sets after `keep_many` took GPUs out of them."""
+        for (ni, model), old in moved.items():
+            self._set_free_count(ni, model, old, len(self.free_gpus[ni][model]))
+        moved.clear()
 
     def remove(self, info: JobInfo) -> list[Placement] | None:
         """Take job `info` out of the state; returns its placements (None if unplaced)."""
