@@ -190,6 +190,14 @@ def _without_time(p: Plan) -> bytes:
     return json.dumps(data, sort_keys=True).encode()
 
 
+#: The deterministic-mode test's work rates are divided by this (CP-SAT's deterministic
+#: time and the local search's moves per second of budget) and its limits multiplied by
+#: it over three: a third of the work of the default rates at 10 s (about 0.75 CPU s a
+#: run), with the wall clock's safety net 30 s away. At the default rates and 10 s, a
+#: machine at load 10-16 reached the safety net and the test failed (the plans said so).
+DET_SLACK = 9.0
+
+
 @pytest.mark.parametrize(("solver", "limit"), [("auto", 10.0), ("cp_sat", 8.0)])
 def test_deterministic_mode_gives_byte_identical_plans(solver: str, limit: float,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,10 +205,17 @@ def test_deterministic_mode_gives_byte_identical_plans(solver: str, limit: float
     CP-SAT on the pruned model, widened while it settles: `EXACT_VARS` is lowered so that
     128 GPUs / 150 jobs take that path, which otherwise needs about 256 / 300 and three
     times the CPU); the limit is generous enough that the wall clock's safety net does
-    not cut a phase on a loaded machine (the plan would say so). The work limits grow
-    with the limit, so a run takes a fraction of it (about 1.1 CPU s each)."""
+    not cut a phase on a loaded machine (the plan would say so; `DET_SLACK`)."""
+    import solver.budget as budget_mod
+    import solver.exact as exact_mod
+
     if solver == "auto":
         monkeypatch.setattr(auto_policy, "EXACT_VARS", 1000)
+    units = budget_mod.DET_UNITS_PER_S / DET_SLACK
+    for module in (budget_mod, exact_mod):
+        monkeypatch.setattr(module, "DET_UNITS_PER_S", units)
+    monkeypatch.setattr(auto_policy, "MOVES_PER_S", budget_mod.MOVES_PER_S / DET_SLACK)
+    limit *= DET_SLACK / 3
     req = generate_custom(128, 150, seed=11)
     req.policy.solver = solver  # type: ignore[assignment]
     req.policy.threads = 1
