@@ -316,7 +316,7 @@ def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | N
 
 
 def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = False,
-          also_nearest: bool = False, deadline: float | None = None
+          also_nearest: bool = False, deadline: float | None = None, resolve: bool = True
           ) -> Relaxation | None:
     """The aggregated LP relaxation of `request`: its bound (as `upper_bound`) and the
     integer part of its solution as per-job target models (see `heuristics/lp_round.py`,
@@ -324,7 +324,9 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = Fa
     integer instead (`_targets_by_lift`); with `also_nearest`, those in `Relaxation.nearest` as
     well; None if the relaxation is infeasible. Past `deadline` (a `time.monotonic()`
     instant; its Python part looks at it between stages and every `_LATE_EVERY` jobs,
-    HiGHS is given no more than what is left) it stops: `CUT` (no bound, no targets)."""
+    HiGHS is given no more than what is left) it stops: `CUT` (no bound, no targets).
+    `resolve=False`: never the integer re-solve (`_run`), whose start and result depend
+    on the wall clock (deterministic mode)."""
     t0 = time.perf_counter()
     fair = request.policy.objective == "fairness"
     state = ClusterState(request)
@@ -340,7 +342,7 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = Fa
         solved = _solve_lp(groups, caps.cap, caps.node_free, caps.whole_cap,
                            mem_cap, fair,
                            tenant_demands(request) if fair else {},
-                           limit, request.cluster.quotas, caps, deadline)
+                           limit, request.cluster.quotas, caps, deadline, resolve)
     except _Cut:
         return CUT
     if solved is None:
@@ -787,12 +789,12 @@ def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
               mem_cap: dict[str, float | None], fair: bool,
               demands: dict[str, float], time_limit_s: float,
               quotas: dict[str, Quota] | None = None, caps: _Capacity | None = None,
-              deadline: float | None = None) -> _Solved | None:
+              deadline: float | None = None, resolve: bool = True) -> _Solved | None:
     """max sum coef x (or t for fairness) over the aggregated model (the LP above) and the
     optimal column values of its job columns (None with the capacity-free fallback), and
     the LP's own values (`_run`); None if infeasible. `caps` (when given) adds the
     domain and usable rows. Past `deadline` it raises `_Cut` before the solve, and HiGHS
-    gets at most what is left."""
+    gets at most what is left. `resolve`: as `relax`'s."""
     patterns = _node_patterns(groups, node_free)
     lp = HighsLp()
     _declare_rows(lp, groups, cap, node_free, whole_cap, mem_cap, fair, demands, patterns)
@@ -817,7 +819,7 @@ def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
     _check(deadline)
     if deadline is not None:
         time_limit_s = min(time_limit_s, deadline - time.monotonic())
-    return _run(lp, gang_cols, n_job_cols, fallback, fair, time_limit_s)
+    return _run(lp, gang_cols, n_job_cols, fallback, fair, time_limit_s, resolve)
 
 
 def _declare_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
@@ -1006,11 +1008,11 @@ def _pattern_columns(lp: HighsLp, patterns: Patterns) -> None:
 
 
 def _run(lp: HighsLp, gang_cols: list[bool], n_job_cols: int, fallback: float, fair: bool,
-         time_limit_s: float) -> _Solved | None:
+         time_limit_s: float, resolve: bool = True) -> _Solved | None:
     """Solve the bound LP; re-solve with gang columns integral when they come out
-    fractional and time is left (module doc). (value, job column values, the LP's job
-    column values: the same list unless the re-solve's replaced them), the fallback
-    without a solution, None if infeasible."""
+    fractional, time is left and `resolve` allows (module doc). (value, job column
+    values, the LP's job column values: the same list unless the re-solve's replaced
+    them), the fallback without a solution, None if infeasible."""
     h = lp.to_highs()
     h.setOptionValue("time_limit", max(0.05, time_limit_s))
     t0 = time.perf_counter()
@@ -1028,7 +1030,7 @@ def _run(lp: HighsLp, gang_cols: list[bool], n_job_cols: int, fallback: float, f
     lp_s = time.perf_counter() - t0
     left = time_limit_s - lp_s
     mip_s = min(left, MIP_SHARE * time_limit_s)
-    if gangs and not fair and mip_s > MIP_MIN_LPS * lp_s:
+    if resolve and gangs and not fair and mip_s > MIP_MIN_LPS * lp_s:
         # Gang counts are integers in every plan: re-solve with them integral (HiGHS
         # MIP, warm from the LP). Its incumbent gives targets a plan can follow (the
         # LP's fractional gangs round down and lose their value), its dual bound a

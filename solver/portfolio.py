@@ -400,7 +400,10 @@ class Portfolio:
                 # (XL: 2-3 s before HiGHS starts, which a 2 s limit left no time)
                 limit = max(BOUND_MIN_S, BOUND_SHARE * b.limit_s,
                             RELAX_SAFETY * b.estimate(prior))
-                if not b.deterministic:
+                if b.deterministic:
+                    # the wall clock is only the safety net (`check_wall` below)
+                    limit = max(limit, b.until() - time.monotonic())
+                else:
                     limit = min(limit, max(left / 2, 2 * b.estimate(prior)), left)
                     if self.request.policy.objective in LP_ROUND_OBJECTIVES:
                         # leave the first rounding its time: HiGHS spends what it is
@@ -413,8 +416,10 @@ class Portfolio:
                 # not paced: its solve runs as long as its limit allows
                 with b.python_phase():
                     self._relax = relax(self.request, time_limit_s=max(0.1, limit),
-                                        also_nearest=self._near_rounding(), deadline=cut)
+                                        also_nearest=self._near_rounding(), deadline=cut,
+                                        resolve=not b.deterministic)
                 b.charge(PASS_S_PER_JOB * len(self.request.jobs))
+                b.check_wall()
                 self._relax_done = True
                 if self._relax is CUT:
                     self.notes.append("the LP bound was cut by the time limit: the quick "
