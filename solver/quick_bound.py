@@ -39,12 +39,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from models import GpuModel, PlanRequest, Policy
-from models.capacity import CapacitySummary, usable
+from models.capacity import CapacitySummary
+from models.gpu_table import gpu_table
 from models.instance import JobInfo, compile_jobs, per_request
 from models.objective import gpu_models_of, objective_value_of, tenant_demands
 from models.reasons import StaticReasons
@@ -116,17 +118,18 @@ def _capacity(request: PlanRequest) -> _Pools:
     # the pool totals of `CapacitySummary(cluster, counted)`, without its per-node and
     # per-domain tables (this bound reads only the totals): every GPU counted in C, less
     # the few unusable ones that no running job holds
-    nodes = request.cluster.nodes
-    totals = Counter((gpu.model, gpu.mig_enabled) for node in nodes for gpu in node.gpus)
-    unusable = [(node.name, gpu) for node in nodes for gpu in node.gpus
-                if not usable(node, gpu)]
+    # (read from the request's GPU table, one pass over the GPU objects shared with the
+    # plan's statistics, rather than from the objects again)
+    t = gpu_table(request)
+    totals = Counter(zip(t.models, t.mig, strict=True))
+    unusable = [i for i, ok in enumerate(t.usable) if not ok]
     if unusable:
-        on = {name for name, _ in unusable}
+        on = {t.keys[i][0] for i in unusable}
         held = {(p.node, p.gpu) for info in compile_jobs(request) if info.current
                 for p in info.current if p.node in on}
-        for name, gpu in unusable:
-            if (name, gpu.index) not in held:
-                totals[(gpu.model, gpu.mig_enabled)] -= 1
+        for i in unusable:
+            if t.keys[i] not in held:
+                totals[(t.models[i], t.mig[i])] -= 1
     return _Pools({pool: n for pool, n in totals.items() if n > 0}, request)
 
 
@@ -141,37 +144,49 @@ def _options(request: PlanRequest, cap: _Pools, held: dict[int, float] | None = 
     gpu_model = per_request(request, "gpu_models", gpu_models_of)
     pools = {p: i for i, p in enumerate(sorted(cap))}
     const = 0.0
+    preemption = policy.preemption_cost
     table = interference_table(request.interference)
     census = class_census(request.jobs) if table else {}
-    kinds: dict[tuple[object, ...], list[tuple[str, int, float]]] = {}
+    kinds: dict[object, list[tuple[str, int, float]]] = {}
     # Jobs are counted per key of their options, in the order they come: most jobs by
     # their compiled kind (`JobKind`, when their objective values are the kind's), factor
     # and, running, their current model and what their current placement takes, since the
-    # jobs of one such key have the same options; the others by their options.
+    # jobs of one such key have the same options; the others by their options. A gang's
+    # options also depend on the nodes and domains it needs (`_gang_needs`), which its
+    # kind does not say: they join its key (without them, a gang kept to a domain and
+    # one that may span domains shared the options of the first met, and on L (16,384
+    # GPUs / 20,000 jobs) seeds 1 and 2 the bound came out 260 and 181 too low).
     # key -> [its options, its jobs]
-    keyed: dict[tuple[object, ...], list[Any]] = {}
+    keyed: dict[object, list[Any]] = {}
+    get = keyed.get
     for info in compile_jobs(request):
+        kind = info.kind
         factor = colocation_factor_cap(info.job, census, table) if table else 1.0
+        needs = None
+        if kind.shape == "whole" and kind.gpus > 1:   # (`_gang_needs`, inline: 10,000 gangs)
+            job = info.job
+            needs = (job.single_node, required_levels(job))
         current = info.current
+        cur = opts = None
         if current:
-            const -= policy.preemption_cost
+            const -= preemption
             first = current[0]
             cur = gpu_model.get((first.node, first.gpu))
-            key: tuple[object, ...] = (info.kind, factor, cur, first.fraction,
-                                       None if first.mig is None else first.mig.profile)
-            if held is not None and info.pinned and (
+            mig = first.mig
+            key: object = (kind, factor, needs, cur, first.fraction,
+                           None if mig is None else mig.profile)
+            if held is not None and not info.preemptible and (
                     kept := _pinned(info, cur, pools, cap, catalog, factor, policy)):
                 held[kept[0]] = held.get(kept[0], 0.0) + kept[1]
                 const += kept[2]
                 continue
         else:
-            cur = None
-            key = (info.kind, factor)
-        opts = None
-        if info.size_values or info.kind.obj_values is None:
+            # (a JobKind equals itself only: it never meets a tuple key)
+            key = kind if factor == 1.0 and needs is None else (kind, factor, needs)
+        if info.size_values or kind.obj_values is None:
             opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
             key = ("options", opts)
-        entry = keyed.get(key)
+        entry = get(key)
         if entry is None:
             if opts is None:
                 opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
@@ -183,6 +198,13 @@ def _options(request: PlanRequest, cap: _Pools, held: dict[int, float] | None = 
         if opts:
             groups[opts] = groups.get(opts, 0) + n
     return groups, const
+
+
+def _gang_needs(info: JobInfo) -> tuple[bool, tuple[str, ...]]:
+    """What decides where a whole-GPU gang of `info` may be placed beyond its kind:
+    single-node, and its required topology levels (`fits_gang`)."""
+    job = info.job
+    return job.single_node, required_levels(job)
 
 
 def _pinned(info: JobInfo, cur: str | None, pools: dict[Pool, int], cap: _Pools,
@@ -209,7 +231,7 @@ def _pinned(info: JobInfo, cur: str | None, pools: dict[Pool, int], cap: _Pools,
 
 def _job_options(info: JobInfo, cur: str | None, pools: dict[Pool, int], cap: _Pools,
                  catalog: dict[str, GpuModel],
-                 kinds: dict[tuple[object, ...], list[tuple[str, int, float]]],
+                 kinds: dict[object, list[tuple[str, int, float]]],
                  factor: float, policy: Policy) -> tuple[tuple[int, float, float], ...]:
     """The options of job `info` (running on model `cur` now, or None), sorted."""
     if info.size_values:
@@ -248,20 +270,25 @@ def _elastic_options(info: JobInfo, cur: str | None, pools: dict[Pool, int],
 
 def _kind_plan(info: JobInfo, pools: dict[Pool, int], cap: _Pools,
                catalog: dict[str, GpuModel],
-               kinds: dict[tuple[object, ...], list[tuple[str, int, float]]]
+               kinds: dict[object, list[tuple[str, int, float]]]
                ) -> list[tuple[str, int, float]]:
     """(model, pool, amount) for each model a job that is not elastic values and may be
     placed on as a new placement, in pool order. What a job takes of a pool depends on its
     kind only (shape, gang size or share, MIG profiles per model, the models it values;
     for a whole-GPU job, whether it is single-node and its required levels), so
-    the list is made once per kind (cached in `kinds`)."""
+    the list is made once per kind (cached in `kinds`, also by the compiled `JobKind`,
+    which says all of these but a gang's needs: found without building the kind)."""
+    whole = info.shape == "whole"
+    ident: object = (info.kind, *_gang_needs(info)) if whole else info.kind
+    plan = kinds.get(ident)
+    if plan is not None:
+        return plan
     values = info.obj_values
     mig = info.shape == "mig"
     kind: tuple[object, ...] = (info.shape, info.gpus, info.share, tuple(values),
                                 tuple((m, tuple(p)) for m, p in info.profiles.items())
                                 if mig else (),
-                                (info.job.single_node, required_levels(info.job))
-                                if info.shape == "whole" else ())
+                                _gang_needs(info) if whole else ())
     plan = kinds.get(kind)
     if plan is None:
         plan = []
@@ -275,12 +302,13 @@ def _kind_plan(info: JobInfo, pools: dict[Pool, int], cap: _Pools,
                 plan.append((m, pool, amount))
         plan.sort(key=lambda x: (x[1], x[2]))
         kinds[kind] = plan
+    kinds[ident] = plan
     return plan
 
 
 def _new_options(info: JobInfo, pools: dict[Pool, int], cap: _Pools,
                  catalog: dict[str, GpuModel],
-                 kinds: dict[tuple[object, ...], list[tuple[str, int, float]]],
+                 kinds: dict[object, list[tuple[str, int, float]]],
                  factor: float) -> tuple[tuple[int, float, float], ...]:
     """The options of a job that is neither running nor elastic (most jobs), sorted: the
     general loop of `_options` without its running-job and size cases (a job's models are
@@ -293,7 +321,7 @@ def _new_options(info: JobInfo, pools: dict[Pool, int], cap: _Pools,
 
 def _running_options(info: JobInfo, cur: str | None, pools: dict[Pool, int],
                      cap: _Pools, catalog: dict[str, GpuModel],
-                     kinds: dict[tuple[object, ...], list[tuple[str, int, float]]],
+                     kinds: dict[object, list[tuple[str, int, float]]],
                      factor: float, policy: Policy) -> tuple[tuple[int, float, float], ...]:
     """The options of a running job that is not elastic, sorted: the general loop of
     `_options` for one size. On a model other than its current one `cur` it takes what a
@@ -371,9 +399,11 @@ def quick_bound(request: PlanRequest, deadline: float | None = None) -> float:
     grace = max(DESCENT_MIN_S, DESCENT_SHARE * (time.monotonic() - t0))
     if not groups:
         return const + _ABS_MARGIN
-    rows = [(g, pool, amount, coef) for g, opts in enumerate(groups)
-            for pool, amount, coef in opts]
-    arr = np.array(rows, dtype=float)
+    # (group, pool, amount, coefficient) per option, as one flat run of floats
+    n = sum(map(len, groups))
+    arr = np.fromiter(chain.from_iterable((g, *o) for g, opts in enumerate(groups)
+                                          for o in opts), dtype=float,
+                      count=4 * n).reshape(n, 4)
     lp = _Lagrangian(arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), arr[:, 2],
                      arr[:, 3], np.array(list(groups.values()), dtype=float),
                      np.array([cap[p] - held.get(i, 0.0) for i, p in enumerate(sorted(cap))]))
