@@ -4,10 +4,7 @@ started when building and presolving the model cannot fit in the time left."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -34,17 +31,6 @@ def model() -> LinearModel:
     """A pruned model CP-SAT neither settles in seconds nor presolves in a blink (9,706
     variables)."""
     return compile_request(_request(1.0), prune=4).model
-
-
-@pytest.fixture
-def busy() -> Iterator[None]:
-    """A helper process spinning on one core for the whole test: a loaded machine."""
-    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.mark.usefixtures("busy")

@@ -7,10 +7,8 @@ import json
 import random
 import shutil
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,17 +30,6 @@ def _big(solver: str, limit: float) -> PlanRequest:
     req.policy.time_limit_s = limit
     req.policy.threads = 2
     return req
-
-
-@pytest.fixture
-def busy() -> Iterator[None]:
-    """A helper process spinning on one core for the whole test: a loaded machine."""
-    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def _check_bound(result: Plan) -> None:

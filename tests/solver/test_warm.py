@@ -12,7 +12,7 @@ import pytest
 from benchmarks.generator import generate, generate_custom
 from benchmarks.latency import random_events
 from heuristics.result import HeuristicResult
-from models import MigInstance, Plan, PlanRequest, Quota
+from models import Job, MigInstance, Plan, PlanRequest, Quota
 from models.events import (
     Event,
     GpuHealthy,
@@ -119,6 +119,12 @@ def test_conflicting_non_preemptible_jobs_answer_as_the_cold_plan_does() -> None
     _accounted(state, result)
 
 
+def _alone(j: Job) -> bool:
+    """A whole single-GPU job: neither shared, MIG nor elastic."""
+    return (j.gpus == 1 and not j.gpu_share and not j.mig and not j.mig_profile
+            and not j.elastic)
+
+
 @pytest.mark.parametrize("touch_old", [False, True])
 def test_a_conflict_brought_by_the_deltas_after_a_carried_plan_goes_cold(
         touch_old: bool, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,8 +140,7 @@ def test_a_conflict_brought_by_the_deltas_after_a_carried_plan_goes_cold(
         return hard_conflicts(request)
     monkeypatch.setattr(warm, "hard_conflicts", spy)
     req = generate_custom(96, 120, seed=6)
-    victim = next(j for j in req.jobs if j.current and j.gpus == 1 and not j.gpu_share
-                  and not j.mig and not j.mig_profile and not j.elastic)
+    victim = next(j for j in req.jobs if j.current and _alone(j))
     req = req.model_copy(update={"jobs": [
         j.model_copy(update={"preemptible": touch_old}) if j is victim else j
         for j in req.jobs]})
@@ -148,8 +153,12 @@ def test_a_conflict_brought_by_the_deltas_after_a_carried_plan_goes_cold(
     assert memo is not None and memo.carried == 1 and memo.cold == 0
     assert len(asked) == 1  # the first warm plan, not the carried one
     held = next(j for j in session.request.jobs if j.name == victim.name)
-    # a non-preemptible job stays where it ran; a preemptible one may have been moved
-    # (a loaded machine cuts the passes differently): the clash goes where it is now
+    if touch_old and not held.current:
+        # a preemptible job may have been moved or stopped (a loaded machine, or other
+        # instance data, cuts the passes differently): any such job still running will do
+        held = next(j for j in session.request.jobs
+                    if j.current and j.preemptible and _alone(j))
+    # a non-preemptible job stays where it ran: the clash goes where the job is now
     assert held.current == victim.current if not touch_old else held.current
     clash = held.model_copy(update={"name": "clash", "preemptible": False})
     batch: list[Event] = [JobSubmitted(job=clash)]
