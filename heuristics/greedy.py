@@ -251,12 +251,15 @@ class Greedy:
         pending = [i for i in self.infos if i.name not in self.state.placed and not i.pinned]
         model_prices(pending, self.state.model_free, self.bonus, self.price_rows)
 
-    def price_of(self, info: JobInfo, placements: Sequence[Placement]) -> float:
+    def price_of(self, info: JobInfo, placements: Sequence[Placement],
+                 model: str | None = None) -> float:
         """What `placements` of `info` cost at the model prices (`use_prices`; 0 for a MIG
-        job or without prices)."""
+        job or without prices). `model`: the placements' model, when known."""
         if not self.prices or info.shape == "mig":
             return 0.0
-        return self.prices.get(self.state.model_of(placements), 0.0) * (
+        if model is None:
+            model = self.state.model_of(placements)
+        return self.prices.get(model, 0.0) * (
             len(placements) if info.shape == "whole" else info.size)
 
     def keep_priced(self, infos: Iterable[JobInfo]) -> int:
@@ -270,22 +273,19 @@ class Greedy:
         # a job's best net value, once per objective values (a compiled kind's), bonus
         # and size
         bests: dict[tuple[int, float, float], float] = {}
-        gpus, gid_of = self.state.gpus, self.state.gid_of
+        model_of = self.state.model_of
         for info in infos:
             cur = info.current
             if not cur or info.shape == "mig" or info.elastic:
                 continue
-            # the value tests first, on the model of its first GPU (`model_of`), then
-            # whether its placement is consistent (`current_gids`): most fail the first
-            model = gpus[gid_of[(cur[0].node, cur[0].gpu)]].model
+            # the value tests first, then whether its placement is consistent
+            # (`current_gids`): most fail the first
+            model = model_of(cur)
             values = info.obj_values
             if model not in values:
                 continue
             b = self.bonus.get(info.name, 0.0)
-            # `price_of`, with the model known
-            price = prices.get(model, 0.0) * (
-                len(cur) if info.shape == "whole" else info.size) if prices else 0.0
-            here = values[model] + b - price
+            here = values[model] + b - self.price_of(info, cur, model)
             key = (id(values), b, info.size)
             best = bests.get(key)
             if best is None:
@@ -369,14 +369,7 @@ class Greedy:
 
     def try_keep(self, info: JobInfo) -> bool:
         """Keep a running job exactly where it runs, if that is still possible."""
-        cur = info.current
-        if not cur or not self.current_ok(info):
-            return False
-        if self.state.conflicts(info, cur) is not None:
-            return False
-        self.state.place(info, list(cur))
-        self.reasons.pop(info.name, None)
-        return True
+        return self.keep_all([info])[0]
 
     def keep_running(self, *, preemptible: bool = True,
                      among: Iterable[JobInfo] | None = None) -> list[JobInfo]:

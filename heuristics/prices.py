@@ -106,10 +106,10 @@ def _kinds(jobs: Sequence[JobInfo], models: list[str], bonus: Mapping[str, float
     `PriceRows.jobs` entry (JobInfo, bonus, row, whether its values name only `models`):
     jobs alike in size and values price alike, one row per kind with its count. The rows
     are made once per group of jobs sharing their objective values (one dict per compiled
-    kind: models/instance.py) and bonus, then `np.unique` orders and merges them (a pass
+    kind: models/instance.py), bonus and size, then `np.unique` orders and merges them (a pass
     over 13,000 jobs of L made every row per job)."""
     known = set(models)
-    groups: dict[tuple[int, float], int] = {}
+    groups: dict[tuple[int, float, float], int] = {}
     heads: list[JobInfo] = []
     gains: list[float] = []
     counts: list[int] = []
@@ -117,9 +117,9 @@ def _kinds(jobs: Sequence[JobInfo], models: list[str], bonus: Mapping[str, float
     slot_of: list[int] = []
     for i in jobs:
         b = bonus.get(i.name, 0.0)
-        key = (id(i.obj_values), b)
+        key = (id(i.obj_values), b, i.size)
         slot = groups.get(key)
-        if slot is None or heads[slot].size != i.size:
+        if slot is None:
             slot = groups[key] = len(heads)
             heads.append(i)
             gains.append(b)
