@@ -745,7 +745,7 @@ class ClusterState:
             seen.add(gid)
             per_node[g.node] = per_node.get(g.node, 0) + 1
         for ni, k in per_node.items():
-            part = k / info.gpus if info.shape == "whole" else 1.0
+            part = _host_part(info, k)
             if not self.nodes[ni].host_fits(info.cpu * part, info.host_mem * part):
                 return f"host CPU/memory of node {self.nodes[ni].name} exceeded"
         if self.quotas and (info.preemptible or not info.current) and placements:
@@ -771,13 +771,19 @@ class ClusterState:
                 g.whole_job = info.name
             self._index_add(g)
             per_node[g.node] = per_node.get(g.node, 0) + 1
-        for ni, k in per_node.items():
-            part = k / info.gpus if info.shape == "whole" else 1.0
-            self.nodes[ni].cpu_used += info.cpu * part
-            self.nodes[ni].mem_used += info.host_mem * part
+        self._charge_host(info, per_node)
         if self.quotas and placements:
             self._charge_quota(info, placements, 1.0)
         self.placed[info.name] = placements
+
+    def _charge_host(self, info: JobInfo, per_node: dict[int, int]) -> None:
+        """Add `info`'s host CPU and memory to the nodes it takes GPUs of (`per_node`:
+        node -> its GPUs there), each node its part (`_host_part`)."""
+        nodes = self.nodes
+        for ni, k in per_node.items():
+            part = _host_part(info, k)
+            nodes[ni].cpu_used += info.cpu * part
+            nodes[ni].mem_used += info.host_mem * part
 
     def keep_many(self, infos: Sequence[JobInfo], gids: Sequence[list[int] | None]
                   ) -> list[bool]:
@@ -831,11 +837,7 @@ class ClusterState:
                 if g.usable:
                     self._index_add(g)
             per_node[g.node] = per_node.get(g.node, 0) + 1
-        nodes = self.nodes
-        for ni, k in per_node.items():
-            part = k / info.gpus if info.shape == "whole" else 1.0
-            nodes[ni].cpu_used += info.cpu * part
-            nodes[ni].mem_used += info.host_mem * part
+        self._charge_host(info, per_node)
         self.placed[name] = placements
 
     def _settle_free_counts(self, moved: dict[tuple[int, str], int]) -> None:
@@ -867,7 +869,7 @@ class ClusterState:
             self._index_add(g)
             per_node[g.node] = per_node.get(g.node, 0) + 1
         for ni, k in per_node.items():
-            part = k / info.gpus if info.shape == "whole" else 1.0
+            part = _host_part(info, k)
             self.nodes[ni].cpu_used = max(0.0, self.nodes[ni].cpu_used - info.cpu * part)
             self.nodes[ni].mem_used = max(0.0, self.nodes[ni].mem_used - info.host_mem * part)
         return placements
@@ -876,6 +878,12 @@ class ClusterState:
         """The GPU model of a placement list (its first GPU)."""
         p = placements[0]
         return self.gpus[self.gid_of[(p.node, p.gpu)]].model
+
+
+def _host_part(info: JobInfo, k: int) -> float:
+    """The part of `info`'s host CPU and memory a node holding `k` of its GPUs carries: a
+    whole-GPU gang's split by its GPUs, a share's or MIG job's whole on its node."""
+    return k / info.gpus if info.shape == "whole" else 1.0
 
 
 def _share_bucket(frac: float) -> int:
