@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -144,10 +143,9 @@ def _options(request: PlanRequest, cap: _Pools, held: dict[int, float] | None = 
     gpu_model = per_request(request, "gpu_models", gpu_models_of)
     pools = {p: i for i, p in enumerate(sorted(cap))}
     const = 0.0
-    preemption = policy.preemption_cost
     table = interference_table(request.interference)
     census = class_census(request.jobs) if table else {}
-    kinds: dict[object, list[tuple[str, int, float]]] = {}
+    kinds: dict[tuple[object, ...], list[tuple[str, int, float]]] = {}
     # Jobs are counted per key of their options, in the order they come: most jobs by
     # their compiled kind (`JobKind`, when their objective values are the kind's), factor
     # and, running, their current model and what their current placement takes, since the
@@ -157,36 +155,31 @@ def _options(request: PlanRequest, cap: _Pools, held: dict[int, float] | None = 
     # one that may span domains shared the options of the first met, and on L (16,384
     # GPUs / 20,000 jobs) seeds 1 and 2 the bound came out 260 and 181 too low).
     # key -> [its options, its jobs]
-    keyed: dict[object, list[Any]] = {}
-    get = keyed.get
+    keyed: dict[tuple[object, ...], list[Any]] = {}
     for info in compile_jobs(request):
         kind = info.kind
         factor = colocation_factor_cap(info.job, census, table) if table else 1.0
-        needs = None
-        if kind.shape == "whole" and kind.gpus > 1:   # (`_gang_needs`, inline: 10,000 gangs)
-            job = info.job
-            needs = (job.single_node, required_levels(job))
+        needs = _gang_needs(info) if kind.shape == "whole" and kind.gpus > 1 else None
         current = info.current
         cur = opts = None
         if current:
-            const -= preemption
+            const -= policy.preemption_cost
             first = current[0]
             cur = gpu_model.get((first.node, first.gpu))
             mig = first.mig
-            key: object = (kind, factor, needs, cur, first.fraction,
-                           None if mig is None else mig.profile)
-            if held is not None and not info.preemptible and (
+            key: tuple[object, ...] = (kind, factor, needs, cur, first.fraction,
+                                       None if mig is None else mig.profile)
+            if held is not None and info.pinned and (
                     kept := _pinned(info, cur, pools, cap, catalog, factor, policy)):
                 held[kept[0]] = held.get(kept[0], 0.0) + kept[1]
                 const += kept[2]
                 continue
         else:
-            # (a JobKind equals itself only: it never meets a tuple key)
-            key = kind if factor == 1.0 and needs is None else (kind, factor, needs)
+            key = (kind, factor, needs)
         if info.size_values or kind.obj_values is None:
             opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
             key = ("options", opts)
-        entry = get(key)
+        entry = keyed.get(key)
         if entry is None:
             if opts is None:
                 opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
@@ -231,7 +224,7 @@ def _pinned(info: JobInfo, cur: str | None, pools: dict[Pool, int], cap: _Pools,
 
 def _job_options(info: JobInfo, cur: str | None, pools: dict[Pool, int], cap: _Pools,
                  catalog: dict[str, GpuModel],
-                 kinds: dict[object, list[tuple[str, int, float]]],
+                 kinds: dict[tuple[object, ...], list[tuple[str, int, float]]],
                  factor: float, policy: Policy) -> tuple[tuple[int, float, float], ...]:
     """The options of job `info` (running on model `cur` now, or None), sorted."""
     if info.size_values:
@@ -270,25 +263,19 @@ def _elastic_options(info: JobInfo, cur: str | None, pools: dict[Pool, int],
 
 def _kind_plan(info: JobInfo, pools: dict[Pool, int], cap: _Pools,
                catalog: dict[str, GpuModel],
-               kinds: dict[object, list[tuple[str, int, float]]]
+               kinds: dict[tuple[object, ...], list[tuple[str, int, float]]]
                ) -> list[tuple[str, int, float]]:
     """(model, pool, amount) for each model a job that is not elastic values and may be
     placed on as a new placement, in pool order. What a job takes of a pool depends on its
     kind only (shape, gang size or share, MIG profiles per model, the models it values;
     for a whole-GPU job, whether it is single-node and its required levels), so
-    the list is made once per kind (cached in `kinds`, also by the compiled `JobKind`,
-    which says all of these but a gang's needs: found without building the kind)."""
-    whole = info.shape == "whole"
-    ident: object = (info.kind, *_gang_needs(info)) if whole else info.kind
-    plan = kinds.get(ident)
-    if plan is not None:
-        return plan
+    the list is made once per kind (cached in `kinds`)."""
     values = info.obj_values
     mig = info.shape == "mig"
     kind: tuple[object, ...] = (info.shape, info.gpus, info.share, tuple(values),
                                 tuple((m, tuple(p)) for m, p in info.profiles.items())
                                 if mig else (),
-                                _gang_needs(info) if whole else ())
+                                _gang_needs(info) if info.shape == "whole" else ())
     plan = kinds.get(kind)
     if plan is None:
         plan = []
@@ -302,13 +289,12 @@ def _kind_plan(info: JobInfo, pools: dict[Pool, int], cap: _Pools,
                 plan.append((m, pool, amount))
         plan.sort(key=lambda x: (x[1], x[2]))
         kinds[kind] = plan
-    kinds[ident] = plan
     return plan
 
 
 def _new_options(info: JobInfo, pools: dict[Pool, int], cap: _Pools,
                  catalog: dict[str, GpuModel],
-                 kinds: dict[object, list[tuple[str, int, float]]],
+                 kinds: dict[tuple[object, ...], list[tuple[str, int, float]]],
                  factor: float) -> tuple[tuple[int, float, float], ...]:
     """The options of a job that is neither running nor elastic (most jobs), sorted: the
     general loop of `_options` without its running-job and size cases (a job's models are
@@ -321,7 +307,7 @@ def _new_options(info: JobInfo, pools: dict[Pool, int], cap: _Pools,
 
 def _running_options(info: JobInfo, cur: str | None, pools: dict[Pool, int],
                      cap: _Pools, catalog: dict[str, GpuModel],
-                     kinds: dict[object, list[tuple[str, int, float]]],
+                     kinds: dict[tuple[object, ...], list[tuple[str, int, float]]],
                      factor: float, policy: Policy) -> tuple[tuple[int, float, float], ...]:
     """The options of a running job that is not elastic, sorted: the general loop of
     `_options` for one size. On a model other than its current one `cur` it takes what a
@@ -399,11 +385,9 @@ def quick_bound(request: PlanRequest, deadline: float | None = None) -> float:
     grace = max(DESCENT_MIN_S, DESCENT_SHARE * (time.monotonic() - t0))
     if not groups:
         return const + _ABS_MARGIN
-    # (group, pool, amount, coefficient) per option, as one flat run of floats
-    n = sum(map(len, groups))
-    arr = np.fromiter(chain.from_iterable((g, *o) for g, opts in enumerate(groups)
-                                          for o in opts), dtype=float,
-                      count=4 * n).reshape(n, 4)
+    rows = [(g, pool, amount, coef) for g, opts in enumerate(groups)
+            for pool, amount, coef in opts]
+    arr = np.array(rows, dtype=float)
     lp = _Lagrangian(arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), arr[:, 2],
                      arr[:, 3], np.array(list(groups.values()), dtype=float),
                      np.array([cap[p] - held.get(i, 0.0) for i, p in enumerate(sorted(cap))]))
