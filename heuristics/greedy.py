@@ -979,10 +979,15 @@ def _run_levels(g: Greedy, pending: list[JobInfo], deadline: float | None) -> No
     pending = sorted(pending, key=lambda i: (0 if must_move and i.current else 1,
                                              -i.job.priority))
     if g.state.quotas:
+        # cut at `deadline` like the sequences below (L with quotas: 2 CPU s unbounded)
+        stop, n = _stopper(g, pending, deadline), 0
         for own, within in ((True, True), (True, False), (False, False)):
             for info in pending:
                 if info.name in g.state.placed:
                     continue
+                n += 1
+                if stop(n):
+                    return
                 models = guarantee_models(g, info, own, within)
                 if models:
                     g.place(info, models)
@@ -1003,6 +1008,14 @@ def _run_sequence(g: Greedy, seq: Sequence[JobInfo], deadline: float | None,
                   interleave: bool = True) -> None:
     """Place `seq` in order (growing elastic gangs in between when `interleave`); past
     `deadline` the jobs left get the reason `time_limit`."""
+    g.place_sequence(seq, interleave=interleave, stop=_stopper(g, seq, deadline))
+
+
+def _stopper(g: Greedy, seq: Sequence[JobInfo], deadline: float | None
+             ) -> Callable[[int], bool]:
+    """stop(n), asked before the `n`-th job of `seq`: past `deadline` (read every
+    `_DEADLINE_EVERY` jobs), the jobs of `seq` neither placed nor given a reason get the
+    reason `time_limit`, and it answers True."""
     def stop(n: int) -> bool:
         if deadline is not None and n % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
             for rest in seq:
@@ -1010,7 +1023,7 @@ def _run_sequence(g: Greedy, seq: Sequence[JobInfo], deadline: float | None,
                     g.reasons[rest.name] = ("time_limit", "the heuristic ran out of time")
             return True
         return False
-    g.place_sequence(seq, interleave=interleave, stop=stop)
+    return stop
 
 
 def _run_fairness(g: Greedy, pending: list[JobInfo], deadline: float | None) -> None:
