@@ -96,6 +96,7 @@ import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TypeVar
 
 from models.catalog import GpuModel, Instance, layout_violations
@@ -259,9 +260,8 @@ class _Ctx:
     #: pro rata over its GPUs), summed in `placed` and row order.
     host_cpu: dict[str, float] = field(default_factory=dict)
     host_mem: dict[str, float] = field(default_factory=dict)
-    #: With an additive objective, every job -> its term of it (`_ADDITIVE`, before the
-    #: co-location factor) on its first placement's model, 0.0 when it is not placed on a
-    #: known model; in request order.
+    #: With an additive objective, placed jobs of a known model -> their term of it
+    #: (`_ADDITIVE`, before the co-location factor), on their first placement's model.
     terms: dict[str, float] = field(default_factory=dict)
     #: Contract 5.2: placed shared job -> product of its co-location factors (absent: 1).
     factors: dict[str, float] = field(default_factory=dict)
@@ -968,12 +968,13 @@ def _objective(c: _Ctx) -> float:
     policy = c.request.policy
     costs = (policy.migration_cost * len(moved) + policy.preemption_cost * len(stopped)
              + _topology_costs(c))
-    # (the jobs' terms, `_read_plan`'s, 0.0 for those not placed on a known model: x + 0.0
-    # is x; summed in request order)
-    # (every factor 1: x * 1.0 is x, the same sum, walked in C)
+    # (the terms of the placed jobs of a known model, `_read_plan`'s; summed in request
+    # order, a job without a term adding 0.0: x + 0.0 is x)
     terms, factors = c.terms, c.factors
-    total = sum(terms[n] * factors.get(n, 1.0) for n in c.jobs) if factors \
-        else sum(terms.values())
+    if factors:
+        total = sum(terms[n] * factors.get(n, 1.0) for n in c.jobs if n in terms)
+    else:   # (every factor 1: x * 1.0 is x, the same sum; the same order, walked in C)
+        total = sum(map(terms.get, c.jobs, repeat(0.0)))
     return total - costs
 
 
@@ -1416,8 +1417,6 @@ def _read_plan(c: _Ctx) -> None:
     shapes, topo, elastics = c.shapes, c.topo, c.elastic
     host_cpu, host_mem = c.host_cpu, c.host_mem
     term = _ADDITIVE.get(c.request.policy.objective)
-    if term is not None:   # (in request order, as the objective sums them)
-        c.terms = dict.fromkeys(jobs, 0.0)
     terms = c.terms
     # (the throughput term of one placement is written out below: `_value`'s products)
     value_term = term is _value
@@ -1431,12 +1430,9 @@ def _read_plan(c: _Ctx) -> None:
             empty.append(name)
             continue
         job = jobs.get(name)
-        if job is None:
+        if job is None or name in placed:   # (the first assignment of a job wins)
             continue
-        before = len(placed)
-        placed.setdefault(name, pls)   # (the first assignment of a job wins)
-        if len(placed) == before:
-            continue
+        placed[name] = pls
         n = len(pls)
         cur = job.current
         if cur:
