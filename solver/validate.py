@@ -77,23 +77,26 @@ nonsensical: unknown nodes, GPUs, jobs or profiles are reported as violations.
 Cost: every attribute of a request or plan object read on a large plan is a cache miss,
 so each object is read once, in one pass per kind of object. `_context` reads the jobs,
 the GPUs (`_GpuTable`, one small table per node) and, in `_read_plan`, every assignment
-and placement (`_Row`s, with the lists of MIG, shared and whole-GPU rows), deriving while
-a job is at hand what the checks need of it: its host sums, its objective term, and
-whether the eligibility and gang checks need to read it at all. A job whose placements
-the fast paths clear (`_plain_kept` / `_plain_new` for eligibility, `_plain_gang` /
-`_plain_fresh_gang` for the gang; what a valid plan holds) is not read again; the MIG
-hosting check first compares sets (`_plain_instances`). Each fast path answers the
-questions of its general check and sends anything odd to it, so the violations are the
-same; tests/solver/test_validate_reference.py holds them to the former validator and to
-the general checks.
+and placement (the MIG and shared rows, the whole GPUs' jobs), deriving while a job is at
+hand what the checks need of it: its host sums, its objective term, and whether the
+eligibility and gang checks need to read it at all. A job whose placements the fast paths
+clear (`_read_plan`'s, switched by `_fast_reads`, for eligibility; `_plain_gang` /
+`_plain_fresh_gang` for the gang; what a valid plan holds) is not read again, nor made
+into `_Row`s; the MIG hosting check first compares sets (`_plain_instances`). Each fast
+path answers the questions of its general check and sends anything odd to it, so the
+violations are the same: tests/solver/test_validate_fast_paths.py holds them to the
+general checks, tests/solver/test_validate_differential.py has every rule flag the plans
+broken its way.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TypeVar
 
 from models.catalog import GpuModel, Instance, layout_violations
@@ -201,8 +204,8 @@ class _GpuTable:
 @dataclass
 class _Ctx:
     """Everything the rule checks share, computed once from the request and the plan: the
-    request's lookups, and the plan's placements read once into `rows` (a placement is a
-    pydantic object whose every attribute read costs; the checks walk the rows)."""
+    request's lookups, and the plan's placements read once into what the checks walk (a
+    placement is a pydantic object whose every attribute read costs)."""
 
     request: PlanRequest
     plan: Plan
@@ -217,33 +220,38 @@ class _Ctx:
     classes: list[int]
     #: Placed known jobs -> their placements (the first assignment of each job).
     placed: dict[str, list[Placement]] = field(default_factory=dict)
-    #: Placed known jobs -> their placements as rows (in the order of `placed`).
+    #: The jobs of `odd` and `gangs` -> their placements as rows.
     rows: dict[str, list[_Row]] = field(default_factory=dict)
     #: The jobs of `odd` -> their shape ("whole", "mig" or "share").
     shapes: dict[str, str] = field(default_factory=dict)
     #: The placed jobs the eligibility check reads (in `placed` order): all but those whose
-    #: placements `_plain_kept` (kept, and of the right count for the shape) or
-    #: `_plain_new` clears.
+    #: placements `_read_plan`'s fast paths clear.
     odd: list[str] = field(default_factory=list)
     #: The names of the nodes that are not schedulable.
     unschedulable: set[str] = field(default_factory=set)
     #: The placed whole-GPU jobs the gang check reads: all but the gangs of one GPU and
     #: those `_plain_gang` (kept) or `_plain_fresh_gang` clears (in `placed` order).
     gangs: list[str] = field(default_factory=list)
-    #: The rows on existing GPUs of MIG instances, in row order.
+    #: The rows on existing GPUs of MIG instances, in row order, and those of them on
+    #: MIG-enabled GPUs as (GPU, profile, start).
     mig_rows: list[_Row] = field(default_factory=list)
+    mig_named: list[tuple[GpuKey, str, int]] = field(default_factory=list)
     #: The rows on existing GPUs with a fraction, in row order, as (job, GPU, its
     #: `_GpuInfo`, the fraction, the job's `gpu_memory_gib` or 0).
     frac_rows: list[tuple[str, GpuKey, _GpuInfo, float, float]] = field(
         default_factory=list)
-    #: (GPU, job) of the rows on existing GPUs of whole-GPU jobs with neither a MIG
-    #: instance nor a fraction (whole GPUs), in row order.
-    whole_at: list[tuple[GpuKey, str]] = field(default_factory=list)
+    #: The rows on existing GPUs of whole-GPU jobs with neither a MIG instance nor a
+    #: fraction (whole GPUs), in row order: the first job on each GPU, and the jobs of the
+    #: GPU's later rows (a job again when it lists the GPU again).
+    whole_first: dict[GpuKey, str] = field(default_factory=dict)
+    whole_more: dict[GpuKey, list[str]] = field(default_factory=dict)
     #: The `job` of every assignment, in order, and those of assignments with no placements.
     assigned: list[str] = field(default_factory=list)
     empty: list[str] = field(default_factory=list)
-    #: Running jobs placed exactly on their current placements.
+    #: Running jobs placed exactly on their current placements, and how many running jobs
+    #: are placed elsewhere (moved).
     kept: set[str] = field(default_factory=set)
+    moved: int = 0
     #: The placed jobs with a `topology` and the elastic ones, each in `placed` order.
     topo: list[str] = field(default_factory=list)
     elastic: list[str] = field(default_factory=list)
@@ -260,7 +268,6 @@ class _Ctx:
     out: list[Violation] = field(default_factory=list)
     _running: tuple[list[str], list[str]] | None = None
     _models: dict[str, tuple[str, GpuModel]] | None = None
-    _whole: tuple[dict[GpuKey, str], dict[GpuKey, list[str]]] | None = None
 
     def add(self, rule: str, message: str, *, job: str | None = None,
             node: str | None = None, gpu: int | None = None) -> None:
@@ -290,12 +297,25 @@ def _where(p: Placement) -> str:
 # ---------------------------------------------------------------- 1. accounting
 
 
+#: An assignment's or an unplaced entry's job (read in C over a list of them).
+_JOB = operator.attrgetter("job")
+
+
 def _check_accounting(c: _Ctx) -> None:
     jobs = c.jobs
-    unplaced = [u.job for u in c.plan.unplaced]
-    listed = set(c.assigned)
-    listed.update(unplaced)
-    if len(listed) == len(jobs) == len(c.assigned) + len(unplaced) and listed == jobs.keys():
+    unplaced = list(map(_JOB, c.plan.unplaced))
+    placed = c.placed
+    if len(placed) == len(c.assigned) and len(placed) + len(unplaced) == len(jobs):
+        # every assignment a distinct job of the request with placements (`placed`); then
+        # every job is listed exactly once when the unplaced are distinct other jobs
+        rest = set(unplaced)
+        fine = len(rest) == len(unplaced) and rest.isdisjoint(placed) and jobs.keys() >= rest
+    else:
+        listed = set(c.assigned)
+        listed.update(unplaced)
+        fine = len(listed) == len(jobs) == len(c.assigned) + len(unplaced) \
+            and listed == jobs.keys()
+    if fine:
         # every job exactly once, so every entry names a job of the request
         for name in c.empty:
             c.add("accounting", "assignment with no placements", job=name)
@@ -334,7 +354,7 @@ def _check_eligibility(c: _Ctx) -> None:
     # model eligibility per (job, model), asked once per gang rather than per GPU
     eligible: dict[tuple[str, str], bool] = {}
     kept_set = c.kept
-    for name in c.odd:   # (the others: cleared by `_plain_kept` or `_plain_new`)
+    for name in c.odd:   # (the others: cleared by `_read_plan`)
         rows = c.rows[name]
         shape = c.shapes[name]
         if shape != "whole" and len(rows) != 1:
@@ -344,60 +364,6 @@ def _check_eligibility(c: _Ctx) -> None:
         job = c.jobs[name]
         for row in rows:
             _check_placement(c, job, shape, row[1], kept, eligible)
-
-
-def _plain_kept(c: _Ctx, shape: str, rows: list[_Row], same: bool) -> bool:
-    """Whether `_check_placement` finds nothing wrong with `rows`, the placements of a
-    kept job of `shape` (`same`: equal to its current ones), by the few questions it asks
-    of such a placement: an existing GPU of a catalog model; for a whole-GPU or MIG job, in
-    the mode of the placement's kind; for a shared job, a finite fraction, its current
-    one when `same`. False sends them through `_check_placement` (anything odd)."""
-    if shape == "share":
-        return same and all(frac is not None and math.isfinite(frac) and info is not None
-                            and info[2] is not None for _, _, _, info, _, frac in rows)
-    mig_mode = shape == "mig"
-    # (an existing GPU is a GPU of an existing node: `gpu_info` is read from the nodes)
-    for _, _, _, info, mig, frac in rows:
-        if frac is not None or info is None or info[2] is None \
-                or not info[3] == mig_mode == (mig is not None):
-            return False
-    return True
-
-
-def _plain_new(c: _Ctx, job: Job, shape: str, rows: list[_Row], kept: bool) -> bool:
-    """Whether `_check_eligibility` finds nothing wrong with `rows`, the placements of a
-    placed job of `shape` (`kept`: on its current placements), by the questions
-    `_check_placement` asks, answered from the rows: one placement unless a whole-GPU
-    job; an existing GPU of a catalog model; when not kept, of a schedulable node, healthy
-    and of an eligible model; the placement's kind that of the shape and of the GPU's mode,
-    a shared job's fraction its `gpu_share`, and (when not kept) a MIG instance covering
-    the demand. False sends them through `_check_placement` (anything odd, or a kept
-    shared job on a fraction other than its `gpu_share`)."""
-    if shape != "whole" and len(rows) != 1:
-        return False
-    closed = c.unschedulable
-    model = None   # (the model last found eligible: a gang's GPUs are of one model)
-    for _, _, key, info, mig, frac in rows:
-        if info is None or info[2] is None:
-            return False
-        if not kept:
-            if key[0] in closed or not info[0].healthy:
-                return False
-            if info[1] != model:
-                if not model_eligible(job, info[1], info[2]):
-                    return False
-                model = info[1]
-        if shape == "whole":
-            if mig is not None or frac is not None or info[3]:
-                return False
-        elif shape == "share":
-            share = job.gpu_share
-            if frac is None or share is None or not abs(frac - share) <= CAPACITY_TOL:
-                return False
-        elif mig is None or not info[3] or (
-                not kept and _mig_cover_error(job, mig, info[2]) is not None):
-            return False
-    return True
 
 
 def _bad_placement(c: _Ctx, job: Job, p: Placement, msg: str) -> None:
@@ -493,47 +459,40 @@ def _check_whole_gpu(c: _Ctx) -> None:
 def _whole_on(c: _Ctx) -> tuple[dict[GpuKey, str], dict[GpuKey, list[str]]]:
     """The whole-GPU jobs' whole-GPU placements on the cluster's GPUs: the first job on
     each GPU, and the jobs of the GPU's later placements (a job again when it lists the
-    GPU again), in row order; derived once per plan (the whole-GPU and shared checks)."""
-    if c._whole is None:
-        pairs = c.whole_at
-        first: dict[GpuKey, str] = dict(pairs)
-        more: dict[GpuKey, list[str]] = {}
-        if len(first) != len(pairs):   # (some GPU listed twice: the first job wins)
-            first = {}
-            for key, name in pairs:
-                if key in first:
-                    more.setdefault(key, []).append(name)
-                else:
-                    first[key] = name
-        c._whole = (first, more)
-    return c._whole
+    GPU again), in row order (`_read_plan`'s; the whole-GPU and shared checks read them)."""
+    return c.whole_first, c.whole_more
 
 
-def _plain_gang(rows: list[_Row], need: int | None) -> bool:
-    """Whether `_check_gang` finds nothing wrong with a kept gang placed on `rows`, by the
-    questions it asks of one: the gang's size is `need` (None for an elastic gang, which
-    the check asks about) and its GPUs are distinct."""
-    n = len(rows)
-    return n == need and (n == 1 or len({row[2] for row in rows}) == n)
+def _plain_gang(keys: list[GpuKey], need: int | None) -> bool:
+    """Whether `_check_gang` finds nothing wrong with a kept gang placed on the GPUs `keys`,
+    by the questions it asks of one: the gang's size is `need` (None for an elastic gang,
+    which the check asks about) and its GPUs are distinct."""
+    n = len(keys)
+    return n == need and (n == 1 or len(set(keys)) == n)
 
 
-def _plain_fresh_gang(job: Job, rows: list[_Row]) -> bool:
-    """Whether `_check_gang` finds nothing wrong with a gang placed on `rows` (kept or
-    not), by the questions it asks of a gang without a domain rule: its size is `gpus`
-    (an elastic gang: any), its GPUs are distinct existing GPUs of one model, and on one
-    node when `single_node`. False (a `same_domain` gang, anything odd) sends it through
-    `_check_gang`."""
-    if (job.elastic is None and len(rows) != job.gpus) \
-            or (job.same_domain and not job.single_node):
+def _plain_fresh_gang(job: Job, keys: list[GpuKey], infos: list[_GpuInfo | None]) -> bool:
+    """Whether `_check_gang` finds nothing wrong with a gang placed on the GPUs `keys` (kept
+    or not; `infos`: their `_GpuInfo`s), by the questions it asks of a gang without a
+    domain rule: its size is `gpus` (an elastic gang: any), its GPUs are distinct existing
+    GPUs of one model, and on one node when `single_node`. False (a `same_domain` gang,
+    anything odd) sends it through `_check_gang`."""
+    n = len(keys)
+    if (job.elastic is None and n != job.gpus) or (job.same_domain and not job.single_node):
         return False
-    first = rows[0][3]
+    first = infos[0]
     if first is None:
         return False
-    node, model, one_node = rows[0][2][0], first[1], job.single_node
-    for _, _, key, info, _, _ in rows:
-        if info is None or info[1] != model or (one_node and key[0] != node):
+    model = first[1]
+    for info in infos:
+        if info is None or info[1] != model:
             return False
-    return len({row[2] for row in rows}) == len(rows)
+    if job.single_node:
+        node = keys[0][0]
+        for key in keys:
+            if key[0] != node:
+                return False
+    return len(set(keys)) == n
 
 
 def _check_gang(c: _Ctx, job: Job, rows: list[_Row]) -> None:
@@ -679,19 +638,20 @@ def _plain_instances(c: _Ctx, final: Mapping[GpuKey, list[Instance]]) -> bool:
     """Whether `_check_instances` finds nothing wrong: the MIG rows on MIG-enabled GPUs
     name distinct instances, each in its GPU's final layout (`final`, else its current
     one), compared as (GPU, profile, start) triples, in sets."""
-    named = [(key, mig.profile, mig.start) for _, _, key, info, mig, _ in c.mig_rows
-             if info is not None and mig is not None and info[3]]
-    if len(set(named)) != len(named):
+    named = c.mig_named
+    distinct = set(named)
+    if len(distinct) != len(named):
         return False
-    gpus = c.gpu_info
+    on_node = c.gpu_info.by_node
     layouts: set[tuple[GpuKey, str, int]] = set()
     for key in {key for key, _, _ in named}:
         layout = final.get(key)
         if layout is not None:
             layouts.update((key, i.profile, i.start) for i in layout)
         else:
-            layouts.update((key, m.profile, m.start) for m in gpus[key][0].mig_instances)
-    return layouts.issuperset(named)
+            layouts.update((key, m.profile, m.start)
+                           for m in on_node[key[0]][key[1]][0].mig_instances)
+    return layouts.issuperset(distinct)
 
 
 def _check_instances(c: _Ctx, final: Mapping[GpuKey, list[Instance]]) -> None:
@@ -794,8 +754,17 @@ def _check_host_resources(c: _Ctx) -> None:
     # (the sums, `_read_plan`'s; a node only jobs without host requests use holds them:
     # capacities are >= 0)
     cpu, mem = c.host_cpu, c.host_mem
-    for node in sorted(cpu):
-        spec = c.nodes[node]
+    nodes = c.nodes
+    over = []   # (the nodes with something to report, in name order below)
+    for node, used in cpu.items():
+        spec = nodes[node]
+        cap, cap_mem = spec.cpu_millicores, spec.memory_gib
+        if (cap is not None and used > cap * (1 + CAPACITY_TOL) + CAPACITY_TOL) or (
+                cap_mem is not None
+                and mem[node] > cap_mem * (1 + CAPACITY_TOL) + CAPACITY_TOL):
+            over.append(node)
+    for node in sorted(over):
+        spec = nodes[node]
         for what, used, cap in (("cpu_millicores", cpu[node], spec.cpu_millicores),
                                 ("memory_gib", mem[node], spec.memory_gib)):
             if cap is not None and used > cap * (1 + CAPACITY_TOL) + CAPACITY_TOL:
@@ -810,9 +779,12 @@ def _running_outcome(c: _Ctx) -> tuple[list[str], list[str]]:
     """(moved, stopped) running jobs, in request order (derived once per plan: the running
     and objective checks both read it)."""
     if c._running is None:
-        running = c.running
-        c._running = ([n for n in running if n in c.placed and n not in c.kept],
-                      [n for n in running if n not in c.placed])
+        running, placed, kept = c.running, c.placed, c.kept
+        # (`_read_plan` counts the moved jobs: none moved, or every running job placed,
+        # needs no walk)
+        c._running = ([n for n in running if n in placed and n not in kept] if c.moved else [],
+                      [n for n in running if n not in placed]
+                      if len(running) > len(kept) + c.moved else [])
     return c._running
 
 
@@ -869,12 +841,16 @@ def _size(job: Job, spec: GpuModel, n: int | None = None) -> float:
             else float(job.gpus)
     if job.gpu_share is not None:
         return job.gpu_share
+    return _demanded_slices(job, spec) / spec.compute_slices
+
+
+def _demanded_slices(job: Job, spec: GpuModel) -> int:
+    """A MIG job's demanded compute slices on a GPU of `spec`: its demand's, else its
+    profile's (0 when the model has no such profile)."""
     if job.mig is not None:
-        demanded = job.mig.compute_slices
-    else:
-        prof = spec.profile(job.mig_profile or "")
-        demanded = prof.compute_slices if prof is not None else 0
-    return demanded / spec.compute_slices
+        return job.mig.compute_slices
+    prof = spec.profile(job.mig_profile or "")
+    return prof.compute_slices if prof is not None else 0
 
 
 def _value(job: Job, model: str, spec: GpuModel, n: int | None = None) -> float:
@@ -937,8 +913,9 @@ def _placed_models(c: _Ctx) -> dict[str, tuple[str, GpuModel]]:
     derived once per plan (several checks read it; callers do not change it)."""
     if c._models is None:
         c._models = {}
-        for name, rows in c.rows.items():
-            info = rows[0][3]
+        gpus = c.gpu_info
+        for name, pls in c.placed.items():
+            info = gpus.get((pls[0].node, pls[0].gpu))
             if info is not None and info[2] is not None:
                 c._models[name] = (info[1], info[2])
     return c._models
@@ -992,12 +969,12 @@ def _objective(c: _Ctx) -> float:
     costs = (policy.migration_cost * len(moved) + policy.preemption_cost * len(stopped)
              + _topology_costs(c))
     # (the terms of the placed jobs of a known model, `_read_plan`'s; summed in request
-    # order)
+    # order, a job without a term adding 0.0: x + 0.0 is x)
     terms, factors = c.terms, c.factors
     if factors:
         total = sum(terms[n] * factors.get(n, 1.0) for n in c.jobs if n in terms)
     else:   # (every factor 1: x * 1.0 is x, the same sum; the same order, walked in C)
-        total = sum(map(terms.__getitem__, filter(terms.__contains__, c.jobs)))
+        total = sum(map(terms.get, c.jobs, repeat(0.0)))
     return total - costs
 
 
@@ -1405,20 +1382,47 @@ def _context(request: PlanRequest, plan: Plan) -> _Ctx:
     return c
 
 
+def _fast_reads() -> bool:
+    """Whether `_read_plan` clears, while reading them, the jobs whose placements a valid
+    plan holds (the tests turn this off, with `_plain_gang`, `_plain_fresh_gang` and
+    `_plain_instances`, to hold the verdicts to those of the general checks)."""
+    return True
+
+
 def _read_plan(c: _Ctx) -> None:
     """Fill `c`'s views of the plan in one pass over its assignments (each job and each
     placement is read here once, and what the checks need of it derived while it is at
-    hand): `assigned`, `empty`, `placed`, `kept`, `topo`, `elastic`, `rows`, `mig_rows`,
-    `frac_rows`, `whole_at`, the host sums, the objective's `terms`, and the jobs the
-    eligibility and gang checks are left to read (`odd` with their `shapes`, `gangs`: the
-    others are jobs their fast paths clear)."""
+    hand): `assigned`, `empty`, `placed`, `kept`, `moved`, `topo`, `elastic`, `mig_rows`,
+    `mig_named`, `frac_rows`, the whole GPUs' jobs, the host sums, the objective's `terms`,
+    and the jobs the eligibility and gang checks are left to read (`odd` with their
+    `shapes`, `gangs`, each with its `rows`: the others are jobs the fast paths clear).
+
+    The fast paths (`_fast_reads`), per shape: a kept whole-GPU or MIG job on existing GPUs
+    of a catalog model and of the mode of its kind (a whole GPU: no MIG instance, no
+    fraction); a new one also on schedulable nodes' healthy GPUs of an eligible model (a
+    new MIG job's instance covering its demand); a shared job on one existing GPU of a
+    catalog model with its `gpu_share` as the fraction (a new one also on an open, healthy
+    GPU of an eligible model), or a kept one on its current placement with a finite
+    fraction. A gang on such GPUs is cleared of the gang check when `_plain_gang` (kept)
+    or `_plain_fresh_gang` clears it. A running job's placements are its current ones when
+    they are the very objects of `current` (compared by `is`), else by `_same_places`;
+    whether they equal `current` (only a kept shared job asks) is asked only then."""
     jobs, placed, all_rows = c.jobs, c.placed, c.rows
     on_node: dict[str, dict[int, _GpuInfo]] = c.gpu_info.by_node
     no_gpus: dict[int, _GpuInfo] = {}
-    mig_rows, frac_rows, whole_at = c.mig_rows, c.frac_rows, c.whole_at
+    closed = c.unschedulable
+    mig_rows, mig_named, frac_rows = c.mig_rows, c.mig_named, c.frac_rows
+    whole_first, whole_more = c.whole_first, c.whole_more
     assigned, empty, kept, odd, gangs = c.assigned, c.empty, c.kept, c.odd, c.gangs
-    host_cpu, host_mem, terms = c.host_cpu, c.host_mem, c.terms
+    shapes, topo, elastics = c.shapes, c.topo, c.elastic
+    host_cpu, host_mem = c.host_cpu, c.host_mem
     term = _ADDITIVE.get(c.request.policy.objective)
+    terms = c.terms
+    # (the throughput term of one placement is written out below: `_value`'s products)
+    value_term = term is _value
+    slices: dict[tuple[str, str | None], int] = {}
+    fast = _fast_reads()
+    moved = 0
     for a in c.plan.assignments:
         name, pls = a.job, a.placements
         assigned.append(name)
@@ -1426,73 +1430,197 @@ def _read_plan(c: _Ctx) -> None:
             empty.append(name)
             continue
         job = jobs.get(name)
-        if job is None or name in placed:
+        if job is None or name in placed:   # (the first assignment of a job wins)
             continue
         placed[name] = pls
+        n = len(pls)
         cur = job.current
-        # (kept placements are the very objects of `current`: compared by `is` first)
-        same = bool(cur) and (pls is cur or pls == cur)
-        is_kept = same or bool(cur and _same_places(cur, pls))
-        if is_kept:
-            kept.add(name)
-        shape = job.shape
-        if job.topology is not None:
-            c.topo.append(name)
-        n_gpus = None   # (a fixed gang's size)
-        if job.elastic is not None:
-            c.elastic.append(name)
-        elif shape == "whole":
-            n_gpus = job.gpus
-        if len(pls) == 1:   # (most jobs: read without a loop)
-            p = pls[0]
-            key = (p.node, p.gpu)
-            info = on_node.get(key[0], no_gpus).get(key[1])
-            row = (name, p, key, info, p.mig, p.fraction)
-            rows = all_rows[name] = [row]
-            if info is not None:
-                if row[4] is not None:
-                    mig_rows.append(row)
-                if row[5] is not None:
-                    frac_rows.append((name, key, info, row[5], job.gpu_memory_gib or 0.0))
-                elif row[4] is None and shape == "whole":
-                    whole_at.append((key, name))
+        if cur:
+            # (kept placements are the very objects of `current`: compared by `is` first)
+            identical = pls is cur or (n == len(cur) and (
+                pls[0] is cur[0] if n == 1 else all(map(operator.is_, pls, cur))))
+            if identical:
+                is_kept = True
+            elif n == len(cur) == 1:   # (one placement: where it is, then its instance)
+                p, q = pls[0], cur[0]
+                is_kept = p.node == q.node and p.gpu == q.gpu and _pkey(p) == _pkey(q)
+            else:
+                is_kept = _same_places(cur, pls)
+            if is_kept:
+                kept.add(name)
+            else:
+                moved += 1
         else:
-            rows = all_rows[name] = [
-                (name, p, key, on_node.get(key[0], no_gpus).get(key[1]), p.mig, p.fraction)
-                for p in pls for key in ((p.node, p.gpu),)]
-            for row in rows:
-                if row[3] is not None:
-                    if row[4] is not None:
-                        mig_rows.append(row)
-                    if row[5] is not None:
-                        frac_rows.append((name, row[2], row[3], row[5],
-                                          job.gpu_memory_gib or 0.0))
-                    elif row[4] is None and shape == "whole":
-                        whole_at.append((row[2], name))
-            info = rows[0][3]
-        cpu_request, mem_request = job.cpu_millicores, job.host_memory_gib
-        if cpu_request or mem_request:
-            # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
-            part = 1.0 / job.gpus if job.gpus else 1.0
-            job_cpu = (cpu_request or 0.0) * part
-            job_mem = (mem_request or 0.0) * part
-            for row in rows:
-                if row[3] is not None:
-                    node = row[2][0]
-                    host_cpu[node] = host_cpu.get(node, 0.0) + job_cpu
-                    host_mem[node] = host_mem.get(node, 0.0) + job_mem
-        if term is not None and info is not None and info[2] is not None:
-            terms[name] = term(job, info[1], info[2], len(rows))
-        if not (is_kept and _plain_kept(c, shape, rows, same)
-                and (shape == "whole" or len(rows) == 1)) \
-                and not _plain_new(c, job, shape, rows, is_kept):
-            odd.append(name)
-            c.shapes[name] = shape
-        if shape == "whole" and not (is_kept and _plain_gang(rows, n_gpus)) \
-                and not (len(rows) == 1 and n_gpus in (1, None)) \
-                and not _plain_fresh_gang(job, rows):
-            # (one GPU of a gang of one, or of an elastic gang: nothing to check)
-            gangs.append(name)
+            identical = is_kept = False
+        if job.topology is not None:
+            topo.append(name)
+        elastic = job.elastic
+        if elastic is not None:
+            elastics.append(name)
+        if n > 1:
+            _read_placements(c, name, job, pls, is_kept, fast, term)
+            continue
+        # one placement (most jobs): read without a loop
+        gpus = job.gpus
+        share = None if gpus is not None else job.gpu_share
+        p = pls[0]
+        key = (p.node, p.gpu)
+        info = on_node.get(key[0], no_gpus).get(key[1])
+        mig, frac = p.mig, p.fraction
+        plain = False
+        if info is not None:
+            spec = info[2]
+            if mig is not None:
+                mig_rows.append((name, p, key, info, mig, frac))
+                if info[3]:
+                    mig_named.append((key, mig.profile, mig.start))
+            if frac is not None:
+                frac_rows.append((name, key, info, frac, job.gpu_memory_gib or 0.0))
+            elif mig is None and gpus is not None:
+                if key in whole_first:
+                    whole_more.setdefault(key, []).append(name)
+                else:
+                    whole_first[key] = name
+            cpu_request, mem_request = job.cpu_millicores, job.host_memory_gib
+            if cpu_request or mem_request:
+                # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
+                part = 1.0 / gpus if gpus else 1.0
+                node = key[0]
+                host_cpu[node] = host_cpu.get(node, 0.0) + (cpu_request or 0.0) * part
+                host_mem[node] = host_mem.get(node, 0.0) + (mem_request or 0.0) * part
+            if spec is not None:
+                model = info[1]
+                if term is None:
+                    pass
+                elif value_term and elastic is None:
+                    # `_value`, the same products: weight * size * speed
+                    tp = job.throughput
+                    speed = tp.get(model, 0.0) if tp else spec.relative_speed
+                    if gpus is not None:
+                        size = float(gpus)
+                    elif share is not None:
+                        size = share
+                    elif job.mig is not None:
+                        size = _size(job, spec)
+                    else:   # (a named profile: its slices looked up once per model)
+                        got = slices.get((model, job.mig_profile))
+                        if got is None:
+                            got = slices[(model, job.mig_profile)] = \
+                                _demanded_slices(job, spec)
+                        size = got / spec.compute_slices
+                    terms[name] = job.weight * size * speed
+                else:
+                    terms[name] = term(job, model, spec, 1)
+                # eligibility: the placement's kind, then (when new) where it is
+                if not fast:
+                    pass
+                elif gpus is not None:
+                    plain = mig is None and frac is None and not info[3]
+                elif share is not None:
+                    plain = frac is not None and (
+                        (is_kept and math.isfinite(frac) and (identical or pls == cur))
+                        or abs(frac - share) <= CAPACITY_TOL)
+                else:
+                    plain = mig is not None and info[3] and (
+                        is_kept or _mig_cover_error(job, mig, spec) is None)
+                if plain and not is_kept:
+                    plain = key[0] not in closed and info[0].healthy \
+                        and model_eligible(job, model, spec)
+        # (a gang of one GPU, or an elastic gang, on one GPU: no gang to check)
+        gang = gpus is not None and gpus != 1 and elastic is None
+        if not plain or gang:
+            all_rows[name] = [(name, p, key, info, mig, frac)]
+            if not plain:
+                odd.append(name)
+                shapes[name] = "whole" if gpus is not None else \
+                    "share" if share is not None else "mig"
+            if gang:
+                gangs.append(name)
+    c.moved = moved
+
+
+def _read_placements(c: _Ctx, name: str, job: Job, pls: list[Placement], kept: bool,
+                     fast: bool, term: Callable[[Job, str, GpuModel, int], float] | None
+                     ) -> None:
+    """`_read_plan` of a job with several placements (a gang; a shared or MIG job so
+    placed is odd): a gang all of whose GPUs are whole GPUs is read into keys first."""
+    on_node = c.gpu_info.by_node
+    no_gpus: dict[int, _GpuInfo] = {}
+    whole_first, whole_more = c.whole_first, c.whole_more
+    gpus = job.gpus
+    rows: list[_Row] | None = None
+    plain = fast and gpus is not None
+    keys = [(p.node, p.gpu) for p in pls]
+    infos = [on_node.get(key[0], no_gpus).get(key[1]) for key in keys]
+    if plain:
+        for p, info in zip(pls, infos, strict=True):
+            if info is None or p.mig is not None or p.fraction is not None \
+                    or info[2] is None or info[3]:
+                plain = False
+                break
+    if plain:   # (every GPU an existing whole GPU of a catalog model)
+        for key in keys:
+            if key in whole_first:
+                whole_more.setdefault(key, []).append(name)
+            else:
+                whole_first[key] = name
+        if not kept:
+            closed = c.unschedulable
+            model = None
+            for key, info in zip(keys, infos, strict=True):
+                assert info is not None and info[2] is not None
+                if key[0] in closed or not info[0].healthy:
+                    plain = False
+                    break
+                if info[1] != model:
+                    if not model_eligible(job, info[1], info[2]):
+                        plain = False
+                        break
+                    model = info[1]
+    else:
+        rows = [(name, p, key, info, p.mig, p.fraction)
+                for p, key, info in zip(pls, keys, infos, strict=True)]
+        for row in rows:
+            info = row[3]
+            if info is not None:
+                mig, frac = row[4], row[5]
+                if mig is not None:
+                    c.mig_rows.append(row)
+                    if info[3]:
+                        c.mig_named.append((row[2], mig.profile, mig.start))
+                if frac is not None:
+                    c.frac_rows.append((name, row[2], info, frac, job.gpu_memory_gib or 0.0))
+                elif mig is None and gpus is not None:
+                    key = row[2]
+                    if key in whole_first:
+                        whole_more.setdefault(key, []).append(name)
+                    else:
+                        whole_first[key] = name
+    gang = gpus is not None and not (kept and job.elastic is None and _plain_gang(keys, gpus)) \
+        and not _plain_fresh_gang(job, keys, infos)
+    if not plain or gang:
+        c.rows[name] = rows or [(name, p, key, info, None, None)
+                                for p, key, info in zip(pls, keys, infos, strict=True)]
+        if not plain:
+            c.odd.append(name)
+            c.shapes[name] = job.shape
+        if gang:
+            c.gangs.append(name)
+    cpu_request, mem_request = job.cpu_millicores, job.host_memory_gib
+    if cpu_request or mem_request:
+        # A gang's host request is split pro rata over its GPUs (docs/semantics.md).
+        part = 1.0 / gpus if gpus else 1.0
+        job_cpu = (cpu_request or 0.0) * part
+        job_mem = (mem_request or 0.0) * part
+        host_cpu, host_mem = c.host_cpu, c.host_mem
+        for key, info in zip(keys, infos, strict=True):
+            if info is not None:
+                node = key[0]
+                host_cpu[node] = host_cpu.get(node, 0.0) + job_cpu
+                host_mem[node] = host_mem.get(node, 0.0) + job_mem
+    first = infos[0]
+    if term is not None and first is not None and first[2] is not None:
+        c.terms[name] = term(job, first[1], first[2], len(pls))
 
 
 #: The rule checks, keyed by rule name (contract section 3 order).

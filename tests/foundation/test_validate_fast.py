@@ -97,7 +97,7 @@ def test_kept_placements_get_the_verdicts_of_the_full_placement_check(
     plan = _corrupt(BASE, ops)
     fast = _verdict(plan)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(validate, "_plain_kept", lambda *_: False)
+        mp.setattr(validate, "_fast_reads", lambda *_: False)
         assert _verdict(plan) == fast
 
 
@@ -112,7 +112,7 @@ def test_a_fraction_on_each_kept_placement_gets_the_full_check_verdict() -> None
         plan = _corrupt(BASE, [("fraction", i, 0, 0.5)])
         fast = _verdict(plan)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(validate, "_plain_kept", lambda *_: False)
+            mp.setattr(validate, "_fast_reads", lambda *_: False)
             assert _verdict(plan) == fast
         shape = shapes[BASE.assignments[i].job]
         if shape == "whole":

@@ -1,5 +1,5 @@
-"""The validator's fast paths (`_plain_kept`, `_plain_gang`, `_plain_new`,
-`_plain_instances`, `_plain_fresh_gang` in solver/validate.py) give the verdicts of its
+"""The validator's fast paths (`_fast_reads`, `_plain_gang`, `_plain_instances`,
+`_plain_fresh_gang` in solver/validate.py) give the verdicts of its
 general checks: the same violations (rules, messages, locations, order) on valid plans and
 on plans broken one way at a time, on S and M instances and their v1.1 variants (elastic
 gangs, topology levels, quotas and priority classes, co-location).
@@ -33,8 +33,7 @@ Rows = list[tuple[str, list[Placement]]]
 Mutation = Callable[[PlanRequest, Plan, random.Random], "tuple[PlanRequest, Plan] | None"]
 
 #: The fast paths of the current validator, each replaced by "no" in `_general`.
-FAST_PATHS = ("_plain_kept", "_plain_gang", "_plain_new", "_plain_instances",
-              "_plain_fresh_gang")
+FAST_PATHS = ("_fast_reads", "_plain_gang", "_plain_instances", "_plain_fresh_gang")
 
 
 def _verdict(check: Callable[[PlanRequest, Plan], list[Any]], request: PlanRequest,

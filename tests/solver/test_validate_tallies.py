@@ -163,6 +163,6 @@ def test_tallies_and_fast_paths_agree_with_plain_statements(seed: int, n: int) -
     fast = _verdict(request, plan)
     assert _flagged(fast) == _capacity(request, plan)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(validate, "_plain_kept", lambda *_: False)
+        mp.setattr(validate, "_fast_reads", lambda *_: False)
         mp.setattr(validate, "_plain_gang", lambda *_: False)
         assert _verdict(request, plan) == fast
