@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from itertools import compress
+from itertools import compress, repeat
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -442,8 +442,11 @@ def fragmentation(request: PlanRequest, placements: Mapping[str, Sequence[Placem
     gpus = per_request(request, "fragmentation_gpus", _request_gpus)
     index = gpus.index
     whole = np.zeros(len(gpus), dtype=bool)
-    # a GPU that is not usable has no free capacity to count
-    whole[[i for i in map(index.get, use.whole) if i is not None]] = True
+    # a GPU that is not usable has no free capacity to count; a placement on a GPU the
+    # cluster lacks (position -1; none in a valid plan) counts for nothing
+    n = len(use.whole)
+    spots = np.fromiter(map(index.get, use.whole, repeat(-1, n)), dtype=np.intp, count=n)
+    whole[spots[spots >= 0]] = True
     shared = [(i, f, mem) for key, f, mem in use.shared
               if (i := index.get(key)) is not None]
     used = np.zeros(len(gpus))

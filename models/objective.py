@@ -179,16 +179,21 @@ def interference_loss(values: Mapping[str, float], factors: Mapping[str, float])
                if f < 1.0 and name in values)
 
 
-def _compiled(request: PlanRequest) -> Sequence[JobInfo] | None:
+def compiled_infos(request: PlanRequest) -> Sequence[JobInfo] | None:
     """The compiled jobs of `request` (`models.instance.compile_jobs`) when the cache holds
-    them and they are those of its very job objects, in order; else None (`evaluate` then
-    asks the rules of every job itself)."""
+    them and they are those of its very job objects, in order; else None (the caller then
+    reads the jobs themselves). A JobInfo's `name`, `current` and `preemptible` are its
+    job's, and a pass reading them from JobInfos costs a fraction of one reading them from
+    the job models (16,384 GPUs / 20,000 jobs: 0.3 ms against 3 ms a field)."""
     infos = cast("Sequence[JobInfo] | None", cached(request, "jobs"))
     jobs = request.jobs
     if infos is None or len(infos) != len(jobs) or not all(
-            map(operator.is_, [i.job for i in infos], jobs)):
+            map(operator.is_, map(_JOB_OF, infos), jobs)):
         return None
     return infos
+
+
+_JOB_OF = operator.attrgetter("job")
 
 
 def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
@@ -198,9 +203,9 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
     unplaced); `models` is `gpu_models_of(request)` when the caller has it; `factors` the
     co-location factors (contract 5.2) when they come from a larger plan than
     `placements` (a priority class's jobs share GPUs with other classes' jobs). A request
-    whose jobs are compiled (`models.instance.compile_jobs`) is read through its JobInfos:
-    their values are these rules' for each job, and a pass over them touches no job that
-    is not placed."""
+    whose jobs are compiled (`compiled_infos`) is read through its JobInfos: their values
+    are these rules' for each job, and a pass over them touches no job model that is not
+    placed."""
     catalog = request.cluster.catalog()
     if models is None:
         models = beside(request, "gpu_models", gpu_models_of)
@@ -217,34 +222,52 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
         factors = colocation_factors(request.jobs, placements,
                                      interference_table(request.interference))
     plain: dict[str, float] = {}
-    infos = _compiled(request)
+    infos = compiled_infos(request)
     get = placements.get
-    items: Sequence[JobInfo] | Sequence[Job] = request.jobs if infos is None else infos
-    for item in items:   # a JobInfo or, uncompiled, the job itself: both have these two
-        name, current = item.name, item.current
-        pl = get(name)
-        if not pl:
-            if current:
-                preempted.append(name)
-            continue
-        if isinstance(item, Job):
-            job, values, obj = item, None, None
-        else:
-            job, values, obj = item.job, item.values, item.obj_values
-        if current and pl is not current and not same_placement(pl, current):
-            migrated.append(name)
+    lost, moved = preempted.append, migrated.append
+    same = same_placement
+    # (job, placements, compiled values or None, objective values or None, elastic) of
+    # each placed job, in request order; a running job left out is preempted
+    placed: list[tuple[Job, Sequence[Placement], dict[str, float] | None,
+                       dict[str, float] | None, bool]] = []
+    keep = placed.append
+    if infos is not None:
+        for info in infos:
+            name, current = info.name, info.current
+            pl = get(name)
+            if not pl:
+                if current:
+                    lost(name)
+                continue
+            # `pl != current` first: a list of the very placements running (a running
+            # job kept) compares equal in C, without a call or a look at a placement
+            if current and pl is not current and pl != current and not same(pl, current):
+                moved(name)
+            # the compiled values are these rules' at the nominal size (`models.instance`)
+            keep((info.job, pl, info.values, info.obj_values, info.elastic))
+    else:
+        for job in request.jobs:
+            name, current = job.name, job.current
+            pl = get(name)
+            if not pl:
+                if current:
+                    lost(name)
+                continue
+            if current and pl is not current and pl != current and not same(pl, current):
+                moved(name)
+            keep((job, pl, None, None, job.elastic is not None))
+    for job, pl, values, obj, elastic in placed:
         first = pl[0]
         model = models[(first.node, first.gpu)]
-        n = len(pl) if job.elastic is not None else None
-        # the compiled values are these rules' at the nominal size (`models.instance`)
+        n = len(pl) if elastic else None
         v = values.get(model) if values is not None and n is None else None
         if v is None:
             v = job_value(job, model, catalog, n)
-        f = factors.get(name) if factors else None
+        f = factors.get(job.name) if factors else None
         if f is not None:
             # Contract 5.2: interference scales the job's speed, so every objective's
             # per-job value.
-            plain[name] = v
+            plain[job.name] = v
             v *= f
         thr += v
         if fairness:

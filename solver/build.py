@@ -25,7 +25,7 @@ from models import (
     is_valid_layout,
 )
 from models.instance import per_request
-from models.objective import Evaluation, evaluate, gpu_models_of
+from models.objective import Evaluation, compiled_infos, evaluate, gpu_models_of
 from models.rules import lexicographic_levels
 from solver.level_report import level_reasons, level_stats
 
@@ -159,27 +159,33 @@ def _accounts(request: PlanRequest, placements: Mapping[str, list[Placement]],
               default_reason: tuple[str, str]) -> tuple[list[Assignment], list[Unplaced]]:
     """Every job of `request` in request order, as an Assignment (placed) or an Unplaced
     with its reason (a running job left out is `preempted`; `levels`: the reasons say who
-    reclaimed it or which class)."""
+    reclaimed it or which class).
+
+    The jobs' names and current placements are read from their JobInfos when the request
+    is compiled (`compiled_infos`: a tenth of the cost of reading them from the job
+    models on 20,000 jobs)."""
     assigned: list[dict[str, Any]] = []
     left: list[dict[str, Any]] = []
     assign, leave = assigned.append, left.append
     placed, why_of = placements.get, reasons.get
-    for job in request.jobs:
+    infos = compiled_infos(request)
+    for job in request.jobs if infos is None else infos:
         name = job.name
         pl = placed(name)
         if pl:
             assign({"job": name, "placements": pl})
             continue
         if job.current and feasible:
-            reason, detail = "preempted", "a running job this plan stops"
+            detail = "a running job this plan stops"
             why = why_of(name)
             if why is not None and why[0] != "preempted":
                 detail = f"stopped: {why[1]}"
             elif why is not None and levels:  # who reclaimed it, or which class
-                detail = why[1]
+                detail = str(why[1])
+            leave({"job": name, "reason": "preempted", "detail": detail})
         else:
             reason, detail = why_of(name, default_reason)
-        leave({"job": name, "reason": str(reason), "detail": str(detail)})
+            leave({"job": name, "reason": str(reason), "detail": str(detail)})
     # built from checked parts (a str and Placement models, three str): not validated
     # again, which costs more than the rest of this loop on 20,000 jobs
     return Assignment.many(assigned), Unplaced.many(left)

@@ -35,7 +35,7 @@ from threading import Event
 from heuristics.levels import settle_levels
 from heuristics.result import HeuristicResult
 from models import Plan, PlanRequest
-from models.objective import same_placement
+from models.objective import compiled_infos, same_placement
 from solver.auto import auto, exact_for_size, local_search
 from solver.build import build_plan
 from solver.context import Context
@@ -105,14 +105,21 @@ PLANNERS: dict[str, Planner] = {
 
 def _breaks_running(request: PlanRequest, result: HeuristicResult) -> bool:
     """Whether `result` stops a running job it may not stop (heuristics can miss a plan
-    that keeps them all)."""
-    for job in request.jobs:
-        if not job.current:
+    that keeps them all). The jobs are read through their JobInfos when the request is
+    compiled (`compiled_infos`)."""
+    infos = compiled_infos(request)
+    placed = result.placements.get
+    may_stop = request.policy.allow_preemption
+    for job in request.jobs if infos is None else infos:
+        current = job.current
+        if not current:
             continue
-        pls = result.placements.get(job.name)
-        if not job.preemptible and not (pls and same_placement(pls, job.current)):
+        pls = placed(job.name)
+        # `pls == current` first: the very placements running compare equal in C
+        if not job.preemptible and not (pls and (pls == current
+                                                 or same_placement(pls, current))):
             return True
-        if not request.policy.allow_preemption and not pls:
+        if not may_stop and not pls:
             return True
     return False
 
@@ -134,6 +141,7 @@ def _settle_running(ctx: Context, out: Outcome) -> Outcome:
 def _outcome(ctx: Context) -> Outcome:
     """The planner's answer for the request of `ctx`, the running jobs settled."""
     request = ctx.request
+    ctx.portfolio.compiled()   # the first paced phase; `hard_conflicts` reads its JobInfos
     conflicts = hard_conflicts(request)
     if conflicts:
         return infeasible(request, request.policy.solver, "; ".join(conflicts[:3]))

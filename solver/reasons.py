@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from models import Node, PlanRequest
+from models.objective import compiled_infos
 from models.reasons import static_reasons
 from models.rules import fits
 
@@ -22,26 +23,33 @@ def hard_conflicts(request: PlanRequest) -> list[str]:
     """Conflicts among the running jobs that must keep their placement (non-preemptible
     ones): two on one whole GPU, shares over 1 or over memory, one MIG instance claimed
     twice, host CPU / memory over capacity. Any such conflict makes the request infeasible.
+    The pinned jobs are found through the JobInfos when the request is compiled
+    (`compiled_infos`: a pass over them costs a fraction of one over the job models).
     """
     whole: dict[tuple[str, int], list[str]] = defaultdict(list)
     share: dict[tuple[str, int], list[tuple[float, float, str]]] = defaultdict(list)
     inst: dict[tuple[str, int, str, int], list[str]] = defaultdict(list)
     cpu: dict[str, float] = defaultdict(float)
     mem: dict[str, float] = defaultdict(float)
-    for job in request.jobs:
-        if not job.current or job.preemptible:
-            continue
-        for p in job.current:
+    infos = compiled_infos(request)
+    # (name, current placements, shape, GPU memory, CPU, host memory) of each pinned job
+    pinned = ([(j.name, j.current, j.shape, j.gpu_memory_gib or 0.0, j.cpu_millicores or 0.0,
+                j.host_memory_gib or 0.0)
+               for j in request.jobs if j.current and not j.preemptible] if infos is None
+              else [(i.name, i.current, i.shape, i.gpu_mem, i.cpu, i.host_mem)
+                    for i in infos if i.current and not i.preemptible])
+    for name, current, shape, gpu_mem, cpu_use, mem_use in pinned:
+        part = 1.0 / len(current or ()) if shape == "whole" else 1.0
+        for p in current or ():
             key = (p.node, p.gpu)
             if p.mig is not None:
-                inst[(p.node, p.gpu, p.mig.profile, p.mig.start)].append(job.name)
+                inst[(p.node, p.gpu, p.mig.profile, p.mig.start)].append(name)
             elif p.fraction is not None:
-                share[key].append((p.fraction, job.gpu_memory_gib or 0.0, job.name))
+                share[key].append((p.fraction, gpu_mem, name))
             else:
-                whole[key].append(job.name)
-            part = 1.0 / len(job.current) if job.shape == "whole" else 1.0
-            cpu[p.node] += (job.cpu_millicores or 0.0) * part
-            mem[p.node] += (job.host_memory_gib or 0.0) * part
+                whole[key].append(name)
+            cpu[p.node] += cpu_use * part
+            mem[p.node] += mem_use * part
     out: list[str] = []
     for key, names in whole.items():
         if len(names) > 1 or key in share:
