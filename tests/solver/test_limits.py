@@ -167,8 +167,9 @@ class CancelAtPlace(threading.Event):
 #: look before the longest phase (6, about 0.9 and 0.5 CPU s in, quiet): with `cp_sat`,
 #: CP-SAT's own check before its search starts, the moment of issue 17's lost cancel
 #: (`stop_search` before the search starts does nothing); with `auto`, the first look of
-#: the local search's move loop. Places 4 and 5 (the exact model's checks, `cp_sat` only)
-#: come at the same instant as 6, in the same call.
+#: the local search's move loop. Places 4 and 5 come just before 6 (`cp_sat`: the exact
+#: phase's checks before its model is built; `auto`: the local search's own start and its
+#: repair loop); a place past 6 comes only after the longest phase.
 CANCEL_PLACES = (1, 3, 6)
 
 
