@@ -4,12 +4,13 @@ from the first phase, seeds, and the deterministic mode; unbounded objectives ge
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+from types import CodeType, FrameType
 
 import pytest
 
@@ -57,9 +58,11 @@ def test_time_limit_is_hard_on_a_busy_machine(solver: str, limit: float) -> None
     three runs. The 0.1 s allowance itself is a timing, measured by `gpuplan bench curve`
     (benchmarks/RESULTS.md): on a host loaded beyond the test's own busy helper, the
     MILP backends' exit after their limit can pass it, and a test must not fail on
-    that."""
-    times = []
-    for _ in range(3):
+    that. The median of three is within the bound exactly when two of the runs are, so
+    the third run is left out once two are (a third of the test's time, which is the
+    limits' own)."""
+    times: list[float] = []
+    while len(times) < 3 and sum(t <= limit + 0.5 for t in times) < 2:
         req = _big(solver, limit)
         t0 = time.monotonic()
         result = plan(req)
@@ -111,24 +114,89 @@ def test_a_cancel_set_before_cp_sat_starts_is_not_lost() -> None:
         assert time.monotonic() - t0 < 15, delay
 
 
+class CancelAtPlace(threading.Event):
+    """A cancel flag that sets itself once the solve has looked at it (`is_set`, in the
+    thread that made the flag) from `place` distinct places, a place being the code of the
+    look and of its two callers: right after that look has answered "not set", the moment
+    when a phase has checked and goes ahead, or `after_s` seconds later from a timer
+    thread. Each phase looks before it starts, so places 1, 2, 3... walk through the
+    phases in order on a quiet machine and a loaded one alike, which a cancel at a random
+    wall-clock moment does not (at load 8 the moments of 0.05-3 s all fell in the first
+    two phases; on a quiet machine, most in CP-SAT's search)."""
+
+    def __init__(self, place: int, after_s: float | None = None) -> None:
+        super().__init__()
+        self.place, self.after_s = place, after_s
+        self.thread = threading.get_ident()
+        self.seen: set[tuple[CodeType, ...]] = set()
+        self.timer: threading.Timer | None = None
+        self.set_at = float("inf")
+
+    def set(self) -> None:
+        """Set the flag, and note when."""
+        self.set_at = min(self.set_at, time.monotonic())
+        super().set()
+
+    def is_set(self) -> bool:
+        """The flag, after the look has been counted."""
+        answer = super().is_set()
+        if answer or threading.get_ident() != self.thread or len(self.seen) >= self.place:
+            return answer
+        frame: FrameType | None = sys._getframe(1)
+        where = []
+        while frame is not None and len(where) < 3:
+            where.append(frame.f_code)
+            frame = frame.f_back
+        self.seen.add(tuple(where))
+        if len(self.seen) == self.place:
+            if self.after_s is None:
+                self.set()
+            else:
+                self.timer = threading.Timer(self.after_s, self.set)
+                self.timer.start()
+        return answer
+
+    def reached(self) -> bool:
+        """Whether the solve looked from `place` places (the cancel was then set)."""
+        return len(self.seen) >= self.place
+
+
+#: The places (see `CancelAtPlace`) a cancel is set after, for a solve of `_big`: the
+#: start of the solve (1), the share re-pack of the starting plan (3: the report of that
+#: plan, 2, is where `test_the_starting_plan_is_reported_first` cancels), and the last
+#: look before the longest phase (6, about 0.9 and 0.5 CPU s in, quiet): with `cp_sat`,
+#: CP-SAT's own check before its search starts, the moment of issue 17's lost cancel
+#: (`stop_search` before the search starts does nothing); with `auto`, the first look of
+#: the local search's move loop. Places 4 and 5 come just before 6 (`cp_sat`: the exact
+#: phase's checks before its model is built; `auto`: the local search's own start and its
+#: repair loop); a place past 6 comes only after the longest phase.
+CANCEL_PLACES = (1, 3, 6)
+
+
 @pytest.mark.parametrize("solver", ["cp_sat", "auto"])
-def test_cancel_at_random_moments_returns_the_best_plan_so_far(solver: str) -> None:
-    rng = random.Random(17)
-    for delay in [0.0, *(rng.uniform(0.05, 3.0) for _ in range(3))]:
+def test_cancel_at_any_moment_returns_the_best_plan_so_far(solver: str) -> None:
+    """A cancel right after each of `CANCEL_PLACES`, and one from another thread during
+    the longest phase (0.3 s after the last of them), is never lost: the call returns
+    promptly with a valid plan at least as good as every incumbent it reported, each
+    labelled as what made it."""
+    moments = [CancelAtPlace(place) for place in CANCEL_PLACES]
+    moments.append(CancelAtPlace(CANCEL_PLACES[-1], after_s=0.3))
+    for cancel in moments:
         req = _big(solver, 30.0)
-        cancel = threading.Event()
         seen: list[Plan] = []
-        timer = threading.Timer(delay, cancel.set)
-        t0 = time.monotonic()
-        timer.start()
         try:
             result = plan(req, cancel=cancel, on_incumbent=seen.append)
         finally:
-            timer.cancel()
-        assert time.monotonic() - t0 < delay + 15
+            if cancel.timer is not None:
+                cancel.timer.cancel()
+        where = (cancel.place, cancel.after_s)
+        assert cancel.reached(), (f"{where}: the solve looked from {len(cancel.seen)} "
+                                  f"places only (CANCEL_PLACES is too high)")
+        assert time.monotonic() - cancel.set_at < 15, where
         assert validate_plan(req, result) == []
         assert result.assignments
         _check_label(result)
+        assert any("cancelled" in note for note in result.explanation), where
         assert all(p.status in ("heuristic", "feasible") for p in seen)
         for p in seen:
             _check_label(p)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from tests.api.conftest import Server, wait_for
@@ -19,7 +20,7 @@ from tests.api.store.test_replicas import replica
 from tests.api.test_service import tiny
 from tests.api.test_sessions import _state
 
-TTL_S = 10.0  # sliding: each step below renews it; the expiry test waits it out
+TTL_S = 10.0  # sliding: each step below renews it; the expiry test ages its row past it
 
 
 @pytest.fixture(scope="module")
@@ -113,12 +114,21 @@ def test_a_plan_is_not_committed_over_a_change_made_meanwhile(
 
 
 def test_a_session_expires_for_every_replica(pair: tuple[Server, Server]) -> None:
+    """Reads do not renew a session; once its stored last change is `TTL_S` old, every
+    replica answers 404. The row is aged by `TTL_S` (plus a second) in the database, which
+    is what the replicas compare with their clock, instead of waiting `TTL_S` (10 s of
+    wall time) out: a TTL longer than the setting, or one counted from anything but the
+    row's last change, leaves the session alive and fails the test."""
     a, b = pair
     with a.client() as ca, b.client() as cb:
         sid = _open(ca, "idle")
-        assert _state(cb, sid)["expires_at"] == pytest.approx(_state(ca, sid)["expires_at"])
-        wait_for(lambda: cb.get(f"/v1/sessions/{sid}").status_code == 404,
-                 timeout=TTL_S * 3 + 30, interval=0.5)
+        expires_at = _state(ca, sid)["expires_at"]
+        for c in (cb, ca, cb):
+            assert _state(c, sid)["expires_at"] == pytest.approx(expires_at, rel=0, abs=1e-6)
+        with psycopg.connect(a.settings["db_url"], autocommit=True) as conn:
+            conn.execute("UPDATE planning_sessions SET updated_at = updated_at - %s "
+                         "WHERE id = %s", (TTL_S + 1.0, sid))
+        assert cb.get(f"/v1/sessions/{sid}").status_code == 404
         assert ca.get(f"/v1/sessions/{sid}").status_code == 404
         r = ca.post(f"/v1/sessions/{sid}/events", json=_submit("late"))
         assert r.status_code == 404
