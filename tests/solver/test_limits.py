@@ -227,15 +227,21 @@ def test_the_starting_plan_is_reported_first(solver: str) -> None:
     assert result.objective_value >= seen[0].objective_value - 1e-6
 
 
-def test_same_seed_same_plan() -> None:
+def test_same_seed_same_proven_value() -> None:
+    """With a seed and one thread but the wall clock deciding, two runs prove the same
+    optimum (0.25 s of a 10 s limit, quiet); their placements may differ (docs/
+    semantics.md: which starting plan CP-SAT is warm-started from depends on timing, and
+    one of several optimal plans comes back; at load 8 one run in a few did). Identical
+    plans are what deterministic mode promises, tested below."""
     req = generate_custom(64, 60, seed=5)
     req.policy.solver = "cp_sat"
     req.policy.threads = 1
     req.policy.seed = 7
     a = plan(req)
     b = plan(req)
-    assert a.assignments == b.assignments
-    assert a.objective_value == b.objective_value
+    assert a.status == b.status == "optimal"
+    assert a.objective_value == pytest.approx(b.objective_value, rel=1e-9)
+    assert validate_plan(req, a) == [] and validate_plan(req, b) == []
 
 
 def _without_time(p: Plan) -> bytes:
