@@ -28,7 +28,6 @@ from models.rules import (
     lexicographic_levels,
     model_eligible,
     preferred_level,
-    priority_classes,
     priority_key,
     quota_keys,
     quota_usage,
@@ -206,30 +205,20 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
     whose jobs are compiled (`compiled_infos`) is read through its JobInfos: their values
     are these rules' for each job, and a pass over them touches no job model that is not
     placed."""
-    catalog = request.cluster.catalog()
     if models is None:
         models = beside(request, "gpu_models", gpu_models_of)
-    policy = request.policy
-    objective = policy.objective
-    per_job = objective_factor_is_per_job(objective)
-    fairness = objective == "fairness"
-    migrated: list[str] = []
-    preempted: list[str] = []
-    gained = 0.0
-    thr = 0.0
-    placed_value: dict[str, float] = {}
     if factors is None:
         factors = colocation_factors(request.jobs, placements,
                                      interference_table(request.interference))
-    plain: dict[str, float] = {}
     infos = compiled_infos(request)
+    migrated: list[str] = []
+    preempted: list[str] = []
     get = placements.get
     lost, moved = preempted.append, migrated.append
     same = same_placement
     # (job, placements, compiled values or None, objective values or None, elastic) of
     # each placed job, in request order; a running job left out is preempted
-    placed: list[tuple[Job, Sequence[Placement], dict[str, float] | None,
-                       dict[str, float] | None, bool]] = []
+    placed: list[_Placed] = []
     keep = placed.append
     if infos is not None:
         for info in infos:
@@ -256,6 +245,30 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
             if current and pl is not current and pl != current and not same(pl, current):
                 moved(name)
             keep((job, pl, None, None, job.elastic is not None))
+    return _score(request, placements, models, factors, migrated, preempted, placed)
+
+
+#: A placed job as `_score` reads it: (job, placements, compiled values or None, compiled
+#: objective values or None, whether its size is its placements' count).
+_Placed = tuple[Job, Sequence[Placement], "dict[str, float] | None",
+                "dict[str, float] | None", bool]
+
+
+def _score(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+           models: Mapping[tuple[str, int], str], factors: Mapping[str, float],
+           migrated: list[str], preempted: list[str], placed: Sequence[_Placed]
+           ) -> Evaluation:
+    """`evaluate` from the placed jobs of `request` (in request order) and its moved and
+    stopped running jobs."""
+    catalog = request.cluster.catalog()
+    policy = request.policy
+    objective = policy.objective
+    per_job = objective_factor_is_per_job(objective)
+    fairness = objective == "fairness"
+    gained = 0.0
+    thr = 0.0
+    placed_value: dict[str, float] = {}
+    plain: dict[str, float] = {}
     for job, pl, values, obj, elastic in placed:
         first = pl[0]
         model = models[(first.node, first.gpu)]
@@ -307,21 +320,33 @@ def eligible_on(job: Job, model: str, catalog: Mapping[str, GpuModel]) -> bool:
 def quota_usage_of(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
                    models: Mapping[tuple[str, int], str] | None = None
                    ) -> dict[QuotaKey, float]:
-    """Usage of every quota key (tenant, model or "*") by the placed jobs."""
+    """Usage of every quota key (tenant, model or "*") by the placed jobs.
+
+    The keys of each (tenant, model) pair are looked up once per call, and a job whose
+    pair has none adds nothing (its size is not computed); the sums are the same, in the
+    same order."""
     quotas = request.cluster.quotas
     if not quotas:
         return {}
     catalog = request.cluster.catalog()
     models = gpu_models_of(request) if models is None else models
     usage: dict[QuotaKey, float] = {}
+    keys_of: dict[tuple[str, str], list[QuotaKey]] = {}
+    get = placements.get
     for job in request.jobs:
-        pl = placements.get(job.name)
+        pl = get(job.name)
         if not pl:
             continue
         model = models[(pl[0].node, pl[0].gpu)]
+        pair = (job.tenant, model)
+        keys = keys_of.get(pair)
+        if keys is None:
+            keys = keys_of[pair] = quota_keys(quotas, job.tenant, model)
+        if not keys:
+            continue
         # a gang uses the GPUs it got (an elastic gang's n), other shapes their size
         size = quota_usage(job, catalog[model], len(pl))
-        for key in quota_keys(quotas, job.tenant, model):
+        for key in keys:
             usage[key] = usage.get(key, 0.0) + size
     return usage
 
@@ -332,29 +357,63 @@ def _class_evaluations(request: PlanRequest, placements: Mapping[str, Sequence[P
     """Per priority class, from the highest: its jobs and `evaluate` over them alone
     (their own costs; for fairness, the demands of their own jobs). A job's co-location
     factor counts its co-residents of every class, so the factors come from the whole
-    plan, once."""
+    plan, once.
+
+    One pass over the jobs sorts them into their classes (in request order within each);
+    a compiled request (`compiled_infos`) lends each class its jobs' compiled values,
+    which `evaluate` would read for the class's own request had it compiled it (these
+    rules' values; an elastic gang's is computed on its placements' count as for a
+    request that is not compiled)."""
     factors = colocation_factors(request.jobs, placements,
                                  interference_table(request.interference))
-    for p in priority_classes(request.jobs):
-        jobs = [j for j in request.jobs if j.priority == p]
+    infos = compiled_infos(request)
+    get = placements.get
+    same = same_placement
+    #: priority -> (its jobs, their placements, moved, stopped, placed jobs)
+    groups: dict[int, tuple[list[Job], dict[str, Sequence[Placement]], list[str],
+                            list[str], list[_Placed]]] = {}
+    for i, job in enumerate(request.jobs):
+        p = job.priority
+        g = groups.get(p)
+        if g is None:
+            g = groups[p] = ([], {}, [], [], [])
+        g[0].append(job)
+        name, current = job.name, job.current
+        pl = get(name)
+        if not pl:
+            if current:
+                g[3].append(name)
+            continue
+        g[1][name] = pl
+        if current and pl is not current and pl != current and not same(pl, current):
+            g[2].append(name)
+        elastic = job.elastic is not None
+        if infos is not None and not elastic:
+            info = infos[i]
+            g[4].append((job, pl, info.values, info.obj_values, False))
+        else:
+            g[4].append((job, pl, None, None, elastic))
+    for p in sorted(groups, reverse=True):
+        jobs, sub_placements, moved, stopped, placed = groups[p]
         sub = request.model_copy(update={"jobs": jobs})
-        yield p, jobs, evaluate(sub, {j.name: placements[j.name] for j in jobs
-                                      if placements.get(j.name)}, models, factors)
+        yield p, jobs, _score(sub, sub_placements, models, factors, moved, stopped, placed)
 
 
-def level_values(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
-                 ) -> list[tuple[str, float]]:
+def level_values(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
+                 usage: Mapping[QuotaKey, float] | None = None) -> list[tuple[str, float]]:
     """The lexicographic levels of the plan, highest first: `("quota", guaranteed usage
     served)` when there are quotas, then `("priority <p>", value)` per class from the
     highest down, the value being the policy objective over the class's jobs (its own
     migration and preemption costs included; for fairness its minimum tenant share over
-    its own demands). Empty for a request without levels (it means what it meant in v1)."""
+    its own demands). Empty for a request without levels (it means what it meant in v1).
+    `usage`: `quota_usage_of(request, placements)` when the caller has it."""
     if not lexicographic_levels(request):
         return []
     out: list[tuple[str, float]] = []
-    models = gpu_models_of(request)
+    models = beside(request, "gpu_models", gpu_models_of)
     if request.cluster.quotas:
-        usage = quota_usage_of(request, placements, models)
+        if usage is None:
+            usage = quota_usage_of(request, placements, models)
         out.append(("quota", guaranteed_served(request.cluster.quotas, usage)))
     out.extend((f"priority {p}", ev.objective_value)
                for p, _, ev in _class_evaluations(request, placements, models))
@@ -371,7 +430,7 @@ def level_key(request: PlanRequest, placements: Mapping[str, Sequence[Placement]
     if not lexicographic_levels(request):
         return ()
     out: list[float] = []
-    models = gpu_models_of(request)
+    models = beside(request, "gpu_models", gpu_models_of)
     if request.cluster.quotas:
         usage = quota_usage_of(request, placements, models)
         out.append(round(guaranteed_served(request.cluster.quotas, usage), 9))

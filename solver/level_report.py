@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from heuristics.greedy import Greedy
-from models import Placement, Plan, PlanRequest
+from models import Job, Placement, Plan, PlanRequest
+from models.cache import beside
 from models.instance import ClusterState, JobInfo, compile_jobs
 from models.objective import gpu_models_of, level_values, quota_usage_of
 from models.reasons import INSUFFICIENT
@@ -44,15 +45,15 @@ def level_stats(request: PlanRequest, placements: Mapping[str, Sequence[Placemen
     """`stats.quota` (with quotas) and `stats.levels` (module doc)."""
     out: dict[str, object] = {}
     quotas = request.cluster.quotas
+    usage = quota_usage_of(request, placements, beside(request, "gpu_models", gpu_models_of))
     if quotas:
-        usage = quota_usage_of(request, placements)
         out["quota"] = {
             t: {k: {"usage": round(usage.get((t, k), 0.0), 9),
                     "guaranteed": q.guaranteed.get(k, 0.0), "limit": q.limit.get(k)}
                 for k in sorted(set(q.guaranteed) | set(q.limit))}
             for t, q in quotas.items()}
     levels: list[dict[str, object]] = []
-    for name, value in level_values(request, placements):
+    for name, value in level_values(request, placements, usage):
         item: dict[str, object] = {"level": name, "value": round(value, 9)}
         if name.startswith("priority "):
             item["priority"] = int(name.split(" ", 1)[1])
@@ -93,30 +94,49 @@ def add_level_bounds(request: PlanRequest, plan: Plan, seconds: float) -> None:
         item["bound"] = round(b, 9)
 
 
-def _serves_guarantee(request: PlanRequest, tenant: str, model: str,
-                      usage: Mapping[QuotaKey, float] | None = None, size: float = 0.0
-                      ) -> bool:
-    """Whether a job of `tenant` on `model` counts toward some guarantee (with `usage`
-    and the job's `size`: whether taking it out would serve less guaranteed usage)."""
-    quotas = request.cluster.quotas
-    return any(quotas[t].guaranteed.get(k, 0.0) > 0 and (
-        usage is None or usage.get((t, k), 0.0) - size < quotas[t].guaranteed[k] - 1e-9)
-        for t, k in quota_keys(quotas, tenant, model))
+class _Guarantees:
+    """Which quota keys with a guarantee a job of a tenant on a model counts toward
+    (`quota_keys` with guaranteed > 0), looked up once per (tenant, model) pair."""
+
+    def __init__(self, request: PlanRequest) -> None:
+        self.quotas = request.cluster.quotas
+        self.catalog = request.cluster.catalog()
+        self._keys: dict[tuple[str, str], list[tuple[QuotaKey, float]]] = {}
+
+    def keys(self, tenant: str, model: str) -> list[tuple[QuotaKey, float]]:
+        """(key, guaranteed) of each key of `quota_keys(quotas, tenant, model)` with a
+        positive guarantee, in its order."""
+        pair = (tenant, model)
+        hit = self._keys.get(pair)
+        if hit is None:
+            quotas = self.quotas
+            hit = self._keys[pair] = [
+                ((t, k), quotas[t].guaranteed[k]) for t, k in quota_keys(quotas, tenant, model)
+                if quotas[t].guaranteed.get(k, 0.0) > 0]
+        return hit
+
+    def served_by(self, job: Job, model: str, usage: Mapping[QuotaKey, float] | None = None
+                  ) -> bool:
+        """Whether `job` on `model` counts toward some guarantee (with `usage`: whether
+        taking it out, its `quota_usage` there, would serve less guaranteed usage)."""
+        keys = self.keys(job.tenant, model)
+        if not keys or usage is None:
+            return bool(keys)
+        size = quota_usage(job, self.catalog[model])
+        return any(usage.get(key, 0.0) - size < g - 1e-9 for key, g in keys)
 
 
 def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
                   reasons: Mapping[str, Reason]) -> dict[str, Reason]:
     """The refined reasons of the unplaced jobs (module doc); the others as given."""
     out = dict(reasons)
-    models = gpu_models_of(request)
+    models = beside(request, "gpu_models", gpu_models_of)
     infos = compile_jobs(request)
     by_name = {i.name: i for i in infos}
     placed_model = {n: models[(p[0].node, p[0].gpu)] for n, p in placements.items() if p}
-    usage = quota_usage_of(request, placements)
-    occupants: dict[tuple[str, int], list[str]] = {}
-    for name, pls in placements.items():
-        for p in pls:
-            occupants.setdefault((p.node, p.gpu), []).append(name)
+    usage = quota_usage_of(request, placements, models)
+    guarantees = _Guarantees(request)
+    occupants: dict[tuple[str, int], list[str]] | None = None
     # the plan's state, for the refinement only (L: 0.2 CPU s to build, unused beyond it)
     full = Greedy(request, infos) if len(infos) <= REFINE_MAX_JOBS else None
     for name, pls in placements.items():
@@ -128,8 +148,13 @@ def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placem
         job = info.job
         if info.name in placed_model:
             continue
-        if job.current:
-            _preempted_detail(request, info, by_name, occupants, placed_model, usage, out)
+        if info.current:
+            if occupants is None:
+                occupants = {}
+                for name, pls in placements.items():
+                    for p in pls:
+                        occupants.setdefault((p.node, p.gpu), []).append(name)
+            _preempted_detail(info, by_name, occupants, placed_model, usage, guarantees, out)
             continue
         if full is None or out.get(info.name, INSUFFICIENT)[0] != INSUFFICIENT[0]:
             continue
@@ -139,7 +164,7 @@ def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placem
             state.quotas = {}  # capacity alone: limits are `quota_limit`'s business
             for name, model in placed_model.items():
                 other = by_name[name].job
-                if other.priority > key or _serves_guarantee(request, other.tenant, model):
+                if other.priority > key or guarantees.served_by(other, model):
                     state.place(by_name[name], list(placements[name]))
             protected[key] = Greedy(request, infos, state)
         if protected[key].find(info) is None:
@@ -154,19 +179,17 @@ def level_reasons(request: PlanRequest, placements: Mapping[str, Sequence[Placem
     return out
 
 
-def _preempted_detail(request: PlanRequest, info: JobInfo, infos: Mapping[str, JobInfo],
+def _preempted_detail(info: JobInfo, infos: Mapping[str, JobInfo],
                       occupants: Mapping[tuple[str, int], list[str]],
                       placed_model: Mapping[str, str], usage: Mapping[QuotaKey, float],
-                      out: dict[str, Reason]) -> None:
+                      guarantees: _Guarantees, out: dict[str, Reason]) -> None:
     """Name the reclaiming tenant or the higher class that took a stopped job's GPUs."""
     job = info.job
-    catalog = request.cluster.catalog()
     others = sorted({o for p in job.current or [] for o in occupants.get((p.node, p.gpu), [])})
     for other in others:
         o = infos[other].job
         model = placed_model[other]
-        if o.tenant != job.tenant and _serves_guarantee(
-                request, o.tenant, model, usage, quota_usage(o, catalog[model])):
+        if o.tenant != job.tenant and guarantees.served_by(o, model, usage):
             out[info.name] = ("preempted", f"reclaimed by tenant {o.tenant} for its "
                               f"guaranteed quota (job {other})")
             return

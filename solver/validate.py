@@ -268,6 +268,13 @@ class _Ctx:
     out: list[Violation] = field(default_factory=list)
     _running: tuple[list[str], list[str]] | None = None
     _models: dict[str, tuple[str, GpuModel]] | None = None
+    #: Q1 / levels, derived once per plan: tenant -> its quota chain, (tenant, model) ->
+    #: the keys a placement there counts for, the usage of every key by the placed jobs
+    #: and by the non-preemptible running jobs kept in place (never changed by callers)
+    _chains: dict[str, list[str]] = field(default_factory=dict)
+    _qkeys: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
+    _usage: dict[tuple[str, str], float] | None = None
+    _fixed: dict[tuple[str, str], float] | None = None
 
     def add(self, rule: str, message: str, *, job: str | None = None,
             node: str | None = None, gpu: int | None = None) -> None:
@@ -1071,35 +1078,58 @@ QKey = tuple[str, str]
 
 
 def _chain(c: _Ctx, tenant: str) -> list[str]:
-    """The tenant (when it has a quota) and its ancestors."""
-    quotas = c.request.cluster.quotas
-    out: list[str] = []
-    t: str | None = tenant
-    while t is not None and t in quotas and t not in out:
-        out.append(t)
-        t = quotas[t].parent
+    """The tenant (when it has a quota) and its ancestors (once per tenant and plan)."""
+    out = c._chains.get(tenant)
+    if out is None:
+        quotas = c.request.cluster.quotas
+        out = c._chains[tenant] = []
+        t: str | None = tenant
+        while t is not None and t in quotas and t not in out:
+            out.append(t)
+            t = quotas[t].parent
+    return out
+
+
+def _keys(c: _Ctx, tenant: str, model: str) -> list[QKey]:
+    """The keys a placement of a job of `tenant` on `model` counts for: per tenant of its
+    chain, `model` and "*" where that tenant guarantees or limits them (once per pair)."""
+    out = c._qkeys.get((tenant, model))
+    if out is None:
+        quotas = c.request.cluster.quotas
+        out = c._qkeys[(tenant, model)] = [
+            (t, key) for t in _chain(c, tenant) for key in (model, ANY)
+            if key in quotas[t].guaranteed or key in quotas[t].limit]
     return out
 
 
 def _usage(c: _Ctx, names: Iterable[str], models: Mapping[str, tuple[str, GpuModel]]
            ) -> dict[QKey, float]:
-    """Usage per (tenant, key) of the jobs `names`, each on the model it is placed on."""
-    quotas = c.request.cluster.quotas
+    """Usage per (tenant, key) of the jobs `names`, each on the model it is placed on (a
+    job that counts for no key adds nothing: its size is not read)."""
     out: dict[QKey, float] = defaultdict(float)
+    jobs, placed = c.jobs, c.placed
     for name in names:
-        if name not in models:
+        got = models.get(name)
+        if got is None:
             continue
-        job = c.jobs[name]
-        model, spec = models[name]
+        job = jobs[name]
+        model, spec = got
+        keys = _keys(c, job.tenant, model)
+        if not keys:
+            continue
         # a gang uses the GPUs it got, other shapes their size
-        size = float(len(c.placed.get(name) or job.current or [])) if job.gpus is not None \
+        size = float(len(placed.get(name) or job.current or [])) if job.gpus is not None \
             else _size(job, spec)
-        for t in _chain(c, job.tenant):
-            q = quotas[t]
-            for key in (model, ANY):
-                if key in q.guaranteed or key in q.limit:
-                    out[(t, key)] += size
+        for key in keys:
+            out[key] += size
     return out
+
+
+def _plan_usage(c: _Ctx) -> dict[QKey, float]:
+    """`_usage` of every placed job (once per plan; callers do not change it)."""
+    if c._usage is None:
+        c._usage = _usage(c, c.placed, _placed_models(c))
+    return c._usage
 
 
 def _served(c: _Ctx, usage: Mapping[QKey, float]) -> float:
@@ -1108,9 +1138,13 @@ def _served(c: _Ctx, usage: Mapping[QKey, float]) -> float:
                for t, q in c.request.cluster.quotas.items() for k, g in q.guaranteed.items())
 
 
-def _fixed_usage(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]]) -> dict[QKey, float]:
-    """Usage of the non-preemptible running jobs kept in place (they may exceed limits)."""
-    return _usage(c, [n for n in c.kept if not c.jobs[n].preemptible], models)
+def _fixed_usage(c: _Ctx) -> dict[QKey, float]:
+    """Usage of the non-preemptible running jobs kept in place (they may exceed limits;
+    once per plan, callers do not change it)."""
+    if c._fixed is None:
+        c._fixed = _usage(c, [n for n in c.kept if not c.jobs[n].preemptible],
+                          _placed_models(c))
+    return c._fixed
 
 
 def _over_limit(c: _Ctx, usage: Mapping[QKey, float], fixed: Mapping[QKey, float],
@@ -1132,10 +1166,9 @@ def _check_quota(c: _Ctx) -> None:
     quotas = c.request.cluster.quotas
     if not quotas:
         return
-    models = _placed_models(c)
-    usage = _usage(c, c.placed, models)
+    usage = _plan_usage(c)
     keys = [(t, k) for t, q in quotas.items() for k in q.limit]
-    for (t, k), used, lim in _over_limit(c, usage, _fixed_usage(c, models), keys):
+    for (t, k), used, lim in _over_limit(c, usage, _fixed_usage(c), keys):
         c.add("quota", f"tenant {t!r} uses {used:.6g} on {k!r}, over its limit {lim:.6g}")
 
 
@@ -1166,9 +1199,8 @@ def _index(c: _Ctx) -> _Index:
         for p in pls:
             on_gpu[(p.node, p.gpu)].append(name)
             on_node[p.node].add(name)
-    usage = _usage(c, c.placed, models)
-    return _Index(models, on_gpu, on_node, usage, _fixed_usage(c, models),
-                  _served(c, usage))
+    usage = _plan_usage(c)
+    return _Index(models, on_gpu, on_node, usage, _fixed_usage(c), _served(c, usage))
 
 
 def _keeps_fit(c: _Ctx, h: Job, others: Iterable[str], usage: Mapping[QKey, float],
@@ -1246,13 +1278,12 @@ def _displaced_by(c: _Ctx, h: Job, ix: _Index) -> list[str]:
         return job.priority < h.priority and not (name in c.kept and not job.preemptible)
 
     gone = {n for n in local if removable(n)}
+    if not gone:
+        return []
     # h's usage on its keys; the keys whose limit it would break
     quotas = c.request.cluster.quotas
     size = _size(h, spec)
-    keys = [(t, k) for t in _chain(c, h.tenant) for k in (model, ANY)
-            if k in quotas[t].guaranteed or k in quotas[t].limit]
-    if not gone:
-        return []
+    keys = _keys(c, h.tenant, model)
     usage = dict(ix.usage)
     for key, u in _usage(c, gone, ix.models).items():
         usage[key] -= u
@@ -1294,15 +1325,20 @@ def _class_values(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]]
     """(level, value): the guaranteed usage served (with quotas), then each class."""
     out: list[tuple[str, float]] = []
     if c.request.cluster.quotas:
-        out.append(("quota", _served(c, _usage(c, c.placed, models))))
+        out.append(("quota", _served(c, _plan_usage(c))))
     policy = c.request.policy
     moved, stopped = _running_outcome(c)
     term = _ADDITIVE.get(policy.objective, _job_term_throughput)
+    # each class's jobs in request order, sorted out in one pass
+    of_class: dict[int, list[str]] = {p: [] for p in _classes(c)}
+    if policy.objective != "fairness":
+        for n, j in c.jobs.items():
+            of_class[j.priority].append(n)
     for p in _classes(c):
         if policy.objective == "fairness":
             out.append((f"priority {p}", _fairness(c, models, p)))
             continue
-        jobs = [n for n, j in c.jobs.items() if j.priority == p]
+        jobs = of_class[p]
         value = sum(term(c.jobs[n], *models[n], len(c.placed[n])) * c.factors.get(n, 1.0)
                     for n in jobs if n in models)
         value -= _topology_costs(c, set(jobs))
@@ -1330,7 +1366,7 @@ def _check_levels(c: _Ctx) -> None:
                 c.add("levels", f"stats.levels {lvl} is {item.get('value')}, recomputed {v:.9g}")
     if not quotas:
         return
-    usage = _usage(c, c.placed, models)
+    usage = _plan_usage(c)
     table = stats.get("quota")
     for t, q in quotas.items():
         for k in sorted(set(q.guaranteed) | set(q.limit)):
