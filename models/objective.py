@@ -7,7 +7,7 @@ validator recomputes it independently (solver/validate.py) so that a slip here i
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -109,7 +109,29 @@ def tenant_demands(request: PlanRequest, jobs: Sequence[Job] | None = None
     """D_k: per tenant, the sum over its jobs (of `jobs`, default all) of their best value
     on an eligible model.
 
-    One pass over the cluster and one over the jobs: linear in GPUs + jobs x models."""
+    One pass over the cluster and one over the jobs: linear in GPUs + jobs x models. The
+    jobs' terms of all the jobs are kept beside the request's other precomputations (they
+    depend on the request alone)."""
+    terms = (beside(request, "demand_terms", _demand_terms) if jobs is None
+             else _demand_terms(request, jobs))
+    return _demands_of(terms)
+
+
+def _demands_of(terms: Iterable[tuple[str, float] | None]) -> dict[str, float]:
+    """D_k from the jobs' `_demand_terms`, summed in their order."""
+    out: dict[str, float] = {}
+    for term in terms:
+        if term is not None:
+            tenant, best = term
+            out[tenant] = out.get(tenant, 0.0) + best
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def _demand_terms(request: PlanRequest, jobs: Sequence[Job] | None = None
+                  ) -> list[tuple[str, float] | None]:
+    """Per job of `jobs` (default all), in order: (its tenant, its best value on an
+    eligible model present in its MIG mode, or on its running model), or None when it has
+    no such model."""
     catalog = request.cluster.catalog()
     # Models the cluster has in each mode: MIG jobs need MIG GPUs, the others non-MIG ones.
     present: dict[bool, set[str]] = {False: set(), True: set()}
@@ -117,7 +139,7 @@ def tenant_demands(request: PlanRequest, jobs: Sequence[Job] | None = None
         for g in n.gpus:
             present[g.mig_enabled].add(g.model)
     gpu_models: dict[tuple[str, int], str] | None = None
-    out: dict[str, float] = {}
+    out: list[tuple[str, float] | None] = []
     for job in request.jobs if jobs is None else jobs:
         models = [m for m in eligible_models(job, catalog) if m in present[job.shape == "mig"]]
         if job.current:
@@ -126,10 +148,10 @@ def tenant_demands(request: PlanRequest, jobs: Sequence[Job] | None = None
                 gpu_models = gpu_models_of(request)
             models.append(gpu_models[(job.current[0].node, job.current[0].gpu)])
         if not models:
+            out.append(None)
             continue
-        best = max(best_value(job, m, catalog) for m in models)
-        out[job.tenant] = out.get(job.tenant, 0.0) + best
-    return {k: v for k, v in out.items() if v > 0}
+        out.append((job.tenant, max(best_value(job, m, catalog) for m in models)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -256,10 +278,10 @@ _Placed = tuple[Job, Sequence[Placement], "dict[str, float] | None",
 
 def _score(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
            models: Mapping[tuple[str, int], str], factors: Mapping[str, float],
-           migrated: list[str], preempted: list[str], placed: Sequence[_Placed]
-           ) -> Evaluation:
+           migrated: list[str], preempted: list[str], placed: Sequence[_Placed],
+           demands: Mapping[str, float] | None = None) -> Evaluation:
     """`evaluate` from the placed jobs of `request` (in request order) and its moved and
-    stopped running jobs."""
+    stopped running jobs; `demands`: its `tenant_demands` when the caller has them."""
     catalog = request.cluster.catalog()
     policy = request.policy
     objective = policy.objective
@@ -296,7 +318,8 @@ def _score(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],
     thr -= costs
     min_share: float | None = None
     if objective == "fairness":
-        demands = tenant_demands(request)
+        if demands is None:
+            demands = tenant_demands(request)
         min_share = min((placed_value.get(k, 0.0) / d for k, d in demands.items()),
                         default=0.0)
         value = min_share
@@ -393,10 +416,20 @@ def _class_evaluations(request: PlanRequest, placements: Mapping[str, Sequence[P
             g[4].append((job, pl, info.values, info.obj_values, False))
         else:
             g[4].append((job, pl, None, None, elastic))
+    # fairness: each class's demands, from the terms of the whole request's jobs (kept
+    # beside it), summed in request order as `tenant_demands` of the class's jobs sums them
+    demands: dict[int, dict[str, float]] = {}
+    if request.policy.objective == "fairness":
+        terms = beside(request, "demand_terms", _demand_terms)
+        by_class: dict[int, list[tuple[str, float] | None]] = {p: [] for p in groups}
+        for job, term in zip(request.jobs, terms, strict=True):
+            by_class[job.priority].append(term)
+        demands = {p: _demands_of(t) for p, t in by_class.items()}
     for p in sorted(groups, reverse=True):
         jobs, sub_placements, moved, stopped, placed = groups[p]
         sub = request.model_copy(update={"jobs": jobs})
-        yield p, jobs, _score(sub, sub_placements, models, factors, moved, stopped, placed)
+        yield p, jobs, _score(sub, sub_placements, models, factors, moved, stopped, placed,
+                              demands.get(p))
 
 
 def level_values(request: PlanRequest, placements: Mapping[str, Sequence[Placement]],

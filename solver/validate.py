@@ -275,6 +275,8 @@ class _Ctx:
     _qkeys: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
     _usage: dict[tuple[str, str], float] | None = None
     _fixed: dict[tuple[str, str], float] | None = None
+    #: fairness: job -> its term of its tenant's demand (`_job_demands`)
+    _demands: dict[str, float | None] | None = None
 
     def add(self, rule: str, message: str, *, job: str | None = None,
             node: str | None = None, gpu: int | None = None) -> None:
@@ -932,33 +934,46 @@ def _fairness(c: _Ctx, models: Mapping[str, tuple[str, GpuModel]],
               priority: int | None = None) -> float:
     """min over tenants k of (value of k's placed jobs) / D_k (docs/semantics.md); with
     `priority`, over the jobs of that class only (demands included)."""
-    # Models present in each mode: MIG jobs need MIG-enabled GPUs, the others non-MIG ones.
-    present = {mig: {model for _, model, _, on in c.gpu_info.values() if on == mig}
-               for mig in (False, True)}
     demand: dict[str, float] = defaultdict(float)
     got: dict[str, float] = defaultdict(float)
+    demands = _job_demands(c)
     for name, job in c.jobs.items():
         if priority is not None and job.priority != priority:
             continue
-        mode = job.mig is not None or job.mig_profile is not None
-        options = {m for m in present[mode]
-                   if m in c.catalog and model_eligible(job, m, c.catalog[m])}
-        if job.current:
-            # A running job's own model counts even when no longer eligible.
-            cur = c.gpu_info.get((job.current[0].node, job.current[0].gpu))
-            if cur is not None and cur[1] in c.catalog:
-                options.add(cur[1])
-        sizes: list[int | None] = [None]
-        if job.elastic is not None:
-            el = job.elastic
-            sizes = [n for n in range(el.min_gpus, el.max_gpus + 1) if _allowed(job, n)]
-        if options:
-            demand[job.tenant] += max(_value(job, m, c.catalog[m], n)
-                                      for m in options for n in sizes)
+        best = demands[name]
+        if best is not None:
+            demand[job.tenant] += best
         if name in models:
             got[job.tenant] += (_value(job, *models[name], len(c.placed[name]))
                                 * c.factors.get(name, 1.0))
     return min((got[k] / d for k, d in demand.items() if d > 0), default=0.0)
+
+
+def _job_demands(c: _Ctx) -> dict[str, float | None]:
+    """Per job, its best value over the models present in its MIG mode that are eligible
+    for it (or that it runs on) and its allowed sizes, None without such a model (its term
+    of D_k); derived once per plan (`_fairness` asks it per class)."""
+    if c._demands is None:
+        # Models present in each mode: MIG jobs need MIG-enabled GPUs, the others non-MIG.
+        present = {mig: {model for _, model, _, on in c.gpu_info.values() if on == mig}
+                   for mig in (False, True)}
+        c._demands = {}
+        for name, job in c.jobs.items():
+            mode = job.mig is not None or job.mig_profile is not None
+            options = {m for m in present[mode]
+                       if m in c.catalog and model_eligible(job, m, c.catalog[m])}
+            if job.current:
+                # A running job's own model counts even when no longer eligible.
+                cur = c.gpu_info.get((job.current[0].node, job.current[0].gpu))
+                if cur is not None and cur[1] in c.catalog:
+                    options.add(cur[1])
+            sizes: list[int | None] = [None]
+            if job.elastic is not None:
+                el = job.elastic
+                sizes = [n for n in range(el.min_gpus, el.max_gpus + 1) if _allowed(job, n)]
+            c._demands[name] = max(_value(job, m, c.catalog[m], n)
+                                   for m in options for n in sizes) if options else None
+    return c._demands
 
 
 def recompute_objective(request: PlanRequest, plan: Plan) -> float:
