@@ -453,6 +453,16 @@ def level_values(request: PlanRequest, placements: Mapping[str, Sequence[Placeme
     return out
 
 
+def fifo_order(request: PlanRequest) -> list[Job]:
+    """The jobs of `request` sorted by `priority_key` (stable), kept beside the request's
+    other precomputations (shared: not to be changed)."""
+    return beside(request, "fifo_order", _fifo_order)
+
+
+def _fifo_order(request: PlanRequest) -> list[Job]:
+    return sorted(request.jobs, key=priority_key)
+
+
 def level_key(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
               ) -> tuple[float, ...]:
     """The levels as a tuple that ranks plans lexicographically (rounded to 1e-9 so float
@@ -468,10 +478,19 @@ def level_key(request: PlanRequest, placements: Mapping[str, Sequence[Placement]
         usage = quota_usage_of(request, placements, models)
         out.append(round(guaranteed_served(request.cluster.quotas, usage), 9))
     objective = request.policy.objective
-    for _, jobs, ev in _class_evaluations(request, placements, models):
+    placed: dict[int, list[float]] = {}
+    if objective == "priority_fifo":
+        # each class's jobs in priority order: the request's order filtered (a stable
+        # sort of a class's jobs is the stable sort of all the jobs, filtered)
+        get = placements.get
+        for j in fifo_order(request):
+            flags = placed.get(j.priority)
+            if flags is None:
+                flags = placed[j.priority] = []
+            flags.append(1.0 if get(j.name) else 0.0)
+    for p, _, ev in _class_evaluations(request, placements, models):
         if objective == "priority_fifo":
-            out.extend(1.0 if placements.get(j.name) else 0.0
-                       for j in sorted(jobs, key=priority_key))
+            out.extend(placed[p])
             out.append(round(ev.throughput, 9))
         elif objective == "fairness":
             out.extend((round(ev.objective_value, 9), round(ev.throughput, 9)))

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 
 from heuristics.result import HeuristicResult
 from models import Placement, PlanRequest, PlanStatus
-from models.objective import Evaluation, evaluate, level_key
-from models.rules import priority_key
+from models.objective import Evaluation, evaluate, fifo_order, level_key
 
 #: Objectives whose plans may start from the rounded LP relaxation and whose LP bound is
 #: the objective's (the lexicographic ones have their own order of decisions).
@@ -53,7 +52,7 @@ def rank(request: PlanRequest, placements: dict[str, list[Placement]],
     if ev is None:
         ev = evaluate(request, placements)
     if request.policy.objective == "priority_fifo":
-        order = sorted(request.jobs, key=priority_key)
+        order = fifo_order(request)
         return (*levels, *(1.0 if placements.get(j.name) else 0.0 for j in order),
                 round(ev.throughput, 9))
     if request.policy.objective == "fairness":
