@@ -63,7 +63,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import pairwise, repeat
 from operator import itemgetter
 from typing import Any, ClassVar
 
@@ -187,6 +187,8 @@ class Greedy:
         #: per job, its `fit_key` without the running and priced parts (`_fit_key_of`),
         #: and the number of each demand
         self._fit_keys: dict[str, tuple[int]] = {}
+        #: `has_elastic` of the job list it was asked of (that list, its length)
+        self._elastic: tuple[list[JobInfo], int, bool] | None = None
         self._key_ids: dict[tuple[object, ...], tuple[int]] = {}
         #: `_earning` at the current prices, by (id of the objective values, bonus, size):
         #: the values themselves (the id's owner) and the models
@@ -884,6 +886,14 @@ class Greedy:
         self.state.place(info, list(pl))
         return False
 
+    def has_elastic(self) -> bool:
+        """Whether an elastic gang is among the jobs (asked once per job list)."""
+        hit = self._elastic
+        if hit is None or hit[0] is not self.infos or hit[1] != len(self.infos):
+            hit = self._elastic = (self.infos, len(self.infos),
+                                   any(i.elastic for i in self.infos))
+        return hit[2]
+
     def place_sequence(self, seq: Sequence[JobInfo], *, interleave: bool = True,
                        stop: Callable[[int], bool] | None = None) -> list[JobInfo]:
         """Place the jobs of `seq` in order (`place`); with `interleave` and elastic gangs
@@ -891,7 +901,7 @@ class Greedy:
         extra GPU beats the next job's value density (module doc). `stop(n)` (before the
         n-th job) ends the sequence early. Returns the jobs of `seq` placed."""
         heap: list[tuple[float, str]] = []
-        grows = interleave and any(i.elastic for i in self.infos)
+        grows = interleave and self.has_elastic()
         if grows:
             heap = self._growth_heap()
         placed: list[JobInfo] = []
@@ -928,41 +938,47 @@ class Greedy:
         return placed
 
     def place_grouped(self, entries: Sequence[tuple[Any, ...]],
-                      deadline: float | None = None) -> None:
+                      deadline: float | None = None) -> bool:
         """`place_sequence` without growth over the jobs of `entries`, in the order of the
-        entries (tuples whose last field is the job, unique before it, unsorted), without
+        entries (tuples ending with the job's name and the job, unsorted), without
         sorting them all or visiting the jobs whose fit key already found no place
         (`_place_groups`); with model prices (`use_prices`) twice, as `place_pending`
         runs a priced sequence: each job where it earns its model's price
         (`affordable_only`), then the jobs priced out of some model, anywhere. Past
-        `deadline` the jobs not reached get the reason `time_limit`."""
+        `deadline` the jobs not reached get the reason `time_limit`. Whether it was cut
+        there."""
         if not self.prices:
-            self._place_groups(list(self._fit_groups(entries).values()), deadline)
-            return
+            return self._place_groups(list(self._fit_groups(entries).values()), deadline)
         self.affordable_only = True
         try:
             lists = self._fit_groups(entries)
             if self._place_groups(list(lists.values()), deadline):
-                return  # cut: the second sequence would stop before its first job
+                return True  # cut: the second sequence would stop before its first job
         finally:
             self.affordable_only = False
         # the second sequence: the jobs left that some eligible model priced out
-        # (`priced_out`), by their keys without the models where they earn the price
-        placed, reasons = self.state.placed, self.reasons
+        # (`priced_out`), by their keys without the models where they earn the price (no
+        # job has the reason `time_limit`: the first one was not cut)
+        placed = self.state.placed
         again: dict[object, list[tuple[Any, ...]]] = {}
         for key, lst in lists.items():
-            if isinstance(key, tuple) and len(key) == 1:
+            if not isinstance(key, tuple):   # a job without a fit key
+                info = lst[0][-1]
+                if info.name not in placed and self.priced_out(info):
+                    again[key] = lst
+                continue
+            if len(key) == 1:
                 continue  # a MIG job's: no price
-            for e in lst:
-                info = e[-1]
-                if info.name in placed or reasons.get(info.name, ("",))[0] == "time_limit":
-                    continue
-                if isinstance(key, tuple):
-                    if len(key[1]) < len(info.obj_values):   # `priced_out`, its models known
-                        again.setdefault((key[0],), []).append(e)
-                elif self.priced_out(info):
-                    again[key] = [e]
-        self._place_groups(list(again.values()), deadline)
+            earning = len(key[1])   # `priced_out`: the models where it earns are known
+            rest = [e for e in lst if earning < len(e[-1].obj_values)
+                    and e[-1].name not in placed]
+            if rest:
+                base = (key[0],)
+                if base in again:
+                    again[base].extend(rest)
+                else:
+                    again[base] = rest
+        return self._place_groups(list(again.values()), deadline, again=True)
 
     def _fit_groups(self, entries: Iterable[tuple[Any, ...]]
                     ) -> dict[object, list[tuple[Any, ...]]]:
@@ -981,25 +997,30 @@ class Greedy:
             lst.append(e)
         return groups
 
-    def _place_groups(self, lists: list[list[tuple[Any, ...]]], deadline: float | None
-                      ) -> bool:
+    def _place_groups(self, lists: list[list[tuple[Any, ...]]], deadline: float | None,
+                      again: bool = False) -> bool:
         """Place the jobs of `lists` (entries of `place_grouped` of equal fit keys, or of
-        a job without one) in the order of the entries: each list sorted, the lists
-        merged by a heap of their next jobs. A job whose place is not found ends its list
-        (without growth the occupancy only fills up, so its key finds no place for the
-        rest of the sequence), which leaves the heap; the jobs left in the lists that
-        ended take their reasons in bulk, as `place_sequence` gives them. So the jobs
-        tried, their order and the states they are tried in are `place_sequence`'s: at
-        20,000 jobs, 13,000 pending of which a few dozen find a place, a pass tries some
-        hundreds of jobs instead of looking at each. Past `deadline` (checked every
-        `_TRIED_EVERY` jobs tried) the jobs not reached get the reason `time_limit`, as
-        `_run_sequence` gives it. Whether it was cut."""
-        for lst in lists:
+        a job without one; left as they are) in the order of the entries: each list a
+        heap of its jobs not tried yet (most lists end after a job or two, so sorting
+        them would be wasted), the lists merged by a heap of their next jobs. A job whose
+        place is not found ends its list (without growth the occupancy only fills up, so
+        its key finds no place for the rest of the sequence), which leaves the heap; the
+        jobs left in the lists that ended take their reasons in bulk, as
+        `place_sequence` gives them. So the jobs tried, their order and the states they
+        are tried in are `place_sequence`'s: at 20,000 jobs, 13,000 pending of which a
+        few dozen find a place, a pass tries some hundreds of jobs instead of looking at
+        each. Past `deadline` (checked every `_TRIED_EVERY` jobs tried) the jobs not
+        reached get the reason `time_limit`, as `_run_sequence` gives it. `again`: the
+        second sequence of `place_grouped`, whose jobs have their reasons from the first
+        (equal fit keys have the same reason or each its own static one: `fit_key`).
+        Whether it was cut."""
+        heappop, heapreplace = heapq.heappop, heapq.heapreplace
+        left = [list(lst) for lst in lists]   # per list, its jobs not tried yet
+        for lst in left:
             if len(lst) > 1:
-                lst.sort()
-        heap = [(lst[0], k) for k, lst in enumerate(lists)]
+                heapq.heapify(lst)
+        heap = [(lst[0], k) for k, lst in enumerate(left)]
         heapq.heapify(heap)
-        at = [0] * len(lists)
         ended: list[tuple[int, tuple[str, str]]] = []
         cut = False
         tried = 0
@@ -1011,28 +1032,32 @@ class Greedy:
                 break
             tried += 1
             info = entry[-1]
+            lst = left[k]
+            heappop(lst)
             if self.place(info):
-                at[k] += 1
-                if at[k] < len(lists[k]):
-                    heapq.heapreplace(heap, (lists[k][at[k]], k))
+                if lst:
+                    heapreplace(heap, (lst[0], k))
                 else:
-                    heapq.heappop(heap)
+                    heappop(heap)
             else:
                 why = self.reasons[info.name] = self.why_unplaced(info)
-                heapq.heappop(heap)
+                heappop(heap)
                 ended.append((k, why))
         reasons = self.reasons
-        # the rest of an ended list: skipped by `place_sequence` with its first reason,
-        # up to where a cut stopped the sequence (the heap's next job, `entry`)
-        for k, why in ended:
-            for e in lists[k][at[k] + 1:]:
-                if cut and e > entry:
-                    break
-                info = e[-1]
-                reasons[info.name] = why if why == INSUFFICIENT else self.why_unplaced(info)
+        # the rest of an ended list: skipped by `place_sequence` with its first reason
+        # (the reason of no static one, shared; else each job's own), up to where a cut
+        # stopped the sequence (the heap's next job, `entry`); in a second sequence
+        # (`again`) each job has that reason from the first one already
+        for k, why in ended if not again else ():
+            rest = left[k] if not cut else [e for e in left[k] if e < entry]
+            if why == INSUFFICIENT:
+                reasons.update(zip(map(itemgetter(-2), rest), repeat(why)))
+            else:
+                for e in rest:
+                    reasons[e[-2]] = self.why_unplaced(e[-1])
         if cut:
             placed = self.state.placed
-            for lst in lists:
+            for lst in left:
                 for e in lst:
                     name = e[-1].name
                     if name not in placed and name not in reasons:
@@ -1329,7 +1354,7 @@ def _groups_apply(g: Greedy, failed: list[JobInfo], seed: int | None,
         return False
     if failed and not policy.allow_preemption:
         return False
-    return not (interleave and any(i.elastic for i in g.infos))
+    return not (interleave and g.has_elastic())
 
 
 def _cut_before_start(request: PlanRequest, seed: int | None, deadline: float | None
@@ -1413,9 +1438,12 @@ def place_pending(g: Greedy, failed: list[JobInfo], *, order: Sequence[str] | No
         else:
             pending = _priced_order(g, pending, noise, priced and not fifo)
     if entries is not None:
-        g.place_grouped(entries, deadline)   # as below, by fit keys
-        g.keep_cut_running()
-        g.grow_elastic(deadline)
+        # as below, by fit keys; uncut, no job has the reason `time_limit`, and without
+        # elastic gangs none grows
+        if g.place_grouped(entries, deadline):
+            g.keep_cut_running()
+        if g.has_elastic():
+            g.grow_elastic(deadline)
         return g.result()
     if not policy.allow_preemption:
         moved = {i.name for i in failed}
