@@ -265,9 +265,14 @@ class Greedy:
         """Price the jobs this placer has not placed, as a priced pass would
         (`_priced_order`), for the rows it keeps (`price_rows`): a planning session
         calls it on a placer made between plans (solver/warm.py), whose next pass then
-        prices from those rows. The prices are not used."""
+        prices from those rows. The prices are not used. Their fit keys (`fit_key`) are
+        made too, which the pass groups them by (L: 0.06 s of CPU off the next plan)."""
         pending = [i for i in self.infos if i.name not in self.state.placed and not i.pinned]
         model_prices(pending, self.state.model_free, self.bonus, self.price_rows)
+        keys = self._fit_keys
+        for info in pending:
+            if info.name not in keys:
+                keys[info.name] = self._fit_key_of(info)
 
     def price_of(self, info: JobInfo, placements: Sequence[Placement],
                  model: str | None = None) -> float:
