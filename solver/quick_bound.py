@@ -70,12 +70,14 @@ MIN_PASSES = 8
 #: than this share of what grouping the jobs took, or than `DESCENT_MIN_S`: a pass is a
 #: few vector operations over the groups, small beside the pass over the jobs, and on M
 #: (1,024 GPUs / 1,500 jobs) 40 passes give 5,192 where 8 give 5,491 (the LP bound is
-#: 4,749), which the plans of M's shortest limits reported as their bound. The floor was
-#: 0.02 s; a pass now costs 1/1.6 of what it did on M and 1/2.4 on L (16,384 GPUs /
-#: 20,000 jobs; 40 passes: M 13.6 -> 8.6 ms, L 48 -> 20 ms, load 8), so 0.0125 s buys
-#: M as many passes as before and L half as many again.
-DESCENT_SHARE = 0.25
-DESCENT_MIN_S = 0.0125
+#: 4,749), which the plans of M's shortest limits reported as their bound. They were
+#: 0.25 and 0.02 s; a pass now costs 1/1.6 of what it did on M and 1/2.2-2.4 on L (16,384
+#: GPUs / 20,000 jobs; 40 passes: M 13.6 -> 8.6 ms, L 48 -> 20 ms, L with 30% elastic
+#: gangs 178 -> 80 ms, load 8), so 0.015 s buys M 1.2 times the passes it had, and 0.15
+#: of the grouping (L: ~60 ms at load 8; with elastic gangs 0.15-0.5 s, where the share
+#: decides) 1.3 times as many on L (its floor: more).
+DESCENT_SHARE = 0.15
+DESCENT_MIN_S = 0.015
 #: Relative and absolute safety margins added to the bound (floating-point sums).
 _REL_MARGIN = 1e-9
 _ABS_MARGIN = 1e-6
