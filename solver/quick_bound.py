@@ -167,6 +167,7 @@ def _options(request: PlanRequest, cap: _Pools, held: dict[int, float] | None = 
     # GPUs / 20,000 jobs) seeds 1 and 2 the bound came out 260 and 181 too low).
     # key -> [its options, its jobs]
     keyed: dict[tuple[object, ...], list[Any]] = {}
+    preemption_cost = policy.preemption_cost
     for info in compile_jobs(request):
         kind = info.kind
         factor = colocation_factor_cap(info.job, census, table) if table else 1.0
@@ -174,13 +175,14 @@ def _options(request: PlanRequest, cap: _Pools, held: dict[int, float] | None = 
         current = info.current
         cur = opts = None
         if current:
-            const -= policy.preemption_cost
+            const -= preemption_cost
             first = current[0]
             cur = gpu_model.get((first.node, first.gpu))
             mig = first.mig
             key: tuple[object, ...] = (kind, factor, needs, cur, first.fraction,
                                        None if mig is None else mig.profile)
-            if held is not None and info.pinned and (
+            # (running: pinned unless preemptible, `JobInfo.pinned`)
+            if held is not None and not info.preemptible and (
                     kept := _pinned(info, cur, pools, cap, catalog, factor, policy)):
                 held[kept[0]] = held.get(kept[0], 0.0) + kept[1]
                 const += kept[2]
