@@ -99,6 +99,8 @@ class _Pools(dict[Pool, int]):
         super().__init__(totals)
         self._request = request
         self._usable: CapacitySummary | None = None
+        #: (model, GPUs, single-node, required levels) -> whether a gang fits (`fits_gang`)
+        self._fits: dict[tuple[object, ...], bool] = {}
 
     @property
     def usable(self) -> CapacitySummary:
@@ -116,10 +118,16 @@ class _Pools(dict[Pool, int]):
             return False
         if gpus < 2:
             return True
-        if info.job.single_node and gpus > self.usable.most_on_one_node(pool):
-            return False
-        return all(gpus <= self.usable.most_in_one(level, pool)
-                   for level in required_levels(info.job))
+        # memoised: many gangs ask the same (an elastic one for each model and size), and
+        # the capacity of a listed topology level is a scan over its domains
+        job = info.job
+        key = (m, gpus, job.single_node, required_levels(job))
+        fits = self._fits.get(key)
+        if fits is None:
+            fits = self._fits[key] = not (
+                job.single_node and gpus > self.usable.most_on_one_node(pool)) and all(
+                gpus <= self.usable.most_in_one(level, pool) for level in key[3])
+        return fits
 
 
 def _capacity(request: PlanRequest) -> _Pools:
@@ -255,18 +263,25 @@ def _elastic_options(info: JobInfo, cur: str | None, pools: dict[Pool, int],
     the preemption cost saved minus the migration cost, running)."""
     job = info.job
     opts: list[tuple[int, float, float]] = []
+    sizes = info.sizes
+    mig = info.shape == "mig"
+    by_size = info.size_obj_values
+    running = bool(job.current)
     for m in set(info.obj_values) | ({cur} if cur is not None else set()):
-        pool = pools.get((m, info.shape == "mig"))
-        for n in info.sizes:
-            amount = None if pool is None else _amount(info, m, cur, cap, catalog[m], n)
-            if pool is None or amount is None:
+        pool = pools.get((m, mig))
+        if pool is None:
+            continue
+        spec = catalog[m]
+        for n in sizes:
+            amount = _amount(info, m, cur, cap, spec, n)
+            if amount is None:
                 continue
-            value = info.size_obj_values.get(n, {}).get(m)
+            value = by_size.get(n, {}).get(m)
             if value is None:
                 value = (objective_value_of(job, m, catalog, policy.objective, n)
                          if speed(job, m, catalog) > 0 else 0.0)
             value *= factor
-            if job.current:
+            if running:
                 value += policy.preemption_cost - (
                     policy.migration_cost if m != cur else 0.0)
             if value > 0:
