@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from models.cache import beside, cached
 from models.capacity import Topology
@@ -226,37 +226,28 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
     get = placements.get
     lost, moved = preempted.append, migrated.append
     same = same_placement
-    # (job, placements, compiled values or None, objective values or None, elastic) of
-    # each placed job, in request order; a running job left out is preempted
-    placed: list[tuple[Job, Sequence[Placement], dict[str, float] | None,
-                       dict[str, float] | None, bool]] = []
+    # (a JobInfo, or uncompiled the job itself, and its placements) of each placed job,
+    # in request order; a running job left out is preempted
+    placed: list[tuple[Any, Sequence[Placement]]] = []
     keep = placed.append
-    if infos is not None:
-        for info in infos:
-            name, current = info.name, info.current
-            pl = get(name)
-            if not pl:
-                if current:
-                    lost(name)
-                continue
-            # `pl != current` first: a list of the very placements running (a running
-            # job kept) compares equal in C, without a call or a look at a placement
-            if current and pl is not current and pl != current and not same(pl, current):
-                moved(name)
+    for item in request.jobs if infos is None else infos:   # both have name and current
+        name, current = item.name, item.current
+        pl = get(name)
+        if not pl:
+            if current:
+                lost(name)
+            continue
+        # `pl != current` first: a list of the very placements running (a running job
+        # kept) compares equal in C, without a call or a look at a placement
+        if current and pl is not current and pl != current and not same(pl, current):
+            moved(name)
+        keep((item, pl))
+    for item, pl in placed:
+        if infos is None:
+            job, values, obj, elastic = item, None, None, item.elastic is not None
+        else:
             # the compiled values are these rules' at the nominal size (`models.instance`)
-            keep((info.job, pl, info.values, info.obj_values, info.elastic))
-    else:
-        for job in request.jobs:
-            name, current = job.name, job.current
-            pl = get(name)
-            if not pl:
-                if current:
-                    lost(name)
-                continue
-            if current and pl is not current and pl != current and not same(pl, current):
-                moved(name)
-            keep((job, pl, None, None, job.elastic is not None))
-    for job, pl, values, obj, elastic in placed:
+            job, values, obj, elastic = item.job, item.values, item.obj_values, item.elastic
         first = pl[0]
         model = models[(first.node, first.gpu)]
         n = len(pl) if elastic else None

@@ -18,28 +18,13 @@ from heuristics.result import HeuristicResult
 from models import PlanRequest, Quota
 from solver import warm
 from solver.session import PlanningSession
-from tests.heuristics.helpers import node, request
+from tests.heuristics.helpers import crowded, node, request
 
 
 def _crowded(seed: int, objective: str, **kw: Any) -> PlanRequest:
-    """More demand than GPUs (many fit keys fill up), tight host CPU and memory, small
-    gangs that may span nodes; `kw`: `generate_custom`'s (elastic gangs, topology)."""
-    rng = random.Random(seed)
-    req = generate_custom(64, 240, seed=seed, **kw)
-    nodes = [n.model_copy(update={"cpu_millicores": rng.choice((16000.0, 40000.0, None)),
-                                  "memory_gib": rng.choice((64.0, 512.0))})
-             for n in req.cluster.nodes]
-    jobs = []
-    for j in req.jobs:
-        update: dict[str, object] = {"cpu_millicores": rng.choice((None, 2000.0, 6000.0)),
-                                     "host_memory_gib": rng.choice((None, 8.0, 40.0))}
-        if j.gpus in (2, 4) and j.elastic is None and rng.random() < 0.5:
-            update["single_node"] = False
-        jobs.append(j.model_copy(update=update))
-    policy = req.policy.model_copy(update={"objective": objective, "seed": seed})
-    return PlanRequest.model_validate(req.model_copy(update={
-        "policy": policy, "jobs": jobs,
-        "cluster": req.cluster.model_copy(update={"nodes": nodes})}).model_dump())
+    """`helpers.crowded` on 64 GPUs and 240 jobs; `kw`: `generate_custom`'s (elastic
+    gangs, topology)."""
+    return PlanRequest.model_validate(crowded(64, 240, seed, objective, **kw).model_dump())
 
 
 def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
