@@ -1110,12 +1110,15 @@ class Greedy:
         return grown
 
     # ------------------------------------------------------------ orders
+    def density_key(self, i: JobInfo) -> tuple[float, float, str]:
+        """The sort key of `density_order`: decreasing value density (with any bonus),
+        then value, then name."""
+        b = self.bonus.get(i.name, 0.0)
+        return (-(i.best_value + b) / i.size, -i.best_value - b, i.name)
+
     def density_order(self, infos: Iterable[JobInfo]) -> list[JobInfo]:
         """Decreasing value density (with any bonus), then value, then name."""
-        def key(i: JobInfo) -> tuple[float, float, str]:
-            b = self.bonus.get(i.name, 0.0)
-            return (-(i.best_value + b) / i.size, -i.best_value - b, i.name)
-        return sorted(infos, key=key)
+        return sorted(infos, key=self.density_key)
 
     def result(self) -> HeuristicResult:
         """The current state as a HeuristicResult, with a reason for every unplaced job."""
@@ -1330,9 +1333,8 @@ def _priced_entries(g: Greedy, pending: list[JobInfo], noise: dict[str, float] |
         if g.prices:
             rows, per_row = g.price_rows.jobs, g.price_rows.row_densities(g.prices)
     elif noise is None:
-        bonus = g.bonus
-        return [(-(i.best_value + b) / i.size, -i.best_value - b, i.name, i)
-                for i in pending for b in (bonus.get(i.name, 0.0),)]
+        density = g.density_key
+        return [(*density(i), i) for i in pending]
     factor = noise or {}
     rounded: dict[int, float] = {}    # without noise, a row's sort key (once per row)
     keyed = []
