@@ -63,7 +63,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import pairwise, repeat
 from operator import itemgetter
 from typing import Any, ClassVar
 
@@ -112,12 +112,20 @@ BOTH_VARIANTS_UP_TO = 5000
 UNPRICED_TOO_UP_TO = 500
 #: How often (in jobs) the deadline is checked.
 _DEADLINE_EVERY = 64
+#: How often (in jobs tried) a sequence grouped by fit keys checks the deadline
+#: (`Greedy._place_groups`): each job it tries is a search of the occupancy, where most of
+#: the `_DEADLINE_EVERY` jobs between two checks of `_run_sequence` are skipped.
+_TRIED_EVERY = 16
+#: The reason of a job a pass cut at its deadline did not reach.
+TIME_LIMIT = ("time_limit", "the heuristic ran out of time")
 #: Shared GPUs with room that a classed shared job compares, at most (the scan stops
 #: earlier at the first one where it loses nothing).
 AWARE_SCAN = 16
 
 
 _Signature = tuple[frozenset[Instance], frozenset[Instance]]
+#: `Greedy._fit_key_of` of a job without a fit key.
+_NO_FIT_KEY = (-1,)
 
 
 @dataclass
@@ -176,7 +184,16 @@ class Greedy:
         self._topology: Topology | None = None
         self._groups: dict[tuple[str, ...], list[tuple[tuple[str, ...], list[int]]]] = {}
         self._mig_orders: dict[tuple[str, tuple[str, ...]], _MigOrder] = {}
-        self._fit_keys: dict[str, tuple[object, ...]] = {}
+        #: per job, its `fit_key` without the running and priced parts (`_fit_key_of`),
+        #: and the number of each demand
+        self._fit_keys: dict[str, tuple[int]] = {}
+        #: `has_elastic` of the job list it was asked of (that list, its length)
+        self._elastic: tuple[list[JobInfo], int, bool] | None = None
+        self._key_ids: dict[tuple[object, ...], tuple[int]] = {}
+        #: `_earning` at the current prices, by (id of the objective values, bonus, size):
+        #: the values themselves (the id's owner) and the models
+        self._earnings: dict[tuple[int, float, float],
+                             tuple[dict[str, float], tuple[str, ...]]] = {}
 
     # ------------------------------------------------------------ topology
     @property
@@ -242,14 +259,20 @@ class Greedy:
         if prices != self.prices:
             self.prices = dict(prices)
             self._ranked.clear()
+            self._earnings.clear()
 
     def price_pending(self) -> None:
         """Price the jobs this placer has not placed, as a priced pass would
         (`_priced_order`), for the rows it keeps (`price_rows`): a planning session
         calls it on a placer made between plans (solver/warm.py), whose next pass then
-        prices from those rows. The prices are not used."""
+        prices from those rows. The prices are not used. Their fit keys (`fit_key`) are
+        made too, which the pass groups them by (L: 0.06 s of CPU off the next plan)."""
         pending = [i for i in self.infos if i.name not in self.state.placed and not i.pinned]
         model_prices(pending, self.state.model_free, self.bonus, self.price_rows)
+        keys = self._fit_keys
+        for info in pending:
+            if info.name not in keys:
+                keys[info.name] = self._fit_key_of(info)
 
     def price_of(self, info: JobInfo, placements: Sequence[Placement],
                  model: str | None = None) -> float:
@@ -451,27 +474,51 @@ class Greedy:
         find none until capacity is freed (`place_sequence`). None for the jobs whose
         place also depends on their values: running jobs (kept or moved by value), gangs
         with a preferred topology level (its cost) and shared jobs with a co-location
-        class (the value they add)."""
-        if info.current or info.name in self.coloc.cls or preferred_level(info.job):
+        class (the value they add). Equal keys are one object, a number (`_fit_key_of`):
+        a pass asks the key of every pending job, and a dict hashes it each time. Under
+        `affordable_only` a job's key also names the models where it earns its price."""
+        if info.current:
             return None
         key = self._fit_keys.get(info.name)
         if key is None:
-            job = info.job
-            key = self._fit_keys[info.name] = (
-                info.shape, tuple(info.sizes), info.share, info.gpu_mem, info.cpu,
-                info.host_mem, tuple(sorted((m, tuple(info.profiles.get(m, ())))
-                                            for m in info.values)),
-                job.single_node, required_levels(job),
-                job.tenant if self.state.quotas else None)
+            key = self._fit_keys[info.name] = self._fit_key_of(info)
+        if key is _NO_FIT_KEY:
+            return None
         if not self.affordable_only or not self.prices or info.shape == "mig":
             return key
-        return (*key, self._earning(info))
+        return (key[0], self._earning(info))
+
+    def _fit_key_of(self, info: JobInfo) -> tuple[int]:
+        """`fit_key` of a job that is not running, kept per job (until it changes:
+        `rebase`): `_NO_FIT_KEY` for a shared job with a co-location class or a gang with
+        a preferred topology level, else the number of its demand (module doc of
+        `fit_key`) among this placer's."""
+        job = info.job
+        if info.name in self.coloc.cls or preferred_level(job):
+            return _NO_FIT_KEY
+        demand = (info.shape, tuple(info.sizes), info.share, info.gpu_mem, info.cpu,
+                  info.host_mem, tuple(sorted((m, tuple(info.profiles.get(m, ())))
+                                              for m in info.values)),
+                  job.single_node, required_levels(job),
+                  job.tenant if self.state.quotas else None)
+        key = self._key_ids.get(demand)
+        if key is None:
+            key = self._key_ids[demand] = (len(self._key_ids),)
+        return key
 
     def _earning(self, info: JobInfo) -> tuple[str, ...]:
-        """The models where `info` earns its price (`affordable`), by name."""
-        b, size = self.bonus.get(info.name, 0.0), info.size
-        return tuple(sorted(m for m, v in info.obj_values.items()
-                            if v + b - self.prices.get(m, 0.0) * size >= -1e-9))
+        """The models where `info` earns its price (`affordable`), by name: once per
+        objective values (one dict per compiled kind: models/instance.py), bonus and size
+        at the current prices (a pass asks it of every pending job, twice)."""
+        b, size, values = self.bonus.get(info.name, 0.0), info.size, info.obj_values
+        key = (id(values), b, size)
+        hit = self._earnings.get(key)
+        if hit is not None and hit[0] is values:
+            return hit[1]
+        out = tuple(sorted(m for m, v in values.items()
+                           if v + b - self.prices.get(m, 0.0) * size >= -1e-9))
+        self._earnings[key] = (values, out)
+        return out
 
     def priced_out(self, info: JobInfo) -> bool:
         """Whether some eligible model of `info` was left out of `affordable`."""
@@ -844,6 +891,14 @@ class Greedy:
         self.state.place(info, list(pl))
         return False
 
+    def has_elastic(self) -> bool:
+        """Whether an elastic gang is among the jobs (asked once per job list)."""
+        hit = self._elastic
+        if hit is None or hit[0] is not self.infos or hit[1] != len(self.infos):
+            hit = self._elastic = (self.infos, len(self.infos),
+                                   any(i.elastic for i in self.infos))
+        return hit[2]
+
     def place_sequence(self, seq: Sequence[JobInfo], *, interleave: bool = True,
                        stop: Callable[[int], bool] | None = None) -> list[JobInfo]:
         """Place the jobs of `seq` in order (`place`); with `interleave` and elastic gangs
@@ -851,7 +906,7 @@ class Greedy:
         extra GPU beats the next job's value density (module doc). `stop(n)` (before the
         n-th job) ends the sequence early. Returns the jobs of `seq` placed."""
         heap: list[tuple[float, str]] = []
-        grows = interleave and any(i.elastic for i in self.infos)
+        grows = interleave and self.has_elastic()
         if grows:
             heap = self._growth_heap()
         placed: list[JobInfo] = []
@@ -886,6 +941,137 @@ class Greedy:
                 if key is not None:
                     full[key] = self.reasons[info.name]
         return placed
+
+    def place_grouped(self, entries: Sequence[tuple[Any, ...]],
+                      deadline: float | None = None) -> bool:
+        """`place_sequence` without growth over the jobs of `entries`, in the order of the
+        entries (tuples ending with the job's name and the job, unsorted), without
+        sorting them all or visiting the jobs whose fit key already found no place
+        (`_place_groups`); with model prices (`use_prices`) twice, as `place_pending`
+        runs a priced sequence: each job where it earns its model's price
+        (`affordable_only`), then the jobs priced out of some model, anywhere. Past
+        `deadline` the jobs not reached get the reason `time_limit`. Whether it was cut
+        there."""
+        if not self.prices:
+            return self._place_groups(list(self._fit_groups(entries).values()), deadline)
+        self.affordable_only = True
+        try:
+            lists = self._fit_groups(entries)
+            if self._place_groups(list(lists.values()), deadline):
+                return True  # cut: the second sequence would stop before its first job
+        finally:
+            self.affordable_only = False
+        # the second sequence: the jobs left that some eligible model priced out
+        # (`priced_out`), by their keys without the models where they earn the price (no
+        # job has the reason `time_limit`: the first one was not cut)
+        placed = self.state.placed
+        again: dict[object, list[tuple[Any, ...]]] = {}
+        for key, lst in lists.items():
+            if not isinstance(key, tuple):   # a job without a fit key
+                info = lst[0][-1]
+                if info.name not in placed and self.priced_out(info):
+                    again[key] = lst
+                continue
+            if len(key) == 1:
+                continue  # a MIG job's: no price
+            earning = len(key[1])   # `priced_out`: the models where it earns are known
+            rest = [e for e in lst if earning < len(e[-1].obj_values)
+                    and e[-1].name not in placed]
+            if rest:
+                base = (key[0],)
+                if base in again:
+                    again[base].extend(rest)
+                else:
+                    again[base] = rest
+        return self._place_groups(list(again.values()), deadline, again=True)
+
+    def _fit_groups(self, entries: Iterable[tuple[Any, ...]]
+                    ) -> dict[object, list[tuple[Any, ...]]]:
+        """The entries of `place_grouped` by their jobs' fit keys (`fit_key`), in their
+        order; a job without a key alone, under its entry's position."""
+        groups: dict[object, list[tuple[Any, ...]]] = {}
+        fit_key = self.fit_key
+        for n, e in enumerate(entries):
+            key = fit_key(e[-1])
+            if key is None:
+                groups[n] = [e]
+                continue
+            lst = groups.get(key)
+            if lst is None:
+                lst = groups[key] = []
+            lst.append(e)
+        return groups
+
+    def _place_groups(self, lists: list[list[tuple[Any, ...]]], deadline: float | None,
+                      again: bool = False) -> bool:
+        """Place the jobs of `lists` (entries of `place_grouped` of equal fit keys, or of
+        a job without one; left as they are) in the order of the entries: each list a
+        heap of its jobs not tried yet (most lists end after a job or two, so sorting
+        them would be wasted), the lists merged by a heap of their next jobs. A job whose
+        place is not found ends its list (without growth the occupancy only fills up, so
+        its key finds no place for the rest of the sequence), which leaves the heap; the
+        jobs left in the lists that ended take their reasons in bulk, as
+        `place_sequence` gives them. So the jobs tried, their order and the states they
+        are tried in are `place_sequence`'s: at 20,000 jobs, 13,000 pending of which a
+        few dozen find a place, a pass tries some hundreds of jobs instead of looking at
+        each. Past `deadline` (checked every `_TRIED_EVERY` jobs tried) the jobs not
+        reached get the reason `time_limit`, as `_run_sequence` gives it. `again`: the
+        second sequence of `place_grouped`, whose jobs have their reasons from the first
+        (equal fit keys have the same reason or each its own static one: `fit_key`).
+        Whether it was cut."""
+        heappop, heapreplace = heapq.heappop, heapq.heapreplace
+        left = [list(lst) for lst in lists]   # per list, its jobs not tried yet
+        for lst in left:
+            if len(lst) > 1:
+                heapq.heapify(lst)
+        heap = [(lst[0], k) for k, lst in enumerate(left)]
+        heapq.heapify(heap)
+        ended: list[tuple[int, JobInfo]] = []   # a list that ended, the job that did
+        cut = False
+        tried = 0
+        while heap:
+            entry, k = heap[0]
+            if deadline is not None and tried % _TRIED_EVERY == 0 and \
+                    time.monotonic() > deadline:
+                cut = True
+                break
+            tried += 1
+            info = entry[-1]
+            lst = left[k]
+            heappop(lst)
+            if self.place(info):
+                if lst:
+                    heapreplace(heap, (lst[0], k))
+                else:
+                    heappop(heap)
+            else:
+                heappop(heap)
+                ended.append((k, info))
+        # the reasons once the places are made (no place depends on them; the first
+        # reason asked builds the request's static reasons, at L 0.015 s of CPU)
+        reasons = self.reasons
+        for _, info in ended:
+            reasons[info.name] = self.why_unplaced(info)
+        # the rest of an ended list: skipped by `place_sequence` with its first reason
+        # (the reason of no static one, shared; else each job's own), up to where a cut
+        # stopped the sequence (the heap's next job, `entry`); in a second sequence
+        # (`again`) each job has that reason from the first one already
+        for k, info in ended if not again else ():
+            why = reasons[info.name]
+            rest = left[k] if not cut else [e for e in left[k] if e < entry]
+            if why == INSUFFICIENT:
+                reasons.update(zip(map(itemgetter(-2), rest), repeat(why)))
+            else:
+                for e in rest:
+                    reasons[e[-2]] = self.why_unplaced(e[-1])
+        if cut:
+            placed = self.state.placed
+            for lst in left:
+                for e in lst:
+                    name = e[-1].name
+                    if name not in placed and name not in reasons:
+                        reasons[name] = TIME_LIMIT
+        return cut
 
     def _growth_heap(self) -> list[tuple[float, str]]:
         """(-rate, name) of every placed elastic gang that may grow, as a heap."""
@@ -924,12 +1110,15 @@ class Greedy:
         return grown
 
     # ------------------------------------------------------------ orders
+    def density_key(self, i: JobInfo) -> tuple[float, float, str]:
+        """The sort key of `density_order`: decreasing value density (with any bonus),
+        then value, then name."""
+        b = self.bonus.get(i.name, 0.0)
+        return (-(i.best_value + b) / i.size, -i.best_value - b, i.name)
+
     def density_order(self, infos: Iterable[JobInfo]) -> list[JobInfo]:
         """Decreasing value density (with any bonus), then value, then name."""
-        def key(i: JobInfo) -> tuple[float, float, str]:
-            b = self.bonus.get(i.name, 0.0)
-            return (-(i.best_value + b) / i.size, -i.best_value - b, i.name)
-        return sorted(infos, key=key)
+        return sorted(infos, key=self.density_key)
 
     def result(self) -> HeuristicResult:
         """The current state as a HeuristicResult, with a reason for every unplaced job."""
@@ -1020,7 +1209,7 @@ def _stopper(g: Greedy, seq: Sequence[JobInfo], deadline: float | None
         if deadline is not None and n % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
             for rest in seq:
                 if rest.name not in g.state.placed and rest.name not in g.reasons:
-                    g.reasons[rest.name] = ("time_limit", "the heuristic ran out of time")
+                    g.reasons[rest.name] = TIME_LIMIT
             return True
         return False
     return stop
@@ -1049,7 +1238,7 @@ def _run_fairness(g: Greedy, pending: list[JobInfo], deadline: float | None) -> 
         info = q[pos]
         n += 1
         if deadline is not None and n % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
-            g.reasons.setdefault(info.name, ("time_limit", "the heuristic ran out of time"))
+            g.reasons.setdefault(info.name, TIME_LIMIT)
             continue
         if g.place(info):
             m = g.state.model_of(g.state.placed[info.name])
@@ -1115,11 +1304,28 @@ def _priced_order(g: Greedy, pending: list[JobInfo], noise: dict[str, float] | N
     the rest go in decreasing value density net of the price of their best model (plain
     value density for the other objectives or without `priced`); each density times its
     job's `noise` factor when given (a seeded restart)."""
+    if noise is None and not _prices_apply(g.request, priced):
+        return g.density_order(pending)
+    keyed = _priced_entries(g, pending, noise, priced)
+    _sort_by_name_last(keyed, 2, (1, 0))
+    return [k[3] for k in keyed]
+
+
+def _prices_apply(request: PlanRequest, priced: bool) -> bool:
+    """Whether a pass orders by the density net of model prices (`_priced_order`)."""
+    return priced and request.policy.objective != "fairness" \
+        and not lexicographic_levels(request)
+
+
+def _priced_entries(g: Greedy, pending: list[JobInfo], noise: dict[str, float] | None,
+                    priced: bool) -> list[tuple[float, float, str, JobInfo]]:
+    """The jobs of `pending` that `_priced_order` orders (the running jobs the prices
+    keep are placed meanwhile), unsorted, each as its sort key: (key, -size, name, job);
+    without prices and `noise`, `Greedy.density_order`'s key."""
     request = g.request
     rows: dict[str, tuple[JobInfo, float, int, bool]] = {}
     per_row: list[float] = []
-    if (priced and request.policy.objective != "fairness"
-            and not lexicographic_levels(request)):
+    if _prices_apply(request, priced):
         g.use_prices(model_prices(pending, g.state.model_free, g.bonus, g.price_rows))
         g.keep_priced(pending)
         pending = [i for i in pending if i.name not in g.state.placed]
@@ -1127,7 +1333,8 @@ def _priced_order(g: Greedy, pending: list[JobInfo], noise: dict[str, float] | N
         if g.prices:
             rows, per_row = g.price_rows.jobs, g.price_rows.row_densities(g.prices)
     elif noise is None:
-        return g.density_order(pending)
+        density = g.density_key
+        return [(*density(i), i) for i in pending]
     factor = noise or {}
     rounded: dict[int, float] = {}    # without noise, a row's sort key (once per row)
     keyed = []
@@ -1143,8 +1350,7 @@ def _priced_order(g: Greedy, pending: list[JobInfo], noise: dict[str, float] | N
         else:
             key = -round(g.net_density(i) * factor.get(i.name, 1.0), 9)
         keyed.append((key, -i.size, i.name, i))
-    _sort_by_name_last(keyed, 2, (1, 0))
-    return [k[3] for k in keyed]
+    return keyed
 
 
 def _sort_by_name_last(entries: list[Any], name: int, keys: tuple[int, ...]) -> None:
@@ -1157,6 +1363,22 @@ def _sort_by_name_last(entries: list[Any], name: int, keys: tuple[int, ...]) -> 
             entries.sort(key=itemgetter(k))
     else:
         entries.sort(key=itemgetter(*reversed(keys), name))
+
+
+def _groups_apply(g: Greedy, failed: list[JobInfo], seed: int | None,
+                  interleave: bool) -> bool:
+    """Whether `place_pending` runs its sequence grouped by fit keys
+    (`Greedy.place_grouped`): one plain sequence (no priority levels, not the
+    round-robin of fairness), no running job to move first (preemption forbidden) and no
+    growth of elastic gangs in between (a gang that grows elsewhere frees its GPUs, and
+    the growths are made at each job's turn)."""
+    request = g.request
+    policy = request.policy
+    if lexicographic_levels(request) or (policy.objective == "fairness" and seed is None):
+        return False
+    if failed and not policy.allow_preemption:
+        return False
+    return not (interleave and g.has_elastic())
 
 
 def _cut_before_start(request: PlanRequest, seed: int | None, deadline: float | None
@@ -1219,16 +1441,34 @@ def place_pending(g: Greedy, failed: list[JobInfo], *, order: Sequence[str] | No
         g.keep_cut_running()
         g.grow_elastic(deadline)
         return g.result()
+    interleave = not fifo and policy.objective != "fairness"
+    # the sequence as unsorted entries for `Greedy.place_grouped`, when it serves
+    entries: list[tuple[Any, ...]] | None = None
+    grouped = _groups_apply(g, failed, seed, interleave)
     if _cut_before_start(request, seed, deadline):
         pass   # the sequence stops before its first job: ordering them would be wasted
     elif fifo and seed is None:
-        pending.sort(key=fifo_key)
+        if grouped:
+            entries = [(*fifo_key(i), i) for i in pending]
+        else:
+            pending.sort(key=fifo_key)
     else:
         noise = None
         if seed is not None:
             rng = random.Random(seed)
             noise = {i.name: rng.uniform(0.9, 1.1) for i in pending}
-        pending = _priced_order(g, pending, noise, priced and not fifo)
+        if grouped:
+            entries = _priced_entries(g, pending, noise, priced and not fifo)
+        else:
+            pending = _priced_order(g, pending, noise, priced and not fifo)
+    if entries is not None:
+        # as below, by fit keys; uncut, no job has the reason `time_limit`, and without
+        # elastic gangs none grows
+        if g.place_grouped(entries, deadline):
+            g.keep_cut_running()
+        if g.has_elastic():
+            g.grow_elastic(deadline)
+        return g.result()
     if not policy.allow_preemption:
         moved = {i.name for i in failed}
         pending.sort(key=lambda i: 0 if i.name in moved else 1)
@@ -1239,7 +1479,6 @@ def place_pending(g: Greedy, failed: list[JobInfo], *, order: Sequence[str] | No
         _run_sequence(g, movers, deadline, interleave=False)
         _run_fairness(g, [i for i in pending if not i.current], deadline)
     else:
-        interleave = not fifo and policy.objective != "fairness"
         if g.prices:
             # first each job where it earns its model's price, then the rest anywhere
             g.affordable_only = True

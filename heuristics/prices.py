@@ -37,23 +37,34 @@ from models.instance import JobInfo
 ROUNDS = 12
 #: A round that moves no price by more than this (relative) ends the iteration.
 _SETTLED = 1e-6
+#: Rows a `PriceRows` keeps beyond one per job of its last call, at most (rows of jobs
+#: gone pile up over a session's plans; then only the last call's are kept).
+ROWS_SLACK = 4096
 
 
 @dataclass
 class PriceRows:
     """What `model_prices` left of its last call, for the next one and for the net
-    densities of its jobs (`net_densities`): the models of the market, the distinct rows
-    (a job's size, then its value plus bonus on each model, -inf where it is not
-    eligible; `np.unique`'s order) and, per job, the JobInfo and bonus its row was made
-    from, the row's position and whether the job's values name only the market's models.
-    A job whose JobInfo object and bonus are the same in the next call keeps its row: a
-    planning session's placer, carried from plan to plan with the compiled jobs
+    densities of its jobs (`net_densities`): the models of the market, every distinct
+    row met since they were set (a job's size, then its value plus bonus on each model,
+    -inf where it is not eligible), each keeping its position from call to call, and,
+    per job of the last call, the JobInfo and bonus its row was made from, the row's
+    position and whether the job's values name only the market's models. A job whose
+    JobInfo object and bonus are the same in the next call keeps its row: a planning
+    session's placer, carried from plan to plan with the compiled jobs
     (heuristics/greedy.py, solver/warm.py), keeps one, and between two of its plans a few
-    dozen of 20,000 jobs change."""
+    dozen of 20,000 jobs change. The market of a call is the rows its jobs have, in
+    `np.unique`'s order (`_market`)."""
 
     models: tuple[str, ...] = ()
-    kinds: np.ndarray | None = None
+    rows: list[tuple[float, ...]] = field(default_factory=list)
+    #: a row -> its position in `rows`
+    at: dict[tuple[float, ...], int] = field(default_factory=dict)
     jobs: dict[str, tuple[JobInfo, float, int, bool]] = field(default_factory=dict)
+    #: `rows` as an array and its rows' positions in lexicographic order (`np.unique`'s);
+    #: None: not made since a row was added
+    table: np.ndarray | None = None
+    order: np.ndarray | None = None
 
     def net_densities(self, prices: Mapping[str, float]) -> dict[str, float]:
         """Per job of the last call whose values name only the market's models, its best
@@ -64,11 +75,76 @@ class PriceRows:
         return {name: net[k] for name, (_, _, k, within) in self.jobs.items() if within}
 
     def row_densities(self, prices: Mapping[str, float]) -> list[float]:
-        """`net_densities` per row of the last call (a job's row: `jobs`)."""
-        if self.kinds is None or not len(self.kinds):
+        """`net_densities` per row (by its position in `rows`; a job's row: `jobs`)."""
+        if not self.rows:
             return []
+        table = self._table()
         price = np.array([prices.get(m, 0.0) for m in self.models])
-        return (self.kinds[:, 1:] / self.kinds[:, :1] - price[None, :]).max(axis=1).tolist()
+        return (table[:, 1:] / table[:, :1] - price[None, :]).max(axis=1).tolist()
+
+    def reset(self, models: tuple[str, ...]) -> None:
+        """Forget every row: the market's models are now `models`."""
+        self.models, self.rows, self.at, self.jobs = models, [], {}, {}
+        self.table = self.order = None
+
+    def _table(self) -> np.ndarray:
+        if self.table is None:
+            self.table = np.array(self.rows, dtype=float).reshape(len(self.rows), -1)
+            self.order = np.lexsort(self.table.T[::-1])
+        return self.table
+
+    def update(self, jobs: Sequence[JobInfo], bonus: Mapping[str, float]) -> list[int]:
+        """Make `jobs` this call's (`jobs`): each with the same JobInfo and bonus as in
+        the last call keeps its row, the others' rows are found or added. The row of
+        each job, in order."""
+        last = self.jobs
+        at, rows, models = self.at, self.rows, self.models
+        known = set(models)
+        out: dict[str, tuple[JobInfo, float, int, bool]] = {}
+        ids: list[int] = []
+        for i in jobs:
+            name = i.name
+            b = bonus.get(name, 0.0)
+            hit = last.get(name)
+            if hit is None or hit[0] is not i or hit[1] != b:
+                values = i.obj_values
+                row = (i.size, *[values.get(m, -np.inf) + b for m in models])
+                k = at.get(row)
+                if k is None:
+                    k = at[row] = len(rows)
+                    rows.append(row)
+                    self.table = None
+                hit = (i, b, k, values.keys() <= known)
+            out[name] = hit
+            ids.append(hit[2])
+        self.jobs = out
+        if len(rows) > len(out) + ROWS_SLACK:
+            return self._compact()
+        return ids
+
+    def _compact(self) -> list[int]:
+        """Keep only the rows of this call's jobs (renumbered); their rows, in order."""
+        old, self.rows, self.at = self.rows, [], {}
+        self.table = self.order = None
+        ids: list[int] = []
+        for name, (i, b, k, within) in self.jobs.items():
+            row = old[k]
+            n = self.at.get(row)
+            if n is None:
+                n = self.at[row] = len(self.rows)
+                self.rows.append(row)
+            self.jobs[name] = (i, b, n, within)
+            ids.append(n)
+        return ids
+
+    def market(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct rows of the jobs whose rows are `ids`, in lexicographic order,
+        and how many jobs have each: `np.unique(rows, axis=0, return_counts=True)`."""
+        table = self._table()
+        assert self.order is not None
+        count = np.bincount(np.array(ids, dtype=np.int64), minlength=len(table))
+        present = self.order[count[self.order] > 0]
+        return table[present], count[present]
 
 
 def model_prices(infos: Sequence[JobInfo], capacity: Mapping[str, float],
@@ -78,43 +154,37 @@ def model_prices(infos: Sequence[JobInfo], capacity: Mapping[str, float],
     the pooled market of the whole-GPU and shared jobs of `infos` (module doc); `bonus`:
     an extra value of placing a job at all (a running job's saved preemption cost). A
     model with room for every job that wants it costs 0. `memo`: what the last call left
-    (`PriceRows`), reused and replaced by this call's."""
+    (`PriceRows`), reused and brought to this call's jobs."""
     models = sorted(capacity)
     jobs = [i for i in infos if i.shape != "mig" and i.obj_values]
     extra = bonus or {}
-    if memo is not None and jobs and models and memo.kinds is not None \
-            and memo.models == tuple(models):
-        kinds, count, memo.jobs = _kinds_again(jobs, models, extra, memo)
-        memo.kinds = kinds
-    elif memo is not None:
-        memo.models, memo.kinds, memo.jobs = tuple(models), None, {}
+    if memo is not None:
+        if memo.models != tuple(models):
+            memo.reset(tuple(models))
+        if not models or not jobs:
+            memo.jobs = {}
     if not models or not jobs:
         return dict.fromkeys(models, 0.0)
-    if memo is None or memo.kinds is None:
-        kinds, count, entries = _kinds(jobs, models, extra)
-    if memo is not None and memo.kinds is None:
-        memo.kinds = kinds
-        memo.jobs = {e[0].name: e for e in entries}
+    if memo is None:
+        kinds, count = _kinds(jobs, models, extra)
+    else:
+        kinds, count = memo.market(memo.update(jobs, extra))
     cap = np.array([float(capacity[m]) for m in models])
     price = _clear(kinds[:, 1:], kinds[:, 0], count, cap)
     return dict(zip(models, price.tolist(), strict=True))
 
 
 def _kinds(jobs: Sequence[JobInfo], models: list[str], bonus: Mapping[str, float]
-           ) -> tuple[np.ndarray, np.ndarray, list[tuple[JobInfo, float, int, bool]]]:
-    """The distinct rows of `jobs` (`PriceRows`), how many jobs have each and per job its
-    `PriceRows.jobs` entry (JobInfo, bonus, row, whether its values name only `models`):
-    jobs alike in size and values price alike, one row per kind with its count. The rows
-    are made once per group of jobs sharing their objective values (one dict per compiled
-    kind: models/instance.py), bonus and size, then `np.unique` orders and merges them (a pass
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of `jobs` (`PriceRows`) and how many jobs have each: jobs alike
+    in size and values price alike, one row per kind with its count. The rows are made
+    once per group of jobs sharing their objective values (one dict per compiled kind:
+    models/instance.py), bonus and size, then `np.unique` orders and merges them (a pass
     over 13,000 jobs of L made every row per job)."""
-    known = set(models)
     groups: dict[tuple[int, float, float], int] = {}
     heads: list[JobInfo] = []
     gains: list[float] = []
     counts: list[int] = []
-    inside: list[bool] = []
-    slot_of: list[int] = []
     for i in jobs:
         b = bonus.get(i.name, 0.0)
         key = (id(i.obj_values), b, i.size)
@@ -124,60 +194,15 @@ def _kinds(jobs: Sequence[JobInfo], models: list[str], bonus: Mapping[str, float
             heads.append(i)
             gains.append(b)
             counts.append(0)
-            inside.append(i.obj_values.keys() <= known)
         counts[slot] += 1
-        slot_of.append(slot)
     gain = np.array(gains)
     value = np.column_stack([
         np.array([i.obj_values.get(m, -np.inf) for i in heads]) for m in models]) + gain[:, None]
     size = np.array([i.size for i in heads])
     kinds, inverse = np.unique(np.column_stack([size, value]), axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
     count = np.zeros(len(kinds), dtype=np.int64)
-    np.add.at(count, inverse, np.array(counts, dtype=np.int64))
-    back = inverse.tolist()
-    return kinds, count, [(i, gains[slot], back[slot], inside[slot])
-                          for i, slot in zip(jobs, slot_of, strict=True)]
-
-
-def _kinds_again(jobs: Sequence[JobInfo], models: list[str], bonus: Mapping[str, float],
-                 memo: PriceRows
-                 ) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[JobInfo, float, int, bool]]]:
-    """`_kinds` with `memo.jobs` as they become: each job with the same JobInfo and bonus
-    as in `memo`'s call takes its row from there, the others' rows are made anew;
-    `np.unique` then orders the rows and merges equal ones as `_kinds` does."""
-    assert memo.kinds is not None
-    last = memo.jobs
-    known = set(models)
-    slots: dict[object, int] = {}     # an old row's position, or a new row -> its slot
-    rows: list[np.ndarray | tuple[float, ...]] = []
-    counts: list[int] = []
-    found: list[tuple[str, JobInfo, float, int, bool]] = []
-    for i in jobs:
-        b = bonus.get(i.name, 0.0)
-        hit = last.get(i.name)
-        key: object
-        if hit is not None and hit[0] is i and hit[1] == b:
-            key, within = hit[2], hit[3]
-        else:
-            values = i.obj_values
-            key = (i.size, *[values.get(m, -np.inf) + b for m in models])
-            within = values.keys() <= known
-        slot = slots.get(key)
-        if slot is None:
-            slot = slots[key] = len(rows)
-            rows.append(memo.kinds[key] if isinstance(key, int) else key)
-            counts.append(0)
-        counts[slot] += 1
-        found.append((i.name, i, b, slot, within))
-    kinds, inverse = np.unique(np.array(rows, dtype=float).reshape(len(rows), -1), axis=0,
-                               return_inverse=True)
-    inverse = inverse.reshape(-1)
-    count = np.zeros(len(kinds), dtype=np.int64)
-    np.add.at(count, inverse, np.array(counts, dtype=np.int64))
-    back = inverse.tolist()
-    return kinds, count, {name: (i, b, back[slot], within)
-                          for name, i, b, slot, within in found}
+    np.add.at(count, inverse.reshape(-1), np.array(counts, dtype=np.int64))
+    return kinds, count
 
 
 def _clear(value: np.ndarray, size: np.ndarray, count: np.ndarray, cap: np.ndarray
@@ -188,16 +213,21 @@ def _clear(value: np.ndarray, size: np.ndarray, count: np.ndarray, cap: np.ndarr
     n_models = value.shape[1]
     price = np.zeros(n_models)
     density = value / size[:, None]
+    # per model, its column of densities (contiguous: each step reads columns)
+    cols = [np.ascontiguousarray(density[:, j]) for j in range(n_models)]
+    weight = size * count
+    zero = np.zeros(len(size))
     for _ in range(ROUNDS):
         moved = 0.0
         for k in range(n_models):
             # each job's best net density elsewhere (0: staying out)
-            net = density - price[None, :]
-            net[:, k] = -np.inf
-            other = np.maximum(net.max(axis=1), 0.0)
-            threshold = density[:, k] - other   # wants k while its price is below this
+            other = zero
+            for j in range(n_models):
+                if j != k:
+                    other = np.maximum(other, cols[j] - price[j])
+            threshold = cols[k] - other   # wants k while its price is below this
             want = threshold > 0
-            t, s = threshold[want], (size * count)[want]
+            t, s = threshold[want], weight[want]
             new = 0.0
             if s.sum() > cap[k]:
                 order = np.argsort(-t, kind="stable")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from models.cache import beside, cached
 from models.capacity import Topology
@@ -242,31 +242,24 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
     # each placed job, in request order; a running job left out is preempted
     placed: list[_Placed] = []
     keep = placed.append
-    if infos is not None:
-        for info in infos:
-            name, current = info.name, info.current
-            pl = get(name)
-            if not pl:
-                if current:
-                    lost(name)
-                continue
-            # `pl != current` first: a list of the very placements running (a running
-            # job kept) compares equal in C, without a call or a look at a placement
-            if current and pl is not current and pl != current and not same(pl, current):
-                moved(name)
+    # the JobInfos, or uncompiled the jobs themselves: both have name and current
+    items: Iterable[Any] = request.jobs if infos is None else infos
+    for item in items:
+        name, current = item.name, item.current
+        pl = get(name)
+        if not pl:
+            if current:
+                lost(name)
+            continue
+        # `pl != current` first: a list of the very placements running (a running job
+        # kept) compares equal in C, without a call or a look at a placement
+        if current and pl is not current and pl != current and not same(pl, current):
+            moved(name)
+        if infos is None:
+            keep((item, pl, None, None, item.elastic is not None))
+        else:
             # the compiled values are these rules' at the nominal size (`models.instance`)
-            keep((info.job, pl, info.values, info.obj_values, info.elastic))
-    else:
-        for job in request.jobs:
-            name, current = job.name, job.current
-            pl = get(name)
-            if not pl:
-                if current:
-                    lost(name)
-                continue
-            if current and pl is not current and pl != current and not same(pl, current):
-                moved(name)
-            keep((job, pl, None, None, job.elastic is not None))
+            keep((item.job, pl, item.values, item.obj_values, item.elastic))
     return _score(request, placements, models, factors, migrated, preempted, placed)
 
 

@@ -230,19 +230,24 @@ def static_reasons(request: PlanRequest) -> dict[str, Reason]:
     out: dict[str, Reason] = {}
     # One question per demand (`_demand`, numbered once per compiled kind: the jobs of a
     # kind share it) and what else a static reason reads (`_signature`): the host request
-    # and, for a gang, whether it may span nodes and its required levels.
+    # and, for a gang (a whole-GPU job on more than one GPU, or elastic), whether it may
+    # span nodes and its required levels (`StaticReasons._reason` reads neither for a
+    # fixed job on one GPU).
     demands: dict[tuple[object, ...], int] = {}
-    by_kind: dict[JobKind, int] = {}
+    by_kind: dict[JobKind, tuple[int, bool]] = {}
     seen: dict[tuple[object, ...], object] = {}
     for info in compile_jobs(request):
         if info.current:
             continue
         job = info.job
-        d = by_kind.get(info.kind)
-        if d is None:
-            d = by_kind[info.kind] = demands.setdefault(_demand(job), len(demands))
+        hit = by_kind.get(info.kind)
+        if hit is None:
+            hit = by_kind[info.kind] = (
+                demands.setdefault(_demand(job), len(demands)),
+                info.shape == "whole" and (info.gpus > 1 or job.elastic is not None))
+        d, gang = hit
         key = ((d, info.cpu, info.host_mem, job.single_node, required_levels(job))
-               if info.shape == "whole" else (d, info.cpu, info.host_mem))
+               if gang else (d, info.cpu, info.host_mem))
         why = seen.get(key, _UNSEEN)
         if why is _UNSEEN:
             why = seen[key] = reasons.reason(job)

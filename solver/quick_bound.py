@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -60,20 +61,30 @@ from models.rules import (
 
 #: Coordinate-descent passes over the pools (each pass lowers the bound or stops it), at
 #: most; past the caller's deadline at least `MIN_PASSES` are made (the bound holds at
-#: any prices: fewer passes only loosen it; on L (16,384 GPUs / 20,000 jobs) a pass takes
-#: 2.5 ms and 8 passes give 70,931 where 40 give 69,935).
+#: any prices: fewer passes only loosen it; on L (16,384 GPUs / 20,000 jobs, seed 0) a
+#: pass takes about 0.7 ms of CPU at load 8, and 8 passes give 69,690 where 28, the
+#: descent converged, give 68,330).
 PASSES = 40
 MIN_PASSES = 8
 #: Past the deadline, after `MIN_PASSES`, passes go on while the descent has taken less
 #: than this share of what grouping the jobs took, or than `DESCENT_MIN_S`: a pass is a
 #: few vector operations over the groups, small beside the pass over the jobs, and on M
-#: (1,024 GPUs / 1,500 jobs) 40 passes take 8 ms and give 5,192 where 8 give 5,491 (the LP
-#: bound is 4,749), which the plans of M's shortest limits reported as their bound.
-DESCENT_SHARE = 0.25
-DESCENT_MIN_S = 0.02
+#: (1,024 GPUs / 1,500 jobs) 40 passes give 5,192 where 8 give 5,491 (the LP bound is
+#: 4,749), which the plans of M's shortest limits reported as their bound. They were
+#: 0.25 and 0.02 s; a pass now costs 1/1.6 of what it did on M and 1/2.2-2.4 on L (16,384
+#: GPUs / 20,000 jobs; 40 passes: M 13.6 -> 8.6 ms, L 48 -> 20 ms, L with 30% elastic
+#: gangs 178 -> 80 ms, load 8), so 0.015 s buys M 1.2 times the passes it had, and 0.15
+#: of the grouping (L: ~60 ms at load 8; with elastic gangs 0.15-0.5 s, where the share
+#: decides) 1.3 times as many on L (its floor: more).
+DESCENT_SHARE = 0.15
+DESCENT_MIN_S = 0.015
 #: Relative and absolute safety margins added to the bound (floating-point sums).
 _REL_MARGIN = 1e-9
 _ABS_MARGIN = 1e-6
+#: A pool whose preferring amounts total less than its capacity by this share of it is
+#: priced 0 without sorting them (the rounding of a sum of n terms is within n * 1.1e-16
+#: of it: 2e-13 for 2,000 terms).
+_FIT_MARGIN = 1e-9
 
 Pool = tuple[str, bool]
 
@@ -88,6 +99,8 @@ class _Pools(dict[Pool, int]):
         super().__init__(totals)
         self._request = request
         self._usable: CapacitySummary | None = None
+        #: (model, GPUs, single-node, required levels) -> whether a gang fits (`fits_gang`)
+        self._fits: dict[tuple[object, ...], bool] = {}
 
     @property
     def usable(self) -> CapacitySummary:
@@ -105,10 +118,16 @@ class _Pools(dict[Pool, int]):
             return False
         if gpus < 2:
             return True
-        if info.job.single_node and gpus > self.usable.most_on_one_node(pool):
-            return False
-        return all(gpus <= self.usable.most_in_one(level, pool)
-                   for level in required_levels(info.job))
+        # memoised: many gangs ask the same (an elastic one for each model and size), and
+        # the capacity of a listed topology level is a scan over its domains
+        job = info.job
+        key = (m, gpus, job.single_node, required_levels(job))
+        fits = self._fits.get(key)
+        if fits is None:
+            fits = self._fits[key] = not (
+                job.single_node and gpus > self.usable.most_on_one_node(pool)) and all(
+                gpus <= self.usable.most_in_one(level, pool) for level in key[3])
+        return fits
 
 
 def _capacity(request: PlanRequest) -> _Pools:
@@ -156,6 +175,7 @@ def _options(request: PlanRequest, cap: _Pools, held: dict[int, float] | None = 
     # GPUs / 20,000 jobs) seeds 1 and 2 the bound came out 260 and 181 too low).
     # key -> [its options, its jobs]
     keyed: dict[tuple[object, ...], list[Any]] = {}
+    preemption_cost = policy.preemption_cost
     for info in compile_jobs(request):
         kind = info.kind
         factor = colocation_factor_cap(info.job, census, table) if table else 1.0
@@ -163,13 +183,14 @@ def _options(request: PlanRequest, cap: _Pools, held: dict[int, float] | None = 
         current = info.current
         cur = opts = None
         if current:
-            const -= policy.preemption_cost
+            const -= preemption_cost
             first = current[0]
             cur = gpu_model.get((first.node, first.gpu))
             mig = first.mig
             key: tuple[object, ...] = (kind, factor, needs, cur, first.fraction,
                                        None if mig is None else mig.profile)
-            if held is not None and info.pinned and (
+            # (running: pinned unless preemptible, `JobInfo.pinned`)
+            if held is not None and not info.preemptible and (
                     kept := _pinned(info, cur, pools, cap, catalog, factor, policy)):
                 held[kept[0]] = held.get(kept[0], 0.0) + kept[1]
                 const += kept[2]
@@ -242,18 +263,25 @@ def _elastic_options(info: JobInfo, cur: str | None, pools: dict[Pool, int],
     the preemption cost saved minus the migration cost, running)."""
     job = info.job
     opts: list[tuple[int, float, float]] = []
+    sizes = info.sizes
+    mig = info.shape == "mig"
+    by_size = info.size_obj_values
+    running = bool(job.current)
     for m in set(info.obj_values) | ({cur} if cur is not None else set()):
-        pool = pools.get((m, info.shape == "mig"))
-        for n in info.sizes:
-            amount = None if pool is None else _amount(info, m, cur, cap, catalog[m], n)
-            if pool is None or amount is None:
+        pool = pools.get((m, mig))
+        if pool is None:
+            continue
+        spec = catalog[m]
+        for n in sizes:
+            amount = _amount(info, m, cur, cap, spec, n)
+            if amount is None:
                 continue
-            value = info.size_obj_values.get(n, {}).get(m)
+            value = by_size.get(n, {}).get(m)
             if value is None:
                 value = (objective_value_of(job, m, catalog, policy.objective, n)
                          if speed(job, m, catalog) > 0 else 0.0)
             value *= factor
-            if job.current:
+            if running:
                 value += policy.preemption_cost - (
                     policy.migration_cost if m != cur else 0.0)
             if value > 0:
@@ -385,11 +413,12 @@ def quick_bound(request: PlanRequest, deadline: float | None = None) -> float:
     grace = max(DESCENT_MIN_S, DESCENT_SHARE * (time.monotonic() - t0))
     if not groups:
         return const + _ABS_MARGIN
-    rows = [(g, pool, amount, coef) for g, opts in enumerate(groups)
-            for pool, amount, coef in opts]
-    arr = np.array(rows, dtype=float)
-    lp = _Lagrangian(arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), arr[:, 2],
-                     arr[:, 3], np.array(list(groups.values()), dtype=float),
+    # the options' columns, group by group (each group's options consecutive, in order)
+    flat = np.fromiter(chain.from_iterable(chain.from_iterable(groups)), dtype=float,
+                       count=3 * sum(map(len, groups))).reshape(-1, 3)
+    group = np.repeat(np.arange(len(groups), dtype=np.int64), list(map(len, groups)))
+    lp = _Lagrangian(group, flat[:, 0].astype(np.int64), flat[:, 1], flat[:, 2],
+                     np.array(list(groups.values()), dtype=float),
                      np.array([cap[p] - held.get(i, 0.0) for i, p in enumerate(sorted(cap))]))
     value = const + lp.value(lp.prices(deadline, grace))
     return float(value + _REL_MARGIN * abs(value) + _ABS_MARGIN)
@@ -398,69 +427,104 @@ def quick_bound(request: PlanRequest, deadline: float | None = None) -> float:
 class _Lagrangian:
     """B(lambda) over grouped options: option i of group `group[i]` takes `amount[i]` of
     pool `pool[i]` and earns `coef[i]`; group g has `count[g]` jobs; pool p holds
-    `caps[p]`."""
+    `caps[p]`. Each group's options are consecutive rows, in pool order (as `quick_bound`
+    lists them), and every group has one.
+
+    The descent keeps, per pool p and group g, the best reduced value of g's options in p,
+    `best[p, g]` = max_{o in g, p(o) = p} (c_o - lambda_p a_o) (-inf without one): moving
+    lambda_p changes row p only, a group's best is the maximum of its column, and its best
+    outside p that of its column without row p. These are the very maxima a pass over all
+    the options finds (a maximum is exact), so B and the prices are the same numbers, at
+    a fraction of the work per pass."""
 
     def __init__(self, group: np.ndarray, pool: np.ndarray, amount: np.ndarray,
                  coef: np.ndarray, count: np.ndarray, caps: np.ndarray) -> None:
-        self.group, self.pool, self.amount, self.coef = group, pool, amount, coef
         self.count, self.caps = count, caps
-        # the options of a group are consecutive rows (as `quick_bound` lists them), and
-        # every group has one: a group's best is then one `reduceat` segment, far cheaper
-        # than `np.maximum.at`
-        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-        contiguous = (len(starts) == len(count) and bool(np.all(np.diff(group) >= 0))
-                      and (len(group) == 0 or int(group[0]) == 0))
-        self._starts = starts if contiguous else None
+        #: per pool: its rows' groups, amounts, coefficients, amounts times group sizes,
+        #: and (for `np.maximum.reduceat`) where each group's rows start and that group
+        self._pools: list[tuple[np.ndarray, ...]] = []
+        for p in range(len(caps)):
+            on = np.flatnonzero(pool == p)
+            g = group[on]
+            starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(on) else on
+            self._pools.append((g, amount[on], coef[on], amount[on] * count[g], starts,
+                                g[starts]))
+        self._best = np.full((len(caps), len(count)), -np.inf)
+        #: per pool, the order of its rows by decreasing threshold its last price used
+        self._orders: list[np.ndarray | None] = [None] * len(caps)
 
-    def _best(self, reduced: np.ndarray) -> np.ndarray:
-        """Per group, max(0, its best reduced value)."""
-        if self._starts is not None and len(reduced):
-            return np.maximum(np.maximum.reduceat(reduced, self._starts), 0.0)
-        best = np.zeros(len(self.count))
-        np.maximum.at(best, self.group, reduced)
-        return best
+    def _set(self, p: int, lam_p: float) -> None:
+        """Row p of the best reduced values at lambda_p = `lam_p`."""
+        _, amount, coef, _, starts, groups = self._pools[p]
+        if len(starts):
+            self._best[p, groups] = np.maximum.reduceat(coef - lam_p * amount, starts)
+
+    def _value(self, lam: np.ndarray) -> float:
+        """B(lambda) without the constant, from the best reduced values at `lam`."""
+        best = np.maximum(self._best.max(axis=0, initial=-np.inf), 0.0)
+        return float(lam @ self.caps + best @ self.count)
 
     def value(self, lam: np.ndarray) -> float:
         """B(lambda) without the constant."""
-        best = self._best(self.coef - lam[self.pool] * self.amount)
-        return float(lam @ self.caps + best @ self.count)
+        for p, lam_p in enumerate(lam):
+            self._set(p, float(lam_p))
+        return self._value(lam)
 
     def prices(self, deadline: float | None = None, grace: float = 0.0) -> np.ndarray:
         """Pool prices minimising B by exact coordinate descent (module doc), cut at
-        `deadline` after `MIN_PASSES` passes and `grace` seconds of descent. The reduced
-        values c_o - lambda_p(o) a_o are kept up to date pool by pool (only pool p's rows
-        change with lambda_p), and each pool's rows are found once."""
+        `deadline` after `MIN_PASSES` passes and `grace` seconds of descent."""
         lam = np.zeros(len(self.caps))
         last = self.value(lam)
-        reduced = self.coef - lam[self.pool] * self.amount
-        rows = [np.flatnonzero(self.pool == p) for p in range(len(self.caps))]
         start = time.monotonic()
         for k in range(PASSES):
             if (deadline is not None and k >= MIN_PASSES and (now := time.monotonic())
                     >= deadline and now - start >= grace):
                 break
-            for p, on in enumerate(rows):
-                lam[p] = self._coordinate(reduced, on, p)
-                reduced[on] = self.coef[on] - lam[p] * self.amount[on]
-            now = self.value(lam)
+            for p in range(len(lam)):
+                lam[p] = self._coordinate(p)
+                self._set(p, float(lam[p]))
+            now = self._value(lam)
             if now > last - 1e-9 * max(1.0, abs(last)):
                 break
             last = now
         return lam
 
-    def _coordinate(self, reduced: np.ndarray, on: np.ndarray, p: int) -> float:
-        """The minimiser of B along lambda_p, the other prices fixed (`reduced`: the
-        reduced values at the current prices; `on`: pool p's rows): a group prefers pool p
-        while lambda_p < its threshold t; the price is the threshold at which the
-        preferring groups' amounts first exceed the pool."""
-        if not len(on):
+    def _coordinate(self, p: int) -> float:
+        """The minimiser of B along lambda_p, the other prices fixed (at the best reduced
+        values kept): a group prefers pool p while lambda_p < its threshold t, its best in
+        p less its best elsewhere (at least 0) over the amount; the price is the threshold
+        at which the preferring groups' amounts, in decreasing order of t, first exceed
+        the pool."""
+        g, amount, coef, filling, _, _ = self._pools[p]
+        if not len(g):
             return 0.0
-        others = reduced.copy()
-        others[on] = -np.inf
-        alt = self._best(others)
-        g = self.group[on]
-        t = (self.coef[on] - alt[g]) / self.amount[on]
+        best = self._best
+        row = best[p].copy()
+        best[p] = -np.inf
+        alt = np.maximum(best.max(axis=0), 0.0)
+        best[p] = row
+        t = (coef - alt[g]) / amount
+        cap = float(self.caps[p])
+        slack = _FIT_MARGIN * max(1.0, abs(cap))
+        if float(filling[t > 0].sum()) < cap - slack:
+            return 0.0   # every group with t > 0 fits: the price is 0, no sort needed
+        # The thresholds move little from one pass to the next: the last pass's order,
+        # re-sorted (a stable sort of an almost sorted array is a merge of runs), is in
+        # decreasing t too, ties perhaps otherwise. The price found on it is the
+        # threshold tau of the tie block where the amounts first exceed the pool; any
+        # order of the ties finds the same one when the amounts with t > tau total at most
+        # the pool, and those with t >= tau more, each by more than the rounding of any
+        # order of summing them. Else the order is the one a fresh sort gives.
+        prev = self._orders[p]
+        if prev is not None:
+            order = prev[np.argsort(-t[prev], kind="stable")]
+            k = int(np.searchsorted(np.cumsum(filling[order]), cap, side="right"))
+            tau = float(t[order[k]]) if k < len(order) else None
+            if tau is not None and (float(filling[t > tau].sum()) <= cap - slack
+                                    and float(filling[t >= tau].sum()) > cap + slack):
+                self._orders[p] = order
+                return max(0.0, tau)
         order = np.argsort(-t)
-        filled = np.cumsum((self.amount[on] * self.count[g])[order])
-        k = int(np.searchsorted(filled, self.caps[p], side="right"))
-        return max(0.0, float(t[order][k])) if k < len(order) else 0.0
+        self._orders[p] = order
+        k = int(np.searchsorted(np.cumsum(filling[order]), cap, side="right"))
+        return max(0.0, float(t[order[k]])) if k < len(order) else 0.0

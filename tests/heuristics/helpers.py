@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
+from benchmarks.generator import generate_custom
 from heuristics.result import HeuristicResult
 from models import PlanRequest
 from solver.build import build_plan
@@ -27,3 +29,24 @@ def request(nodes: list[dict[str, Any]], jobs: list[dict[str, Any]],
     """A validated PlanRequest."""
     return PlanRequest.model_validate({"cluster": {"nodes": nodes}, "jobs": jobs,
                                        "policy": policy})
+
+
+def crowded(gpus: int, jobs: int, seed: int, objective: str, **kw: Any) -> PlanRequest:
+    """More demand than GPUs (many fit keys fill up), tight host CPU and memory, small
+    gangs that may span nodes, the policy's `objective` and `seed`; `kw`:
+    `generate_custom`'s (elastic gangs, topology). Not validated again."""
+    rng = random.Random(seed)
+    req = generate_custom(gpus, jobs, seed=seed, **kw)
+    nodes = [n.model_copy(update={"cpu_millicores": rng.choice((16000.0, 40000.0, None)),
+                                  "memory_gib": rng.choice((64.0, 512.0))})
+             for n in req.cluster.nodes]
+    out = []
+    for j in req.jobs:
+        update: dict[str, object] = {"cpu_millicores": rng.choice((None, 2000.0, 6000.0)),
+                                     "host_memory_gib": rng.choice((None, 8.0, 40.0))}
+        if j.gpus in (2, 4) and j.elastic is None and rng.random() < 0.5:
+            update["single_node"] = False
+        out.append(j.model_copy(update=update))
+    policy = req.policy.model_copy(update={"objective": objective, "seed": seed})
+    return req.model_copy(update={"policy": policy, "jobs": out, "cluster": req.cluster.model_copy(
+        update={"nodes": nodes})})

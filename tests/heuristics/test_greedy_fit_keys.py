@@ -4,14 +4,11 @@ tries every job."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
-from benchmarks.generator import generate_custom
 from heuristics.greedy import Greedy, plan_greedy
 from models import PlanRequest, Quota
-from tests.heuristics.helpers import node, request, violations
+from tests.heuristics.helpers import crowded, node, request, violations
 
 OBJECTIVES = ("throughput", "fairness", "priority_fifo", "jct")
 
@@ -20,22 +17,8 @@ def _request(seed: int, objective: str) -> PlanRequest:
     """A crowded cluster (more demand than GPUs, so many keys fill up) with tight host
     CPU and memory, some elastic gangs, small gangs that may span nodes, topology levels
     on odd seeds and quotas with a guarantee on seeds 2 mod 3."""
-    rng = random.Random(seed)
     topology = ("zone", "rack") if seed % 2 else ()
-    req = generate_custom(64, 200, seed=seed, elastic=0.2, topology=topology)
-    nodes = [n.model_copy(update={"cpu_millicores": rng.choice((16000.0, 40000.0, None)),
-                                  "memory_gib": rng.choice((64.0, 512.0))})
-             for n in req.cluster.nodes]
-    jobs = []
-    for j in req.jobs:
-        update: dict[str, object] = {"cpu_millicores": rng.choice((None, 2000.0, 6000.0)),
-                                     "host_memory_gib": rng.choice((None, 8.0, 40.0))}
-        if j.gpus in (2, 4) and j.elastic is None and rng.random() < 0.5:
-            update["single_node"] = False
-        jobs.append(j.model_copy(update=update))
-    policy = req.policy.model_copy(update={"objective": objective, "seed": seed})
-    req = req.model_copy(update={"policy": policy, "jobs": jobs, "cluster": req.cluster.model_copy(
-        update={"nodes": nodes})})
+    req = crowded(64, 200, seed, objective, elastic=0.2, topology=topology)
     if seed % 3 == 2:
         cluster = req.cluster.model_copy(update={"quotas": {
             "team-0": Quota(limit={"*": 6}), "team-1": Quota(guaranteed={"*": 4})}})
