@@ -71,9 +71,14 @@ PACE_MIN_S = 0.02
 #: must not make the next look free, nor one stalled phase make every other look hopeless.
 PACE_RANGE = (0.5, 12.0)
 #: Finishing a plan with quotas or priority classes costs about this much more (restoring
-#: displaced jobs, the level reasons and stats, their checks; measured on M: 0.29 s of
-#: CPU against 0.06 s).
-FINISH_LEVELS_FACTOR = 5.0
+#: displaced jobs, the level reasons and stats, their checks). Once 5 (M: 0.29 s of CPU
+#: against 0.06 s); since each level pass runs once per plan (session 15), finishing
+#: costs 1.3-1.6 times the plain prior at L (16,384 GPUs / 20,000 jobs) for throughput,
+#: 2.1-2.6 times for fairness and priority_fifo, and 2.5-4.3 times at M (1,024 GPUs /
+#: 1,500 jobs, whose level reasons replay the placer per class): 3, times FINISH_SAFETY,
+#: covers each. With 5, L at 10 s kept 4.3-5.1 s back for 1.7-2.0 s of finishing and
+#: returned 2-3 s early.
+FINISH_LEVELS_FACTOR = 3.0
 #: Seconds by which an exact backend may overrun the limit it is given (its result is
 #: read back and decoded afterwards), by backend, scaled by the load in `limits`. CP-SAT
 #: is stopped at its limit by a watcher even inside presolve (whose own clock checks
