@@ -325,6 +325,21 @@ CASES: list[tuple[str, int, dict[str, Any], bool]] = [
 ]
 
 
+def flag_each(request: PlanRequest, plan: Plan, mutations: dict[str, Any],
+              tag: str) -> dict[str, int]:
+    """Each mutant of `mutations` (name -> (mutate, rule)) of `plan`, checked by the fast
+    and the general validator alike (`_agree`) and flagged under its rule; how many of
+    each were made (`tag` seeds their random choices)."""
+    made: dict[str, int] = {}
+    for name, (mutate, rule) in mutations.items():
+        rng = random.Random(f"{tag}-{name}")
+        for req, bad in mutate(request, plan, rng):
+            rules = {v[0] for v in _agree(req, bad)}
+            assert rule in rules, (name, rules)
+            made[name] = made.get(name, 0) + 1
+    return made
+
+
 @pytest.mark.parametrize(("size", "seed", "options", "kept"), CASES,
                          ids=[f"{s}{k}{'-kept' if kept else ''}-{'-'.join(o) or 'v1'}"
                               for s, k, o, kept in CASES])
@@ -333,13 +348,7 @@ def test_every_mutant_is_flagged_under_its_rule(size: str, seed: int,
     request = generate(size, seed, **options)
     plan = _kept_plan(request) if kept else _base(request, seed)
     assert _agree(request, plan) == []
-    made: dict[str, int] = {}
-    for name, (mutate, rule) in MUTATIONS.items():
-        rng = random.Random(f"{size}{seed}-{name}")
-        for req, bad in mutate(request, plan, rng):
-            rules = {v[0] for v in _agree(req, bad)}
-            assert rule in rules, (name, rules)
-            made[name] = made.get(name, 0) + 1
+    made = flag_each(request, plan, MUTATIONS, f"{size}{seed}")
     # (most kinds of breakage apply to each instance: a plan of kept jobs alone has no new
     # placement to close or refraction, an instance without quotas no limit to cut)
     assert len(made) >= len(MUTATIONS) - 5, sorted(set(MUTATIONS) - set(made))

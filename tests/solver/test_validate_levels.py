@@ -21,6 +21,7 @@ from models.plan import Plan
 from models.request import PlanRequest
 from models.rules import model_eligible
 from solver import validate
+from tests.solver.test_validate_differential import flag_each
 from tests.solver.test_validate_fast_paths import _agree, _base, _with
 
 Mutation = Callable[[PlanRequest, Plan, random.Random], Iterator[tuple[PlanRequest, Plan]]]
@@ -127,13 +128,7 @@ def test_every_level_mutant_is_flagged_under_its_rule(size: str, seed: int,
     request = generate(size, seed, **options)
     plan = _base(request, seed)
     assert _agree(request, plan) == []
-    made: dict[str, int] = {}
-    for name, (mutate, rule) in MUTATIONS.items():
-        rng = random.Random(f"{size}{seed}-{name}")
-        for req, bad in mutate(request, plan, rng):
-            rules = {v[0] for v in _agree(req, bad)}
-            assert rule in rules, (name, rules)
-            made[name] = made.get(name, 0) + 1
+    made = flag_each(request, plan, MUTATIONS, f"{size}{seed}")
     assert {"level_off", "level_dropped"} <= made.keys()
     if request.cluster.quotas:
         assert "quota_row_off" in made
