@@ -43,8 +43,10 @@ def same_placement(a: Sequence[Placement], b: Sequence[Placement]) -> bool:
     """True when two placement lists name the same GPUs / instances (order-free)."""
     if len(a) != len(b):
         return False
-    if all(map(operator.is_, a, b)):
-        return True   # the very same objects (a running job kept as it runs)
+    if a == b or all(map(operator.is_, a, b)):
+        # equal lists, or the very same objects (a running job kept as it runs): the
+        # list compares them in C, without a key per placement
+        return True
 
     def key(p: Placement) -> tuple[str, int, str, int]:
         return (p.node, p.gpu, p.mig.profile if p.mig else "", p.mig.start if p.mig else -1)
@@ -251,9 +253,7 @@ def evaluate(request: PlanRequest, placements: Mapping[str, Sequence[Placement]]
             if current:
                 lost(name)
             continue
-        # `pl != current` first: a list of the very placements running (a running job
-        # kept) compares equal in C, without a call or a look at a placement
-        if current and pl is not current and pl != current and not same(pl, current):
+        if current and pl is not current and not same(pl, current):
             moved(name)
         if infos is None:
             keep((item, pl, None, None, item.elastic is not None))
@@ -401,7 +401,7 @@ def _class_evaluations(request: PlanRequest, placements: Mapping[str, Sequence[P
                 g[3].append(name)
             continue
         g[1][name] = pl
-        if current and pl is not current and pl != current and not same(pl, current):
+        if current and pl is not current and not same(pl, current):
             g[2].append(name)
         elastic = job.elastic is not None
         if infos is not None and not elastic:

@@ -115,9 +115,7 @@ def _breaks_running(request: PlanRequest, result: HeuristicResult) -> bool:
         if not current:
             continue
         pls = placed(job.name)
-        # `pls == current` first: the very placements running compare equal in C
-        if not job.preemptible and not (pls and (pls == current
-                                                 or same_placement(pls, current))):
+        if not job.preemptible and not (pls and same_placement(pls, current)):
             return True
         if not may_stop and not pls:
             return True
