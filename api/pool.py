@@ -31,7 +31,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from multiprocessing.connection import Connection
@@ -55,7 +55,6 @@ from api.session_worker import (
     SessionPlan,
     StaleSession,
     WorkerSessions,
-    prompt,
 )
 from models import Plan, PlanRequest
 from models.instance import forget_compiled
@@ -121,9 +120,9 @@ def _worker_main(conn: Connection, lifeline: Connection, planner_path: str, nice
     The planner runs in the worker's solve thread, at the pool's niceness (`nice`), so
     that solves give way to the API process; the worker's own thread, which validates a
     raw body and serialises the plan on the way to the client, keeps the niceness it was
-    started with (`_SolveThread`). A short session plan (`api.session_worker.prompt`) runs
-    in the worker's own thread; the LP its session solves after the answer runs in the
-    solve thread.
+    started with (`_SolveThread`). A session plan runs in the worker's own thread; the LP
+    its session solves after the answer runs in the solve thread, until the next task
+    arrives.
 
     The cyclic collector is paused from the moment a task arrives until its answer is sent:
     validating a large body, solving and building the plan make hundreds of thousands of
@@ -201,12 +200,30 @@ class _SolveThread:
     def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`fn(*args, **kwargs)` in the solve thread; waits for it and returns (or
         raises) what it did."""
-        return self._executor.submit(fn, *args, **kwargs).result()
+        return self.submit(fn, *args, **kwargs).result()
+
+    def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+        """`fn(*args, **kwargs)` in the solve thread; its future."""
+        return self._executor.submit(fn, *args, **kwargs)
 
 
-def _call(fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` in the calling thread (a short session plan: `prompt`)."""
-    return fn(*args)
+#: How often (seconds) the worker looks for a new task while its solve thread works
+#: between tasks (`_until_task`).
+BETWEEN_POLL_S = 0.005
+
+
+def _until_task(solve_thread: _SolveThread, fn: Callable[..., T],
+                waiting: Callable[[float], bool]) -> T:
+    """`fn(stop=...)` in `solve_thread`, between tasks: once a task arrives (`waiting`)
+    the worker sets `stop`, which `fn` heeds (the LP between session plans gives up), and
+    returns what `fn` returned then."""
+    stop = threading.Event()
+    future = solve_thread.submit(fn, stop=stop)
+    while not future.done():
+        if waiting(BETWEEN_POLL_S):
+            stop.set()
+            break
+    return future.result()
 
 
 def _be_nice(nice: int) -> None:
@@ -233,11 +250,12 @@ class _Laps:
 def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, ...]], None],
            planner: Planner, session_planner: Planner | None,
            sessions: WorkerSessions, solve_thread: _SolveThread,
-           waiting: Callable[[], bool] = lambda: False) -> None:
+           waiting: Callable[[float], bool] = lambda timeout: False) -> None:
     """One task in the worker (`_worker_main` documents the messages); the planner call
-    in `solve_thread`. After a session plan, its session's LP for the next plan runs only
-    when no task is `waiting` already (it cannot be interrupted, and the task would wait
-    for it)."""
+    in `solve_thread`, a session plan's in this thread. After a session plan, the state
+    its next plan starts from is made here and its LP in the solve thread, unless a task
+    is `waiting` (`waiting(timeout)`: whether one arrives within `timeout` seconds); the
+    LP gives up as soon as one arrives (`_until_task`)."""
     from solver import PlanningError
 
     task_id, payload = msg
@@ -249,8 +267,8 @@ def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, 
     try:
         commit: CommitDelta | None = None
         if isinstance(payload, SessionPlan):
-            run = _call if prompt(payload) else solve_thread.run  # short: not nice
-            result, commit = run(sessions.plan, payload, session_planner)
+            # here, at the server's niceness: a cluster manager waits for it in its cycle
+            result, commit = sessions.plan(payload, session_planner)
         else:
             if isinstance(payload, RawRequest):  # an idle worker validates the body itself
                 checked = validate_body(payload.body, payload.settings)
@@ -271,16 +289,15 @@ def _serve(msg: tuple[str, Any], received_at: float, send: Callable[[tuple[Any, 
         send(("done", task_id, text, result.solver, result.status,
               WorkerTimes(received_at, sent, tuple(laps.stages)), commit))
         if isinstance(payload, SessionPlan):
-            # the state the session's next plan starts from and the LP of it (off the
-            # call's path), unless the next task is already here. After a short plan the
-            # state is made at the server's niceness like the plan itself: the next
-            # cycle's plan would otherwise wait for it at the pool's (L under load: 13.8 s
-            # against 5.5-6.8 s for the other rounds)
-            if not waiting():
-                if prompt(payload):
-                    _call(sessions.prepare, payload.session_id, False)
-                if not waiting():
-                    solve_thread.run(sessions.prepare, payload.session_id)
+            # the state the session's next plan starts from (off the call's path), at the
+            # server's niceness like the plan itself: the next cycle's plan would
+            # otherwise wait for it at the pool's (L under load: 13.8 s against 5.5-6.8 s
+            # for the other rounds); then the LP of it at the pool's, until a task comes
+            if not waiting(0.0):
+                sessions.prepare(payload.session_id, False)
+                if not waiting(0.0):
+                    _until_task(solve_thread, functools.partial(
+                        sessions.prepare, payload.session_id), waiting)
         else:
             # What the solve cached on the request (its compiled jobs: 230,000 objects
             # at 16,384 GPUs) would otherwise outlive it until the next task's first

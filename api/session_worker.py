@@ -26,12 +26,21 @@ last plan as the worker's JSON (for the store, `GET`, and a worker sent the stat
 which parses it). Once the plan is sent, the worker solves the LP relaxation of the state
 the plan left for the session's next plan (`WorkerSessions.prepare`; solver/warm.py
 `prepare`: only when its last cost was at most 0.5 s of CPU), in the time the
-cluster manager takes to enact the plan and gather the next events.
+cluster manager takes to enact the plan and gather the next events; it gives up as soon
+as the next task arrives (api/pool.py `_serve`).
+
+A session plan, whatever its time limit, runs in the worker's own thread at the server's
+niceness, not in the solve thread at the pool's lower one: a cluster manager waits for
+each in its cycle. At the pool's niceness among four busy processes of niceness 0 on two
+cores a plan gets a third of their share of a core: M at 0.25 s took twice the in-process
+time, and a session's first plan at L with 5 s kept only the running jobs, so that every
+warm plan after it stayed at 0.61 of a cold solve's value (benchmarks/LATENCY.md).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,9 +58,6 @@ log = logging.getLogger(__name__)
 #: 16,384 GPUs / 20,000 jobs takes about 95 MiB in memory, and 15 MiB more for the
 #: compiled jobs and placer its next warm plan starts from (solver/warm.py).
 HELD = 4
-#: Session plans asked with at most this time limit (seconds) run in the worker's own
-#: thread, at the server's niceness, not in its solve thread at the pool's (`prompt`).
-PROMPT_S = 1.0
 #: Event batches the API process keeps per session for its holder (beyond them, or when
 #: they are not all kept, the whole state is sent).
 KEPT_BATCHES = 64
@@ -80,16 +86,6 @@ class SessionPlan:
     state: PlanningSession | None = None
     #: the last plan's JSON, with a whole `state` (whose `last_plan` is then None)
     plan_json: str | None = None
-
-
-def prompt(task: SessionPlan) -> bool:
-    """Whether `task` is a short session plan (a time limit of at most `PROMPT_S`), which
-    the worker runs at the server's niceness: a cluster manager waits for it in its cycle,
-    and it is bounded by its limit. At the pool's niceness (5) among busy processes of
-    niceness 0 it gets a third of their share of a core: M, 0.25 s, with four busy
-    processes on two cores, the service's plans took twice the in-process ones."""
-    limit = task.time_limit_s
-    return limit is not None and min(limit, task.max_time_limit_s) <= PROMPT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,15 +178,16 @@ class WorkerSessions:
             self._held.popitem(last=False)
         return result, CommitDelta.between(before, session.request)
 
-    def prepare(self, session_id: str, lp: bool = True) -> bool:
+    def prepare(self, session_id: str, lp: bool = True, stop: threading.Event | None = None
+                ) -> bool:
         """After a plan of `session_id` is answered: the state its next plan starts from
-        and (`lp`) the LP of that state (`PlanningSession.prepare`), when this worker holds
-        it; whether the LP ran."""
+        and (`lp`) the LP of that state (`PlanningSession.prepare`; it gives up once
+        `stop` is set), when this worker holds it; whether the LP ran to its end."""
         session = self._held.get(session_id)
         if session is None:
             return False
         try:
-            return session.prepare(lp)
+            return session.prepare(lp, stop)
         except Exception:
             # the plan's answer is sent: the session is dropped (its next plan goes whole)
             log.exception("the LP between plans of session %s failed", session_id)

@@ -82,6 +82,7 @@ import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from threading import Event
 from typing import NamedTuple
 
 from models import Gpu, Node, PlanRequest
@@ -101,7 +102,15 @@ from models.rules import (
     quota_usage,
     required_levels,
 )
-from solver.highs import INF, INFEASIBLE, OPTIMAL, SOLUTION_FEASIBLE, HighsLp, set_integral
+from solver.highs import (
+    INF,
+    INFEASIBLE,
+    OPTIMAL,
+    SOLUTION_FEASIBLE,
+    HighsLp,
+    interrupt_on,
+    set_integral,
+)
 
 log = logging.getLogger(__name__)
 
@@ -316,24 +325,26 @@ def upper_bound(request: PlanRequest, *, time_limit_s: float = 2.0) -> float | N
 
 
 def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = False,
-          also_nearest: bool = False, deadline: float | None = None, resolve: bool = True
-          ) -> Relaxation | None:
+          also_nearest: bool = False, deadline: float | None = None, resolve: bool = True,
+          stop: Event | None = None) -> Relaxation | None:
     """The aggregated LP relaxation of `request`: its bound (as `upper_bound`) and the
     integer part of its solution as per-job target models (see `heuristics/lp_round.py`,
     which rounds it into a plan); with `nearest`, each LP count rounded to the nearest
     integer instead (`_targets_by_lift`); with `also_nearest`, those in `Relaxation.nearest` as
     well; None if the relaxation is infeasible. Past `deadline` (a `time.monotonic()`
     instant; its Python part looks at it between stages and every `_LATE_EVERY` jobs,
-    HiGHS is given no more than what is left) it stops: `CUT` (no bound, no targets).
-    `resolve=False`: never the integer re-solve (`_run`), whose start and result depend
-    on the wall clock (deterministic mode)."""
+    HiGHS is given no more than what is left) it stops: `CUT` (no bound, no targets); so
+    it does once `stop` is set (HiGHS is interrupted then too). `resolve=False`: never
+    the integer re-solve (`_run`), whose start and result depend on the wall clock
+    (deterministic mode)."""
     t0 = time.perf_counter()
+    until = Until(deadline, stop) if deadline is not None or stop is not None else None
     fair = request.policy.objective == "fairness"
     state = ClusterState(request)
     caps = _capacities(state, request)
     try:
-        _check(deadline)
-        grouped = _group_jobs(request, state, caps, fair, deadline)
+        _check(until)
+        grouped = _group_jobs(request, state, caps, fair, until)
         if grouped is None:
             return None
         groups, members, const = grouped
@@ -342,13 +353,13 @@ def relax(request: PlanRequest, *, time_limit_s: float = 2.0, nearest: bool = Fa
         solved = _solve_lp(groups, caps.cap, caps.node_free, caps.whole_cap,
                            mem_cap, fair,
                            tenant_demands(request) if fair else {},
-                           limit, request.cluster.quotas, caps, deadline, resolve)
+                           limit, request.cluster.quotas, caps, until, resolve)
     except _Cut:
         return CUT
     if solved is None:
         return None
     bound, cols, lp_cols = solved
-    if cols is None and _late(deadline):
+    if cols is None and _late(until):
         return CUT   # cut, not unsolved: the quick bound is the better stand-in
     value = bound if fair else bound + const
     # the nearest counts come from the LP's own values even when the integer re-solve
@@ -380,17 +391,30 @@ _LATE_EVERY = 128
 
 
 class _Cut(Exception):
-    """`relax`'s deadline passed while it built the LP."""
+    """`relax`'s deadline passed (or its stop was set) while it built the LP."""
 
 
-def _late(deadline: float | None) -> bool:
-    """Whether `deadline` (a `time.monotonic()` instant, None: never) has passed."""
-    return deadline is not None and time.monotonic() >= deadline
+class Until(NamedTuple):
+    """When `relax` stops: past `deadline` (a `time.monotonic()` instant; None: never) or
+    once `stop` is set (None: never)."""
+
+    deadline: float | None
+    stop: Event | None = None
+
+    def passed(self) -> bool:
+        """Whether it is time to stop."""
+        return (self.deadline is not None and time.monotonic() >= self.deadline) or \
+            (self.stop is not None and self.stop.is_set())
 
 
-def _check(deadline: float | None) -> None:
-    """Raise `_Cut` when `deadline` has passed."""
-    if _late(deadline):
+def _late(until: Until | None) -> bool:
+    """Whether `until` (None: never) has come."""
+    return until is not None and until.passed()
+
+
+def _check(until: Until | None) -> None:
+    """Raise `_Cut` when `until` has come."""
+    if _late(until):
         raise _Cut
 
 
@@ -410,9 +434,9 @@ class JobEntry(NamedTuple):
 
 
 def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool,
-                deadline: float | None = None) -> list[JobEntry] | None:
+                until: Until | None = None) -> list[JobEntry] | None:
     """Every job's entry (options raised by its co-location factor cap, module doc); None
-    when a fixed job has no option (the relaxation is infeasible). Past `deadline`
+    when a fixed job has no option (the relaxation is infeasible). Once `until` comes
     (looked at every `_LATE_EVERY` jobs) it raises `_Cut`. The grouping of this module and
     of solver/level_bound.py both start here."""
     table = interference_table(request.interference)
@@ -420,8 +444,8 @@ def job_entries(request: PlanRequest, state: ClusterState, caps: _Capacity, fair
     out: list[JobEntry] = []
     alike: dict[tuple[object, ...], dict[str, Option]] = {}
     for n, info in enumerate(compile_jobs(request)):
-        if deadline is not None and n % _LATE_EVERY == _LATE_EVERY - 1:
-            _check(deadline)
+        if until is not None and n % _LATE_EVERY == _LATE_EVERY - 1:
+            _check(until)
         job = info.job
         cap = (colocation_factor_cap(job, census, table)
                if table and job.colocation_class is not None else 1.0)
@@ -486,12 +510,12 @@ def _domain_levels(info: JobInfo, request: PlanRequest, state: ClusterState,
 
 
 def _group_jobs(request: PlanRequest, state: ClusterState, caps: _Capacity, fair: bool,
-                deadline: float | None = None
+                until: Until | None = None
                 ) -> tuple[dict[GroupKey, GroupCount], dict[GroupKey, list[str]], float] | None:
     """The jobs grouped by `GroupKey` (counts, member names) and the objective's constant
-    (`-preemption_cost` per running job); None when a fixed job has no option. Past
-    `deadline` it raises `_Cut` (`job_entries`)."""
-    entries = job_entries(request, state, caps, fair, deadline)
+    (`-preemption_cost` per running job); None when a fixed job has no option. Once
+    `until` comes it raises `_Cut` (`job_entries`)."""
+    entries = job_entries(request, state, caps, fair, until)
     if entries is None:
         return None
     pre_cost = 0.0 if fair else request.policy.preemption_cost
@@ -789,12 +813,13 @@ def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
               mem_cap: dict[str, float | None], fair: bool,
               demands: dict[str, float], time_limit_s: float,
               quotas: dict[str, Quota] | None = None, caps: _Capacity | None = None,
-              deadline: float | None = None, resolve: bool = True) -> _Solved | None:
+              until: Until | None = None, resolve: bool = True) -> _Solved | None:
     """max sum coef x (or t for fairness) over the aggregated model (the LP above) and the
     optimal column values of its job columns (None with the capacity-free fallback), and
     the LP's own values (`_run`); None if infeasible. `caps` (when given) adds the
-    domain and usable rows. Past `deadline` it raises `_Cut` before the solve, and HiGHS
-    gets at most what is left. `resolve`: as `relax`'s."""
+    domain and usable rows. Once `until` comes it raises `_Cut` before the solve; HiGHS
+    gets at most what is left of its deadline and is interrupted when its stop is set.
+    `resolve`: as `relax`'s."""
     patterns = _node_patterns(groups, node_free)
     lp = HighsLp()
     _declare_rows(lp, groups, cap, node_free, whole_cap, mem_cap, fair, demands, patterns)
@@ -816,10 +841,11 @@ def _solve_lp(groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
     _pattern_columns(lp, patterns)
     if lp.num_cols == 0:
         return 0.0, [], []
-    _check(deadline)
-    if deadline is not None:
-        time_limit_s = min(time_limit_s, deadline - time.monotonic())
-    return _run(lp, gang_cols, n_job_cols, fallback, fair, time_limit_s, resolve)
+    _check(until)
+    if until is not None and until.deadline is not None:
+        time_limit_s = min(time_limit_s, until.deadline - time.monotonic())
+    return _run(lp, gang_cols, n_job_cols, fallback, fair, time_limit_s, resolve,
+                until.stop if until is not None else None)
 
 
 def _declare_rows(lp: HighsLp, groups: dict[GroupKey, GroupCount], cap: dict[Pool, int],
@@ -1008,12 +1034,16 @@ def _pattern_columns(lp: HighsLp, patterns: Patterns) -> None:
 
 
 def _run(lp: HighsLp, gang_cols: list[bool], n_job_cols: int, fallback: float, fair: bool,
-         time_limit_s: float, resolve: bool = True) -> _Solved | None:
+         time_limit_s: float, resolve: bool = True, stop: Event | None = None
+         ) -> _Solved | None:
     """Solve the bound LP; re-solve with gang columns integral when they come out
     fractional, time is left and `resolve` allows (module doc). (value, job column
     values, the LP's job column values: the same list unless the re-solve's replaced
-    them), the fallback without a solution, None if infeasible."""
+    them), the fallback without a solution, None if infeasible. Once `stop` is set, HiGHS
+    is interrupted (no solution: the fallback)."""
     h = lp.to_highs()
+    if stop is not None:
+        interrupt_on(h, stop)
     h.setOptionValue("time_limit", max(0.05, time_limit_s))
     t0 = time.perf_counter()
     h.run()
@@ -1030,7 +1060,8 @@ def _run(lp: HighsLp, gang_cols: list[bool], n_job_cols: int, fallback: float, f
     lp_s = time.perf_counter() - t0
     left = time_limit_s - lp_s
     mip_s = min(left, MIP_SHARE * time_limit_s)
-    if resolve and gangs and not fair and mip_s > MIP_MIN_LPS * lp_s:
+    if resolve and gangs and not fair and mip_s > MIP_MIN_LPS * lp_s and \
+            not (stop is not None and stop.is_set()):
         # Gang counts are integers in every plan: re-solve with them integral (HiGHS
         # MIP, warm from the LP). Its incumbent gives targets a plan can follow (the
         # LP's fractional gangs round down and lose their value), its dual bound a

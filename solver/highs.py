@@ -17,9 +17,11 @@ declares its families in a fixed order gets a fixed layout.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from threading import Event
 
 import highspy
 import numpy as np
+from highspy.highs import HighsCallbackEvent
 
 from solver.quiet import new_highs
 
@@ -120,3 +122,15 @@ def set_integral(h: highspy.Highs, cols: list[int]) -> None:
     """Make columns `cols` of `h` integer."""
     idx = np.array(cols, dtype=np.int32)
     h.changeColsIntegrality(len(idx), idx, np.full(len(idx), highspy.HighsVarType.kInteger))
+
+
+def interrupt_on(h: highspy.Highs, stop: Event) -> None:
+    """Make `h`'s solves stop once `stop` is set (from any thread): its simplex, interior
+    point and MIP loops ask at each of their interrupt checks. A solve interrupted so ends
+    with the status `kInterrupt` and no optimal solution."""
+    def check(e: HighsCallbackEvent) -> None:
+        if stop.is_set():
+            e.interrupt()
+
+    for hook in (h.cbSimplexInterrupt, h.cbIpmInterrupt, h.cbMipInterrupt):
+        hook.subscribe(check)

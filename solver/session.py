@@ -42,6 +42,7 @@ committed (`last_plan`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -496,14 +497,15 @@ class PlanningSession:
             promote_survivors()
             return plan
 
-    def prepare(self, lp: bool = True) -> bool:
+    def prepare(self, lp: bool = True, stop: threading.Event | None = None) -> bool:
         """Between plans: make the state the next warm plan starts from when the last plan
         left none (solver/warm.py `prepare_carry`: after the first plan, say), and (`lp`)
         solve the LP relaxation of the current state for it (`prepare`), when the session
-        has made a warm plan and the LP's measured cost is small; whether the LP ran. A
-        caller that has idle time after a plan calls it then; the next plan is valid
-        either way. The carried state is made once per plan, so a caller may make it
-        first (`lp=False`, at a better priority) and call again for the LP."""
+        has made a warm plan and the LP's measured cost is small; whether the LP ran to
+        its end. A caller that has idle time after a plan calls it then; the next plan is
+        valid either way. The carried state is made once per plan, so a caller may make it
+        first (`lp=False`, at a better priority) and call again for the LP, with a `stop`
+        it sets when it needs the thread back (the LP then gives up at once)."""
         if self.last_plan is None or not self.warm():
             return False
         from solver.warm import WarmMemo, prepare, prepare_carry
@@ -511,7 +513,7 @@ class PlanningSession:
         if self.memo is None:
             self.memo = WarmMemo()
         prepare_carry(self._request, self.memo, self.last_plan)  # pauses the collector
-        return lp and prepare(self._request, self.memo)
+        return lp and prepare(self._request, self.memo, stop)
 
     def _plan_request(self, request: PlanRequest, planner: Planner | None) -> Plan:
         if planner is None and self._warm(request):

@@ -121,7 +121,7 @@ from models.instance import (
 )
 from models.rules import lexicographic_levels
 from solver.auto import EXACT_VARS, estimate_vars
-from solver.bound import Relaxation, relax
+from solver.bound import CUT, Relaxation, relax
 from solver.budget import FINISH_MARGIN_S, finish_prior
 from solver.build import build_plan
 from solver.driver import PlanningError, note_overrun
@@ -757,7 +757,7 @@ def prepare_carry(request: PlanRequest, memo: WarmMemo, last: Plan) -> bool:
     return True
 
 
-def prepare(request: PlanRequest, memo: WarmMemo) -> bool:
+def prepare(request: PlanRequest, memo: WarmMemo, stop: Event | None = None) -> bool:
     """Between two plans of a session: solve the LP relaxation of its committed state
     `request` and keep its targets in `memo` for the next warm plan's rounding
     (`_repack`), when the LP is expected (its last measured CPU) to take at most
@@ -769,7 +769,9 @@ def prepare(request: PlanRequest, memo: WarmMemo) -> bool:
     quiet machine: 0.1-0.35 s of CPU spent for nothing). Targets from between plans that
     no plan could round yet
     are kept until `TARGETS_MAX_AGE` (a slow machine would otherwise pay an LP per plan
-    for nothing). Whether it ran."""
+    for nothing). Once `stop` is set the LP gives up (the caller needs the thread for
+    the next plan), and nothing of it is kept, its cost neither. Whether it ran to its
+    end."""
     if memo.plans == 0 or request.policy.deterministic or not applies(request) or \
             request.policy.objective not in LP_ROUND_OBJECTIVES or \
             lexicographic_levels(request):
@@ -784,7 +786,9 @@ def prepare(request: PlanRequest, memo: WarmMemo) -> bool:
         return False
     with gc_paused():
         c0 = time.process_time()
-        rel = relax(request, time_limit_s=PREPARE_LP_S, nearest=True)
+        rel = relax(request, time_limit_s=PREPARE_LP_S, nearest=True, stop=stop)
+        if rel is CUT:
+            return False  # given up (`stop`): its cost so far is not the LP's
         memo.prepare_cpu = time.process_time() - c0
     memo.prepares += 1
     if rel is None or not rel.targets:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +337,29 @@ def test_the_solve_runs_niced_and_the_workers_own_thread_does_not(fake_server: S
         nice, ticks = max(busiest, key=lambda t: t[1])
         assert ticks > 0 and nice == base + 5
         wait_for(lambda: state_of(c, solve_id) == "done")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_session_plans_run_at_the_servers_niceness(fake_server: Server) -> None:
+    """A session plan, however long its limit, runs at the server's niceness, not at the
+    pool's: a cluster manager waits for each in its cycle (api/session_worker.py)."""
+    assert fake_server.proc is not None
+    base = _threads(fake_server.proc.pid)[fake_server.proc.pid][0]
+    with fake_server.client() as c:
+        r = c.post("/v1/sessions", json=tiny("spin", time_limit=0.05))
+        assert r.status_code == 201, r.text
+        path = r.json()["url"]
+        with ThreadPoolExecutor(1) as pool:
+            # the fake planner burns CPU for the whole limit, longer than a short plan
+            answer = pool.submit(c.post, f"{path}/plan", json={"time_limit_s": 2.5})
+            time.sleep(1.0)
+            spinning = []
+            for pid in fake_server.worker_pids():
+                before = _threads(pid)
+                time.sleep(0.3)
+                after = _threads(pid)
+                spinning += [after[t] for t in after
+                             if t in before and after[t][1] - before[t][1] > 0]
+            assert answer.result().status_code == 200
+        assert spinning and all(nice == base for nice, _ in spinning), (base, spinning)
+        c.delete(path)

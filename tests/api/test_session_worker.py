@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pickle
 import random
+import threading
+import time
 
 import pytest
 
@@ -18,7 +20,6 @@ from api.session_worker import (
     SessionPlan,
     StaleSession,
     WorkerSessions,
-    prompt,
 )
 from benchmarks.generator import generate_custom
 from benchmarks.latency import random_events
@@ -175,16 +176,6 @@ def test_the_api_commit_from_the_delta_equals_the_parsed_plan_commit() -> None:
                    ).request == parsed.request
 
 
-def test_short_session_plans_are_prompt() -> None:
-    """Session plans whose limit (capped by the server's) is at most `PROMPT_S` run at the
-    server's niceness; longer ones, and those that take the session's own limit, do not."""
-    def task(limit: float | None, cap: float = 10.0) -> SessionPlan:
-        return SessionPlan("s", 1, limit, cap, 1)
-
-    assert prompt(task(0.25)) and prompt(task(1.0)) and prompt(task(5.0, cap=0.5))
-    assert not prompt(task(5.0)) and not prompt(task(None))
-
-
 class _Spy(WorkerSessions):
     """Real worker sessions that record the LP runs between plans (`prepared`) and the
     calls that make only the carried state (`carried`)."""
@@ -194,24 +185,40 @@ class _Spy(WorkerSessions):
         self.prepared: list[str] = []
         self.carried: list[str] = []
 
-    def prepare(self, session_id: str, lp: bool = True) -> bool:
+    def prepare(self, session_id: str, lp: bool = True,
+                stop: threading.Event | None = None) -> bool:
         (self.prepared if lp else self.carried).append(session_id)
-        return super().prepare(session_id, lp)
+        return super().prepare(session_id, lp, stop)
 
 
 @pytest.mark.parametrize("waiting", [False, True])
 def test_no_lp_between_plans_when_the_next_task_is_already_waiting(waiting: bool) -> None:
-    """The worker (api/pool.py `_serve`) answers the session plan either way; it solves the
-    session's LP for the next plan only when no task waits (the LP cannot be interrupted)."""
+    """The worker (api/pool.py `_serve`) answers the session plan either way; it makes the
+    state of the session's next plan and solves its LP only when no task waits."""
     from api.pool import _serve, _SolveThread
 
     holders, worker, api = Holders(), _Spy(), _Api()
     payload = _dispatch(holders, api).resolve(11)
     sent: list[tuple[object, ...]] = []
     _serve(("t1", payload), 0.0, sent.append, lambda *a, **k: None, None, worker,
-           _SolveThread(0), lambda: waiting)
+           _SolveThread(0), lambda timeout: waiting)
     assert [m[0] for m in sent] == ["done"]
     assert worker.prepared == ([] if waiting else ["s"])
-    # a short plan's next state is made at the server's niceness first, then the LP
-    assert prompt(payload)
+    # the next plan's state is made first (at the server's niceness), then the LP
     assert worker.carried == ([] if waiting else ["s"])
+
+
+def test_the_work_between_plans_gives_way_to_the_next_task() -> None:
+    """`_until_task` runs its function in the solve thread and sets its stop as soon as a
+    task arrives, and returns what the function returned then."""
+    from api.pool import _SolveThread, _until_task
+
+    arrived = threading.Event()
+    threading.Timer(0.2, arrived.set).start()
+    t0 = time.monotonic()
+    # without the stop it would wait 60 s
+    assert _until_task(_SolveThread(0), lambda stop: stop.wait(60),
+                       lambda timeout: arrived.wait(timeout))
+    assert time.monotonic() - t0 < 30  # generous: the stop came at 0.2 s
+    # no task comes: the function runs to its end, and its own answer comes back
+    assert _until_task(_SolveThread(0), lambda stop: "done", lambda timeout: False) == "done"

@@ -5,10 +5,12 @@ reached changes nothing (no wall-clock asserts)."""
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import pytest
 
+import solver.bound as bound
 from benchmarks.generator import generate_custom
 from heuristics.greedy import plan_greedy
 from models.objective import evaluate
@@ -35,6 +37,50 @@ def test_a_distant_deadline_changes_nothing() -> None:
     assert list(timed.targets.items()) == list(free.targets.items())
     assert list(timed.nearest.items()) == list(free.nearest.items())
     assert timed.amounts == free.amounts and timed.nearest_amounts == free.nearest_amounts
+
+
+def test_a_set_stop_cuts_the_relaxation() -> None:
+    """Once its `stop` is set `relax` stops like past a deadline: no bound, no targets."""
+    req = generate_custom(64, 120, seed=1)
+    stop = threading.Event()
+    stop.set()
+    assert relax(req, also_nearest=True, stop=stop) is CUT
+
+
+def test_a_stop_set_while_highs_solves_interrupts_it(monkeypatch: pytest.MonkeyPatch
+                                                     ) -> None:
+    """The stop reaches HiGHS itself: set once the LP is built and handed to HiGHS (not
+    looked at by the Python part any more), the solve is interrupted and `relax` gives
+    `CUT`, where the same LP solved to its end would give a bound."""
+    req = generate_custom(64, 120, seed=2)
+    assert relax(req, time_limit_s=30.0) not in (None, CUT)
+    stop = threading.Event()
+    subscribe = bound.interrupt_on
+
+    def then_stop(h: object, event: threading.Event) -> None:
+        subscribe(h, event)  # type: ignore[arg-type]
+        event.set()
+
+    monkeypatch.setattr(bound, "interrupt_on", then_stop)
+    assert relax(req, time_limit_s=30.0, stop=stop) is CUT
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.01, 0.03, 0.1])
+def test_a_stop_at_any_moment_gives_cut_or_a_valid_bound(delay: float) -> None:
+    """Whenever the stop comes, `relax` answers `CUT`, or a bound between the one of its
+    whole work (the LP, then the integer re-solve of its gangs) and the LP's alone (a
+    re-solve cut short keeps the LP's answer), never a bound of a half-solved LP."""
+    req = generate_custom(128, 240, seed=4)
+    free = relax(req, time_limit_s=30.0, nearest=True)
+    lp_only = relax(req, time_limit_s=30.0, nearest=True, resolve=False)
+    assert free is not None and lp_only is not None
+    stop = threading.Event()
+    timer = threading.Timer(delay, stop.set)
+    timer.start()
+    got = relax(req, time_limit_s=30.0, nearest=True, stop=stop)
+    timer.join()
+    assert got is not None
+    assert got is CUT or free.bound - 1e-6 <= got.bound <= lp_only.bound + 1e-6
 
 
 def test_the_quick_bound_stands_in_for_a_cut_lp(monkeypatch: pytest.MonkeyPatch) -> None:

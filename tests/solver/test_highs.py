@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import random
+import threading
+
+import highspy
 import pytest
 
-from solver.highs import INFEASIBLE, OPTIMAL, SOLUTION_FEASIBLE, HighsLp, set_integral
+from solver.highs import (
+    INFEASIBLE,
+    OPTIMAL,
+    SOLUTION_FEASIBLE,
+    HighsLp,
+    interrupt_on,
+    set_integral,
+)
 
 
 def _small() -> tuple[HighsLp, int, int]:
@@ -71,3 +82,37 @@ def test_infeasible_rows_are_reported() -> None:
     h = lp.to_highs()
     h.run()
     assert h.getModelStatus() == INFEASIBLE
+
+
+def _random_lp(seed: int) -> HighsLp:
+    """A packing LP of 200 rows and 400 columns that presolve does not finish alone."""
+    rng = random.Random(seed)
+    lp = HighsLp()
+    for r in range(200):
+        lp.add_row("cap", r, hi=rng.uniform(5, 20))
+    for _ in range(400):
+        x = lp.add_col(-rng.uniform(1, 3), hi=10.0)
+        for r in rng.sample(range(200), 20):
+            lp.entry("cap", r, x, rng.uniform(0.5, 2))
+    return lp
+
+
+def test_a_set_stop_interrupts_the_solve_and_an_unset_one_changes_nothing() -> None:
+    """`interrupt_on`: with its stop set the solve ends interrupted, without an optimum;
+    with it never set the solve reaches the optimum of a solve without it."""
+    lp = _random_lp(0)
+    plain = lp.to_highs()
+    plain.run()
+    assert plain.getModelStatus() == OPTIMAL
+    stop = threading.Event()
+    watched = lp.to_highs()
+    interrupt_on(watched, stop)
+    watched.run()
+    assert watched.getModelStatus() == OPTIMAL
+    assert watched.getInfo().objective_function_value == pytest.approx(
+        plain.getInfo().objective_function_value)
+    stop.set()
+    stopped = lp.to_highs()
+    interrupt_on(stopped, stop)
+    stopped.run()
+    assert stopped.getModelStatus() == highspy.HighsModelStatus.kInterrupt

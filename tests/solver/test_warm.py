@@ -5,6 +5,7 @@ keeping the running jobs alone, and the cold path where the warm start does not 
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterable, Mapping
 
 import pytest
@@ -485,6 +486,10 @@ def test_targets_solved_between_plans_are_rounded_when_the_lp_does_not_fit() -> 
     memo.prepare_cpu = 100.0
     assert not session.prepare()  # an LP of 100 s of CPU is not solved between plans
     memo.prepare_cpu = None
+    stop = threading.Event()
+    stop.set()  # the caller needs the thread back: nothing of the LP is kept
+    assert not session.prepare(stop=stop)
+    assert memo.prepare_cpu is None and memo.prepares == 0 and memo.targets is None
     assert session.prepare() and memo.prepared and memo.prepares == 1
     rel = relax(session.request, nearest=True)
     assert rel is not None and memo.targets == (rel.targets, rel.amounts)
