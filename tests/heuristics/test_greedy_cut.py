@@ -4,7 +4,8 @@ reason `time_limit` (so a partly done pass is never worse than keeping the runni
 
 from __future__ import annotations
 
-import itertools
+import math
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 import heuristics.greedy as greedy
 from benchmarks.generator import generate_custom, with_levels
 from heuristics.greedy import plan_greedy
+from heuristics.result import HeuristicResult
 from models import PlanRequest
 from models.objective import evaluate
 from tests.heuristics.helpers import violations
@@ -22,11 +24,32 @@ def _request(seed: int) -> PlanRequest:
     return generate_custom(256, 900, seed=seed)
 
 
-def _clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The greedy's clock ticks 1 s at each reading: a deadline N s ahead cuts the pass
-    after about N reads (one per `_DEADLINE_EVERY` jobs), whatever the machine's speed."""
-    ticks = itertools.count()
-    monkeypatch.setattr(greedy, "time", SimpleNamespace(monotonic=lambda: float(next(ticks))))
+class _Clock:
+    """The greedy's clock, ticking 1 s at each reading from 0 (`run` starts it again): a
+    deadline N s ahead cuts a pass after N readings, whatever the machine's speed.
+    `midway` finds the deadline that cuts a pass at a share of the readings its whole
+    pass makes, so that the tests do not depend on how often the pass reads its clock."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reads = 0
+        monkeypatch.setattr(greedy, "time", SimpleNamespace(monotonic=self._read))
+
+    def _read(self) -> float:
+        self.reads += 1
+        return float(self.reads - 1)
+
+    def run(self, pass_: Callable[[float], HeuristicResult], deadline: float
+            ) -> HeuristicResult:
+        """`pass_(deadline)` on a clock started again."""
+        self.reads = 0
+        return pass_(deadline)
+
+    def midway(self, pass_: Callable[[float], HeuristicResult], share: float = 0.5
+               ) -> float:
+        """The deadline that cuts `pass_` after `share` of its whole pass's readings."""
+        self.run(pass_, math.inf)
+        assert self.reads >= 4, "the pass reads its clock too seldom to be cut part way"
+        return float(max(1, round(share * self.reads)))
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -34,9 +57,13 @@ def _clock(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_cut_pass_keeps_what_it_placed(seed: int, keep: bool,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     req = _request(seed)
-    _clock(monkeypatch)
-    cut = plan_greedy(req, keep_running=keep, deadline=4.0)
-    at_once = plan_greedy(req, keep_running=keep, deadline=-1.0)
+    clock = _Clock(monkeypatch)
+
+    def pass_(deadline: float) -> HeuristicResult:
+        return plan_greedy(req, keep_running=keep, deadline=deadline)
+
+    cut = clock.run(pass_, clock.midway(pass_))
+    at_once = clock.run(pass_, -1.0)
     assert violations(req, cut) == [] and violations(req, at_once) == []
     names = {j.name for j in req.jobs}
     for r in (cut, at_once):
@@ -61,8 +88,13 @@ def test_a_cut_pass_is_a_prefix_of_the_whole_pass(monkeypatch: pytest.MonkeyPatc
     the whole pass placed it: the cut pass is the whole pass stopped early."""
     req = _request(0)
     whole = plan_greedy(req, keep_running=True)
-    _clock(monkeypatch)
-    cut = plan_greedy(req, keep_running=True, deadline=6.0)
+    clock = _Clock(monkeypatch)
+
+    def pass_(deadline: float) -> HeuristicResult:
+        return plan_greedy(req, keep_running=True, deadline=deadline)
+
+    cut = clock.run(pass_, clock.midway(pass_))
+    assert 0 < len(cut.placements) < len(whole.placements)
     same = sum(1 for n, pl in cut.placements.items() if whole.placements.get(n) == pl)
     assert same == len(cut.placements)
 
@@ -87,11 +119,17 @@ def test_the_guarantee_phase_stops_at_the_deadline(seed: int,
     monkeypatch.setattr(greedy, "guarantee_models", counted)
     whole = plan_greedy(req, keep_running=True)
     assert len(asked) > 2 * greedy._DEADLINE_EVERY   # the phase has work to cut
+    clock = _Clock(monkeypatch)
+
+    def pass_(deadline: float) -> HeuristicResult:
+        return plan_greedy(req, keep_running=True, deadline=deadline)
+
+    # cut within the guarantee phase: a share of the readings of its three sweeps
+    midway = clock.midway(pass_, 0.5 * len(asked) / (len(asked) + len(req.jobs)))
     asked.clear()
-    _clock(monkeypatch)
-    at_once = plan_greedy(req, keep_running=True, deadline=-1.0)
+    at_once = clock.run(pass_, -1.0)
     assert len(asked) < greedy._DEADLINE_EVERY
-    cut = plan_greedy(req, keep_running=True, deadline=3.0)
+    cut = clock.run(pass_, midway)
     names = {j.name for j in req.jobs}
     for r in (at_once, cut):
         assert violations(req, r) == []
