@@ -494,7 +494,8 @@ class Greedy:
 
     def fit_key(self, info: JobInfo) -> tuple[object, ...] | None:
         """What `find` asks of a pending job (shape, sizes, GPU and host demands, eligible
-        models with their MIG profiles, topology requirements, the tenant under quotas):
+        models with their MIG profiles, topology requirements; under quotas the tenant
+        and what a placement counts against them):
         jobs with equal keys fit in the same states, so once one finds no place the others
         find none until capacity is freed (`place_sequence`). None for the jobs whose
         place also depends on their values: running jobs (kept or moved by value), gangs
