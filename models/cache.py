@@ -95,8 +95,24 @@ def _fingerprint(request: PlanRequest) -> tuple[object, ...]:
 
 
 def _collected(key: int, _ref: object) -> None:
-    """Weakref callback: the request cached under `key` is gone (list.append is atomic)."""
-    _COLLECTED.append(key)
+    """Weakref callback: the request cached under `key` is gone. Its entry goes at once
+    when the lock is free, and its values are freed here, where the request was dropped,
+    after the lock is released: left to the next cache access, they were freed inside the
+    next solve (16,384 GPUs / 20,000 jobs: about 0.05 s of CPU, 0.1 s at load 8, in the
+    plan after each). When the lock is held (by another thread, or by this one: a
+    collection during a cache access), the key waits for the next cache access
+    (list.append is atomic)."""
+    if not _COMPILED_LOCK.acquire(blocking=False):
+        _COLLECTED.append(key)
+        return
+    gone = None
+    try:
+        hit = _COMPILED.get(key)
+        if hit is not None and hit[0]() is None:
+            gone = _COMPILED.pop(key)
+    finally:
+        _COMPILED_LOCK.release()
+    del gone   # the cached values, freed outside the lock
 
 
 def _purge_collected() -> None:

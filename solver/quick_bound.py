@@ -198,12 +198,13 @@ def _options(request: PlanRequest, cap: _Pools, held: dict[int, float] | None = 
         else:
             key = (kind, factor, needs)
         if info.size_values or kind.obj_values is None:
-            opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
+            opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy, needs)
             key = ("options", opts)
         entry = keyed.get(key)
         if entry is None:
             if opts is None:
-                opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy)
+                opts = _job_options(info, cur, pools, cap, catalog, kinds, factor, policy,
+                                    needs)
             keyed[key] = [opts, 1]
         else:
             entry[1] += 1
@@ -214,11 +215,23 @@ def _options(request: PlanRequest, cap: _Pools, held: dict[int, float] | None = 
     return groups, const
 
 
-def _gang_needs(info: JobInfo) -> tuple[bool, tuple[str, ...]]:
+Needs = tuple[bool, tuple[str, ...]]
+
+#: `_job_options`'s default `needs`: not given, worked out from the job.
+_ASK: Any = object()
+
+
+def _gang_needs(info: JobInfo) -> Needs:
     """What decides where a whole-GPU gang of `info` may be placed beyond its kind:
     single-node, and its required topology levels (`fits_gang`)."""
     job = info.job
     return job.single_node, required_levels(job)
+
+
+def _needs_of(info: JobInfo) -> Needs | None:
+    """`_gang_needs` of a whole-GPU job on more than one GPU, None for any other job
+    (where it may be placed, its kind says)."""
+    return _gang_needs(info) if info.shape == "whole" and info.gpus > 1 else None
 
 
 def _pinned(info: JobInfo, cur: str | None, pools: dict[Pool, int], cap: _Pools,
@@ -246,13 +259,17 @@ def _pinned(info: JobInfo, cur: str | None, pools: dict[Pool, int], cap: _Pools,
 def _job_options(info: JobInfo, cur: str | None, pools: dict[Pool, int], cap: _Pools,
                  catalog: dict[str, GpuModel],
                  kinds: dict[tuple[object, ...], list[tuple[str, int, float]]],
-                 factor: float, policy: Policy) -> tuple[tuple[int, float, float], ...]:
-    """The options of job `info` (running on model `cur` now, or None), sorted."""
+                 factor: float, policy: Policy, needs: Needs | None = _ASK
+                 ) -> tuple[tuple[int, float, float], ...]:
+    """The options of job `info` (running on model `cur` now, or None), sorted; `needs`:
+    its `_needs_of` when the caller has it."""
     if info.size_values:
         return _elastic_options(info, cur, pools, cap, catalog, factor, policy)
+    if needs is _ASK:
+        needs = _needs_of(info)
     if not info.current:
-        return _new_options(info, pools, cap, catalog, kinds, factor)
-    return _running_options(info, cur, pools, cap, catalog, kinds, factor, policy)
+        return _new_options(info, pools, cap, catalog, kinds, factor, needs)
+    return _running_options(info, cur, pools, cap, catalog, kinds, factor, policy, needs)
 
 
 def _elastic_options(info: JobInfo, cur: str | None, pools: dict[Pool, int],
@@ -291,19 +308,20 @@ def _elastic_options(info: JobInfo, cur: str | None, pools: dict[Pool, int],
 
 def _kind_plan(info: JobInfo, pools: dict[Pool, int], cap: _Pools,
                catalog: dict[str, GpuModel],
-               kinds: dict[tuple[object, ...], list[tuple[str, int, float]]]
-               ) -> list[tuple[str, int, float]]:
+               kinds: dict[tuple[object, ...], list[tuple[str, int, float]]],
+               needs: Needs | None) -> list[tuple[str, int, float]]:
     """(model, pool, amount) for each model a job that is not elastic values and may be
     placed on as a new placement, in pool order. What a job takes of a pool depends on its
     kind only (shape, gang size or share, MIG profiles per model, the models it values;
-    for a whole-GPU job, whether it is single-node and its required levels), so
-    the list is made once per kind (cached in `kinds`)."""
+    for a whole-GPU gang, `needs`: whether it is single-node and its required levels), so
+    the list is made once per kind (cached in `kinds`). A MIG job's profiles are keyed by
+    their dict, which the kinds of one eligibility share (models/instance.py `_compile`;
+    equal dicts of other kinds only miss the sharing), as a tuple of them cost more than
+    the rest of the key."""
     values = info.obj_values
     mig = info.shape == "mig"
     kind: tuple[object, ...] = (info.shape, info.gpus, info.share, tuple(values),
-                                tuple((m, tuple(p)) for m, p in info.profiles.items())
-                                if mig else (),
-                                _gang_needs(info) if info.shape == "whole" else ())
+                                id(info.profiles) if mig else None, needs)
     plan = kinds.get(kind)
     if plan is None:
         plan = []
@@ -323,20 +341,22 @@ def _kind_plan(info: JobInfo, pools: dict[Pool, int], cap: _Pools,
 def _new_options(info: JobInfo, pools: dict[Pool, int], cap: _Pools,
                  catalog: dict[str, GpuModel],
                  kinds: dict[tuple[object, ...], list[tuple[str, int, float]]],
-                 factor: float) -> tuple[tuple[int, float, float], ...]:
+                 factor: float, needs: Needs | None
+                 ) -> tuple[tuple[int, float, float], ...]:
     """The options of a job that is neither running nor elastic (most jobs), sorted: the
     general loop of `_options` without its running-job and size cases (a job's models are
     all MIG or all not: one pool each, so the kind's plan is already in option order)."""
     values = info.obj_values
-    return tuple((pool, amount, v) for m, pool, amount in _kind_plan(info, pools, cap,
-                                                                     catalog, kinds)
-                 if (v := values[m] * factor) > 0)
+    return tuple([(pool, amount, v) for m, pool, amount in _kind_plan(info, pools, cap,
+                                                                      catalog, kinds, needs)
+                  if (v := values[m] * factor) > 0])
 
 
 def _running_options(info: JobInfo, cur: str | None, pools: dict[Pool, int],
                      cap: _Pools, catalog: dict[str, GpuModel],
                      kinds: dict[tuple[object, ...], list[tuple[str, int, float]]],
-                     factor: float, policy: Policy) -> tuple[tuple[int, float, float], ...]:
+                     factor: float, policy: Policy, needs: Needs | None
+                     ) -> tuple[tuple[int, float, float], ...]:
     """The options of a running job that is not elastic, sorted: the general loop of
     `_options` for one size. On a model other than its current one `cur` it takes what a
     new placement takes (the kind's plan) and earns its value plus the preemption cost
@@ -345,7 +365,7 @@ def _running_options(info: JobInfo, cur: str | None, pools: dict[Pool, int],
     values = info.obj_values
     gain = policy.preemption_cost - policy.migration_cost
     opts = [(pool, amount, v) for m, pool, amount in _kind_plan(info, pools, cap, catalog,
-                                                                kinds)
+                                                                kinds, needs)
             if m != cur and (v := values[m] * factor + gain) > 0]
     pool = None if cur is None else pools.get((cur, info.shape == "mig"))
     if cur is not None and pool is not None:
