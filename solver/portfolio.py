@@ -335,15 +335,9 @@ class Portfolio:
         if self._greedy is None:
             b = self.budget
             one_pass = self._jobs_cpu(GREEDY_CPU_PER_JOB) + self._warm_cpu()
-            # over `BOTH_VARIANTS_UP_TO` jobs the pass keeping the running jobs first goes
-            # whenever a whole pass does not fit, but not over `KEEP_FIRST_OVER`: on XL
-            # it ends at 183,741 (31.8% below the LP bound) whatever its time, where the
-            # default pass, cut, keeps the running jobs it did not reach and reaches
-            # 226,544 after 2.7 CPU s and 267,028 whole (3.3-3.4 CPU s against a prior of
-            # 4.85): XL at 20 s at a pace of 2.6 took it and answered 34.1%
-            whole = BOTH_VARIANTS_UP_TO < len(self.request.jobs) <= KEEP_FIRST_OVER
             short = not b.deterministic and not b.fits(
-                (1.0 if whole else CUT_EARLY) * one_pass)
+                (1.0 if len(self.request.jobs) > BOTH_VARIANTS_UP_TO else CUT_EARLY)
+                * one_pass)
             keep = True if short else self._one_variant()
             # room for the quick bound after it, in case the LP does not fit then
             room = 0.0 if self._bound_done else b.estimate(self._quick_cpu())

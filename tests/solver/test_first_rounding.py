@@ -87,33 +87,3 @@ def test_the_xl_priors_are_near_what_xl_measures() -> None:
 
     assert 3.0 < rounding(80_000) < 4.0
     assert rounding(20_000) == pytest.approx(0.83)
-
-
-@pytest.mark.parametrize(("over", "keep"), [(True, False), (False, True)])
-def test_a_large_greedy_pass_keeps_the_running_jobs_first_only_under_keep_first_over(
-        monkeypatch: pytest.MonkeyPatch, over: bool, keep: bool) -> None:
-    """With room for `CUT_EARLY` of a greedy pass but not a whole one, a request over
-    `BOTH_VARIANTS_UP_TO` jobs (patched down) makes the pass that keeps the running jobs
-    first, unless it is over `KEEP_FIRST_OVER` jobs too: there the default pass runs
-    (cut, it keeps the running jobs it did not reach)."""
-    req = generate_custom(256, 400, seed=0)
-    req.policy.time_limit_s = 30.0
-    monkeypatch.setattr(portfolio_mod, "BOTH_VARIANTS_UP_TO", 10)
-    monkeypatch.setattr(portfolio_mod, "KEEP_FIRST_OVER", 10 if over else len(req.jobs))
-    ctx = Context.start(req, None, None)
-    pf = ctx.portfolio
-    one_pass = pf._jobs_cpu(portfolio_mod.GREEDY_CPU_PER_JOB) + pf._warm_cpu()
-    _room(ctx, 0.5 * one_pass)
-    asked: list[bool | None] = []
-    real = pf._greedy_pass
-
-    def spy(deadline: float | None, keep_running: bool | None) -> object:
-        asked.append(keep_running)
-        return real(deadline, keep_running)
-
-    monkeypatch.setattr(pf, "_greedy_pass", spy)
-    monkeypatch.setattr(pf, "_keep_only", lambda room: False)
-    result = pf.greedy()
-    assert asked == [keep]
-    built = build_plan(req, result, status="heuristic", solver="heuristic")
-    assert validate_plan(req, built) == []
