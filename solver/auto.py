@@ -75,7 +75,7 @@ def local_search(ctx: Context, share: float = 1.0, cap_s: float | None = None
     if not budget.deterministic:   # leave room for its tail (reading out, comparing)
         deadline = max(time.monotonic(), deadline - budget.estimate(
             SEARCH_TAIL_CPU_PER_JOB * len(ctx.request.jobs)))
-    with budget.python_phase(f"local search ({deadline - time.monotonic():.2f} s)"):
+    with budget.python_phase():
         out = improve(ctx.request, start, deadline=deadline,
                       seed=ctx.request.policy.seed, max_moves=limit, cancel=budget.cancel)
     budget.check_wall()

@@ -21,7 +21,6 @@ net; when it cuts a phase, `wall_cut` is set and the plan says so.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Iterator
@@ -32,8 +31,6 @@ from threading import Event
 from models import PlanRequest
 from models.rules import lexicographic_levels
 from solver.linear import Limits
-
-log = logging.getLogger(__name__)
 
 #: CPU seconds to finish a plan (build and validate it, and the work between the last
 #: phase's deadline and finishing: the last comparisons of plans, restoring displaced
@@ -197,20 +194,15 @@ class Budget:
 
     # ------------------------------------------------------------------ load and reserve
     @contextmanager
-    def python_phase(self, name: str = "") -> Iterator[None]:
+    def python_phase(self) -> Iterator[None]:
         """Time a pure-Python phase of this thread: its wall time over its CPU time is
-        the machine's current load as this solve sees it. A named phase logs its wall and
-        CPU seconds at DEBUG (the phase lines of a solve)."""
+        the machine's current load as this solve sees it."""
         w0, c0 = time.monotonic(), time.thread_time()
         try:
             yield
         finally:
-            wall, cpu = time.monotonic() - w0, time.thread_time() - c0
-            self._py_wall += wall
-            self._py_cpu += cpu
-            if name:
-                log.debug("phase %s: %.3f s wall, %.3f s CPU (at %.2f s; load %.2f)",
-                          name, wall, cpu, self.elapsed(), self.load())
+            self._py_wall += time.monotonic() - w0
+            self._py_cpu += time.thread_time() - c0
 
     def load(self) -> float:
         """Wall seconds per CPU second of this solve's Python phases (1 when quiet)."""
@@ -223,15 +215,15 @@ class Budget:
         self._finish_measured = max(self._finish_measured or 0.0, seconds)
 
     @contextmanager
-    def paced(self, prior_cpu_s: float, name: str = "") -> Iterator[Pacing]:
+    def paced(self, prior_cpu_s: float) -> Iterator[Pacing]:
         """Time a phase whose prior cost is `prior_cpu_s` CPU seconds and update the pace
         (module doc), unless the body marks its measure void (a phase cut at its
         deadline did only part of its work). The phase also counts as a Python phase of
-        `load`; a named one logs its measure at DEBUG."""
+        `load`."""
         w0 = time.monotonic()
         pacing = Pacing()
         try:
-            with self.python_phase(name):
+            with self.python_phase():
                 yield pacing
         finally:
             wall = time.monotonic() - w0
@@ -240,10 +232,6 @@ class Budget:
                 ratio = min(hi, max(lo, wall / prior_cpu_s))
                 self._pace_last = ratio
                 self._pace = ratio if self._pace is None else 0.5 * (self._pace + ratio)
-            if name:
-                log.debug("phase %s: prior %.3f CPU s%s; pace %.2f, %.2f s left, reserve "
-                          "%.2f s", name, prior_cpu_s, " (void)" if pacing.void else "",
-                          self.pace(), self.remaining(), self.finish_reserve())
 
     def pace(self) -> float:
         """Wall seconds per prior CPU second (module doc): the recent phases' average,

@@ -134,27 +134,9 @@ RELAX_TRY_SHARE = 0.75
 LP_FIRST_SAFETY = 1.1
 #: One rounding pass, which grows faster than the jobs: M 0.05 s, L 0.75 s (0.9-1.0 s before
 #: its gang placement stopped ordering the GPUs of every node), XL (65,536 GPUs / 80,000
-#: jobs) 13 s before that change: a per job and a per job squared term. The square term
-#: grows no further past `ROUNDING_SQUARE_UP_TO` jobs: XL's gang-first rounding now takes
-#: 3.3-3.6 CPU s (quiet, collector paused, 2026-12-02), where the square gave 9.4 s; with
-#: that prior, XL at 20 s beside four busy processes (a pace of about 2.5) never found
-#: the LP and a rounding to fit, went greedy first, and the LP then no longer fitted:
-#: the quick bound (3.6% above the LP's on XL) left the plan 4-34% from its bound.
-#: M and L keep their priors (L is 20,000 jobs).
+#: jobs) 13 s before that change: a per job and a per job squared term.
 ROUNDING_CPU_PER_JOB = 1.25e-5
 ROUNDING_CPU_PER_JOB2 = 1.3e-9
-ROUNDING_SQUARE_UP_TO = 23_000
-#: The "keep_first" rounding (heuristics/lp_round.py: no gang steps) costs about this
-#: share of the first variant's pass: XL 2.3-2.65 CPU s against 3.3-3.6, L 0.47-0.49
-#: against 0.52-0.66. Over `KEEP_FIRST_OVER` jobs it is the first rounding when the
-#: first variant's whole pass does not fit (`_first_variant`): on XL the first variant
-#: spends its first 70% placing gangs for a third of the value (cut at 2.55 CPU s it
-#: reached 186,813, 30.6% below the LP bound, where it ends at 268,289, 0.40%), while
-#: the keep_first pass keeps the running jobs the LP keeps first and ends at 264,825
-#: (1.68%) in 2.4 CPU s. On L a rounding of the first variant cut at a third still
-#: gives 40,360, and it is kept there.
-KEEP_FIRST_SHARE = 0.75
-KEEP_FIRST_OVER = 40_000
 #: ... and a fixed part: without it the two terms give M 0.022 s against the 0.04-0.07 s
 #: measured (2026-12-01), and the pace measured on M's first rounding read 2-3 times the
 #: load; with quotas and classes the finishing reserve (FINISH_LEVELS_FACTOR times a
@@ -265,8 +247,6 @@ class Portfolio:
         self._quick: float | None = None
         self._compiled = False
         self._warm = False     # whether a starting pass has run (`WARM_CPU_S`)
-        #: (variant, id(targets)) of the roundings made (`_roundings`)
-        self._rounded: set[tuple[str, int]] = set()
         #: id(result) -> (the result, its rank, its evaluation): plans are compared
         #: several times, and evaluating one is a pass over every job
         self._judged: dict[int, tuple[HeuristicResult, tuple[float, ...], Evaluation]] = {}
@@ -282,7 +262,7 @@ class Portfolio:
         compile did, which kept 2 s more back for finishing at 20 s."""
         if self._reasons is None:
             self.compiled()
-            with self.budget.python_phase("static reasons"):
+            with self.budget.python_phase():
                 self._reasons = static_reasons(self.request)
         return self._reasons
 
@@ -293,7 +273,7 @@ class Portfolio:
             self._compiled = True
             elastic = sum(1 for j in self.request.jobs if j.elastic is not None)
             with self.budget.paced(COMPILE_CPU_S + COMPILE_CPU_PER_JOB * len(self.request.jobs)
-                                   + COMPILE_CPU_PER_ELASTIC * elastic, "compile"):
+                                   + COMPILE_CPU_PER_ELASTIC * elastic):
                 compile_jobs(self.request)
 
     def _jobs_cpu(self, per_job: float) -> float:
@@ -319,8 +299,7 @@ class Portfolio:
         """The prior of the next rounding pass on this request (the first pass's warm-up
         included, `_warm_cpu`)."""
         n = len(self.request.jobs)
-        return (ROUNDING_CPU_S + ROUNDING_CPU_PER_JOB * n
-                + ROUNDING_CPU_PER_JOB2 * n * min(n, ROUNDING_SQUARE_UP_TO)
+        return (ROUNDING_CPU_S + ROUNDING_CPU_PER_JOB * n + ROUNDING_CPU_PER_JOB2 * n * n
                 + self._warm_cpu())
 
     def _warm_cpu(self) -> float:
@@ -344,13 +323,8 @@ class Portfolio:
             if self._keep_only(room):   # (a pass that short would keep them first)
                 self._greedy = self.unchecked = _running_kept(self.request)
                 return self._greedy
-            # ... and for its tail when cut (`budget.CUT_TAIL_CPU_PER_JOB`): XL at 20 s at a
-            # pace of 2.7 cut the pass at its deadline and returned from it 2 s past it
-            tail = b.estimate(self._cut_tail())
-            self._greedy = self._run(partial(self._greedy_pass,
-                                             self._heuristic_deadline(room + tail), keep),
-                                     one_pass if keep is not None else 0.0,
-                                     f"greedy (keep running first: {keep})")
+            self._greedy = self._run(partial(self._greedy_pass, self._heuristic_deadline(room),
+                                             keep), one_pass if keep is not None else 0.0)
         return self._greedy
 
     def _greedy_pass(self, deadline: float | None, keep_running: bool | None
@@ -384,8 +358,7 @@ class Portfolio:
             return kept
         self.unchecked = None
         self._greedy = self._run(partial(self._greedy_pass, self._heuristic_deadline(), True),
-                                 self._jobs_cpu(GREEDY_CPU_PER_JOB) + self._warm_cpu(),
-                                 "greedy after keeping the running jobs")
+                                 self._jobs_cpu(GREEDY_CPU_PER_JOB) + self._warm_cpu())
         return self._greedy
 
     def fall_back(self) -> HeuristicResult:
@@ -441,7 +414,7 @@ class Portfolio:
                 # cut where the quick bound still fits after it (deterministic mode: never)
                 cut = None if b.deterministic else b.until() - b.estimate(self._quick_cpu())
                 # not paced: its solve runs as long as its limit allows
-                with b.python_phase(f"LP bound (limit {limit:.2f} s)"):
+                with b.python_phase():
                     self._relax = relax(self.request, time_limit_s=max(0.1, limit),
                                         also_nearest=self._near_rounding(), deadline=cut,
                                         resolve=not b.deterministic)
@@ -452,13 +425,9 @@ class Portfolio:
                     self.notes.append("the LP bound was cut by the time limit: the quick "
                                       "bound stands in")
             else:
-                log.debug("LP bound skipped: %.2f of its %.2f prior CPU s is %.2f s, %.2f s "
-                          "left before the reserve %.2f s", RELAX_TRY_SHARE, prior,
-                          b.estimate(RELAX_TRY_SHARE * prior), b.remaining() - b.reserve,
-                          b.reserve)
                 self.notes.append("no time left for the LP bound: the quick bound stands in")
             if not self._relax_done or (self._relax is not None and not self._relax.targets):
-                with b.paced(self._quick_cpu(), "quick bound"):
+                with b.paced(self._quick_cpu()):
                     self._quick = quick_bound(self.request, deadline=b.until())
         if self._relax_done and self._relax is None:
             return None
@@ -546,12 +515,8 @@ class Portfolio:
             return False
         self.compiled()
         lp_round = (LP_FIRST_SAFETY * self._relax_cpu()
-                    + ROUND_MIN_SHARE * self._first_rounding_cpu() + self._cut_tail())
+                    + ROUND_MIN_SHARE * self._rounding_cpu() + self._cut_tail())
         if len(self.request.jobs) > BOTH_VARIANTS_UP_TO:
-            log.debug("LP first? %s: the LP and a rounding's share %.2f prior CPU s, "
-                      "estimate %.2f s, %.2f s left before the reserve %.2f s",
-                      b.fits(lp_round), lp_round, b.estimate(lp_round),
-                      b.remaining() - b.reserve, b.reserve)
             return b.fits(lp_round)
         # smaller requests: whenever the LP would run at all (`RELAX_TRY_SHARE`)
         return b.fits(RELAX_TRY_SHARE * self._relax_cpu())
@@ -645,60 +610,24 @@ class Portfolio:
         out: list[HeuristicResult] = []
         for k, (variant, targets, sizes) in enumerate(schedule[first:upto], start=first):
             prior = self._rounding_cpu()
-            if k == 0:
-                variant, prior = self._first_variant(variant, prior)
-            if (variant, id(targets)) in self._rounded or (
-                    k > 0 and variant == ROUNDINGS[1] and self._keep_first_large()
-                    and (ROUNDINGS[0], id(targets)) in self._rounded):
-                # made already as the first rounding (`_first_variant`); or, over
-                # `KEEP_FIRST_OVER` jobs, after the gang-first rounding of the same
-                # counts, which it does not beat there (XL: 264,825 against 268,289):
-                # its 2.4 CPU s go to the local search
-                continue
             # the first rounding is anytime (cut, it keeps the running jobs it did not
             # reach): a share of it is worth running; a further variant must fit whole
             # ... and its tail when cut (budget.CUT_TAIL_CPU_PER_JOB) must fit too
             need = prior * (ROUND_MIN_SHARE if k == 0 else 1.0) + self._cut_tail()
             if not targets or (self.budget.stopped() if self.budget.deterministic
                                else not self.budget.fits(need)):
-                log.debug("rounding %d skipped: needs %.2f prior CPU s (%.2f s), %.2f s "
-                          "left before the reserve %.2f s", k, need,
-                          self.budget.estimate(need),
-                          self.budget.remaining() - self.budget.reserve, self.budget.reserve)
                 break
-            self._rounded.add((variant, id(targets)))
             out.append(self._run(partial(
                 plan_lp_round, self.request, targets, variant=variant, sizes=sizes,
                 deadline=self._heuristic_deadline(self.budget.estimate(self._cut_tail()))),
-                prior, f"rounding {k} ({variant})"))
+                prior))
         return out
 
-    def _keep_first_large(self) -> bool:
-        """Whether the first rounding may be the keep_first variant (`KEEP_FIRST_OVER`
-        jobs; not in deterministic mode, whose path must not depend on timing)."""
-        return (not self.budget.deterministic
-                and len(self.request.jobs) > KEEP_FIRST_OVER)
-
-    def _first_rounding_cpu(self) -> float:
-        """The prior of the cheapest first rounding (`_first_variant`)."""
-        share = KEEP_FIRST_SHARE if self._keep_first_large() else 1.0
-        return share * self._rounding_cpu()
-
-    def _first_variant(self, variant: str, prior: float) -> tuple[str, float]:
-        """The variant of the first rounding and its prior: the keep_first one
-        (`KEEP_FIRST_SHARE` of the prior) on requests over `KEEP_FIRST_OVER` jobs when the
-        whole pass of `variant`, the gang-first one, does not fit in the time left
-        (measured pace), else `variant` as scheduled."""
-        if (variant == ROUNDINGS[0] and self._keep_first_large()
-                and not self.budget.fits(prior + self._cut_tail())):
-            return ROUNDINGS[1], KEEP_FIRST_SHARE * prior
-        return variant, prior
-
-    def _run(self, make: Callable[[], HeuristicResult], prior_cpu_s: float = 0.0,
-             name: str = "") -> HeuristicResult:
+    def _run(self, make: Callable[[], HeuristicResult], prior_cpu_s: float = 0.0
+             ) -> HeuristicResult:
         """One starting heuristic of `prior_cpu_s` prior CPU seconds (0: not a measure
-        of the pace), timed (a phase line `name` at DEBUG), its plan reported."""
-        with self.budget.paced(prior_cpu_s, name) as pacing:
+        of the pace), timed, its plan reported."""
+        with self.budget.paced(prior_cpu_s) as pacing:
             self._warm = True
             plan = make()
             # a pass cut at its deadline did part of its work: not a measure of the pace
@@ -724,8 +653,7 @@ class Portfolio:
         need = max(0.05, self.budget.estimate(REPACK_CPU_PER_MOVABLE * movable))
         if stop - time.monotonic() < need or self.budget.cancelled():
             return plan
-        with self.budget.python_phase("share re-pack"):
-            better = repack(self.request, plan, stop)
+        better = repack(self.request, plan, stop)
         if better is None or not self.better(better, plan):
             return plan
         self.notes.append("new shared jobs were re-packed by GPU patterns")
