@@ -166,7 +166,7 @@ KEEP_CPU_PER_JOB = 1.5e-5
 #: times its setup fits before the reserve (2 left L at 3 s at load 5 with the running
 #: jobs alone, 1.15 s early, where the greedy pass of the code before placed 1,515 more).
 KEEP_AFTER_BOUND = 1.25
-#: The quick bound (solver/quick_bound.py): M 0.02 s (its price descent's floor), L 0.13 s
+#: The quick bound (solver/quick_bound.py): M 0.015 s (its price descent's floor), L 0.13 s
 #: (0.25 s before its options were found once per compiled kind of jobs). Since it keeps
 #: the pinned jobs and tests gangs against nodes and domains, its descent takes more
 #: passes on M (0.02-0.03 s, L unchanged): a fixed part, without which the pace measured
