@@ -50,6 +50,19 @@ def _same(got: HeuristicResult, want: HeuristicResult) -> None:
     assert got.reasons == want.reasons
 
 
+def _as_searching(req: PlanRequest, monkeypatch: pytest.MonkeyPatch
+                  ) -> list[HeuristicResult]:
+    """The passes of `PASSES` on `req`, each held to the same pass searching for every
+    job (`_searching`); the skipping ones."""
+    skipping = [plan_greedy(req, **p) for p in PASSES]
+    with monkeypatch.context() as m:
+        _searching(m)
+        searching = [plan_greedy(req, **p) for p in PASSES]
+    for got, want in zip(skipping, searching, strict=True):
+        _same(got, want)
+    return skipping
+
+
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize(("objective", "quotas", "classes", "kw"), [
     ("throughput", 4, 3, {}),
@@ -64,13 +77,7 @@ def test_the_level_pass_is_the_searching_one(seed: int, objective: str, quotas: 
                                              classes: int, kw: dict[str, Any],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     req = _request(seed, objective, quotas, classes, **kw)
-    skipping = [plan_greedy(req, **p) for p in PASSES]
-    with monkeypatch.context() as m:
-        _searching(m)
-        searching = [plan_greedy(req, **p) for p in PASSES]
-    for got, want in zip(skipping, searching, strict=True):
-        _same(got, want)
-    assert violations(req, skipping[0]) == []
+    assert violations(req, _as_searching(req, monkeypatch)[0]) == []
 
 
 @pytest.mark.parametrize("allow", [False, True])
@@ -82,12 +89,7 @@ def test_running_jobs_that_must_move_and_fixed_mig(allow: bool,
     policy = req.policy.model_copy(update={"allow_preemption": allow,
                                            "allow_mig_reconfiguration": allow})
     req = PlanRequest.model_validate(req.model_copy(update={"policy": policy}).model_dump())
-    skipping = [plan_greedy(req, **p) for p in PASSES]
-    with monkeypatch.context() as m:
-        _searching(m)
-        searching = [plan_greedy(req, **p) for p in PASSES]
-    for got, want in zip(skipping, searching, strict=True):
-        _same(got, want)
+    _as_searching(req, monkeypatch)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -106,12 +108,7 @@ def test_guarantees_per_model(seed: int, monkeypatch: pytest.MonkeyPatch) -> Non
     }
     cluster = req.cluster.model_copy(update={"quotas": quotas})
     req = PlanRequest.model_validate(req.model_copy(update={"cluster": cluster}).model_dump())
-    skipping = [plan_greedy(req, **p) for p in PASSES]
-    with monkeypatch.context() as m:
-        _searching(m)
-        searching = [plan_greedy(req, **p) for p in PASSES]
-    for got, want in zip(skipping, searching, strict=True):
-        _same(got, want)
+    _as_searching(req, monkeypatch)
 
 
 def test_the_skips_skip(monkeypatch: pytest.MonkeyPatch) -> None:
