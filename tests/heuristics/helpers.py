@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import pytest
+
 from benchmarks.generator import generate_custom
+from heuristics.greedy import plan_greedy
 from heuristics.result import HeuristicResult
 from models import PlanRequest
 from solver.build import build_plan
@@ -50,3 +54,20 @@ def crowded(gpus: int, jobs: int, seed: int, objective: str, **kw: Any) -> PlanR
     policy = req.policy.model_copy(update={"objective": objective, "seed": seed})
     return req.model_copy(update={"policy": policy, "jobs": out, "cluster": req.cluster.model_copy(
         update={"nodes": nodes})})
+
+
+def same_passes(request: PlanRequest, passes: Sequence[dict[str, Any]],
+                reference: Callable[[pytest.MonkeyPatch], None],
+                monkeypatch: pytest.MonkeyPatch) -> list[HeuristicResult]:
+    """`plan_greedy` on `request` with each keyword set of `passes`, asserted to make
+    exactly the placements and give exactly the reasons of the same passes with
+    `reference` patched in (the simpler code a speed-up must agree with); the results
+    without it."""
+    got = [plan_greedy(request, **kw) for kw in passes]
+    with monkeypatch.context() as m:
+        reference(m)
+        want = [plan_greedy(request, **kw) for kw in passes]
+    for a, b in zip(got, want, strict=True):
+        assert a.placements == b.placements
+        assert a.reasons == b.reasons
+    return got

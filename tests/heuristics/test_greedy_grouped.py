@@ -13,12 +13,11 @@ import pytest
 import heuristics.greedy as greedy
 from benchmarks.generator import generate_custom
 from benchmarks.latency import random_events
-from heuristics.greedy import Greedy, plan_greedy
-from heuristics.result import HeuristicResult
+from heuristics.greedy import Greedy
 from models import PlanRequest, Quota
 from solver import warm
 from solver.session import PlanningSession
-from tests.heuristics.helpers import crowded, node, request
+from tests.heuristics.helpers import crowded, node, request, same_passes
 
 
 def _crowded(seed: int, objective: str, **kw: Any) -> PlanRequest:
@@ -30,11 +29,6 @@ def _crowded(seed: int, objective: str, **kw: Any) -> PlanRequest:
 def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every pass runs the plain sequence."""
     monkeypatch.setattr(greedy, "_groups_apply", lambda *a: False)
-
-
-def _same(got: HeuristicResult, want: HeuristicResult) -> None:
-    assert got.placements == want.placements
-    assert got.reasons == want.reasons
 
 
 PASSES: tuple[dict[str, Any], ...] = (
@@ -51,19 +45,13 @@ def test_grouped_sequence_is_the_plain_one(seed: int, objective: str,
     calls: list[int] = []
     real = Greedy.place_grouped
 
-    def spy(self: Greedy, *a: Any, **kw: Any) -> None:
+    def spy(self: Greedy, *a: Any, **kw: Any) -> bool:
         calls.append(1)
-        real(self, *a, **kw)
+        return real(self, *a, **kw)
 
-    with monkeypatch.context() as m:
-        m.setattr(Greedy, "place_grouped", spy)
-        grouped = [plan_greedy(req, **kw) for kw in PASSES]
+    monkeypatch.setattr(Greedy, "place_grouped", spy)   # the plain sequence calls none
+    grouped = same_passes(req, PASSES, _plain, monkeypatch)
     assert calls and any(r.reasons for r in grouped)
-    with monkeypatch.context() as m:
-        _plain(m)
-        plain = [plan_greedy(req, **kw) for kw in PASSES]
-    for got, want in zip(grouped, plain, strict=True):
-        _same(got, want)
 
 
 def test_grouped_with_quotas_and_mig_fixed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,12 +62,7 @@ def test_grouped_with_quotas_and_mig_fixed(monkeypatch: pytest.MonkeyPatch) -> N
     policy = req.policy.model_copy(update={"allow_mig_reconfiguration": False})
     req = PlanRequest.model_validate(req.model_copy(update={
         "cluster": cluster, "policy": policy}).model_dump())
-    grouped = [plan_greedy(req, **kw) for kw in PASSES]
-    with monkeypatch.context() as m:
-        _plain(m)
-        plain = [plan_greedy(req, **kw) for kw in PASSES]
-    for got, want in zip(grouped, plain, strict=True):
-        _same(got, want)
+    same_passes(req, PASSES, _plain, monkeypatch)
 
 
 def test_a_key_that_found_no_place_is_not_tried_again() -> None:

@@ -13,9 +13,8 @@ import pytest
 import heuristics.greedy as greedy
 from benchmarks.generator import with_levels
 from heuristics.greedy import Greedy, plan_greedy
-from heuristics.result import HeuristicResult
 from models import PlanRequest, Quota
-from tests.heuristics.helpers import crowded, violations
+from tests.heuristics.helpers import crowded, same_passes, violations
 
 PASSES: tuple[dict[str, Any], ...] = (
     {"keep_running": True}, {"keep_running": False}, {"seed": 3, "keep_running": False})
@@ -45,24 +44,6 @@ def _searching(m: pytest.MonkeyPatch) -> None:
     m.setattr(Greedy, "place_grouped", plain)
 
 
-def _same(got: HeuristicResult, want: HeuristicResult) -> None:
-    assert got.placements == want.placements
-    assert got.reasons == want.reasons
-
-
-def _as_searching(req: PlanRequest, monkeypatch: pytest.MonkeyPatch
-                  ) -> list[HeuristicResult]:
-    """The passes of `PASSES` on `req`, each held to the same pass searching for every
-    job (`_searching`); the skipping ones."""
-    skipping = [plan_greedy(req, **p) for p in PASSES]
-    with monkeypatch.context() as m:
-        _searching(m)
-        searching = [plan_greedy(req, **p) for p in PASSES]
-    for got, want in zip(skipping, searching, strict=True):
-        _same(got, want)
-    return skipping
-
-
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize(("objective", "quotas", "classes", "kw"), [
     ("throughput", 4, 3, {}),
@@ -77,7 +58,7 @@ def test_the_level_pass_is_the_searching_one(seed: int, objective: str, quotas: 
                                              classes: int, kw: dict[str, Any],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     req = _request(seed, objective, quotas, classes, **kw)
-    assert violations(req, _as_searching(req, monkeypatch)[0]) == []
+    assert violations(req, same_passes(req, PASSES, _searching, monkeypatch)[0]) == []
 
 
 @pytest.mark.parametrize("allow", [False, True])
@@ -89,7 +70,7 @@ def test_running_jobs_that_must_move_and_fixed_mig(allow: bool,
     policy = req.policy.model_copy(update={"allow_preemption": allow,
                                            "allow_mig_reconfiguration": allow})
     req = PlanRequest.model_validate(req.model_copy(update={"policy": policy}).model_dump())
-    _as_searching(req, monkeypatch)
+    same_passes(req, PASSES, _searching, monkeypatch)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -108,7 +89,7 @@ def test_guarantees_per_model(seed: int, monkeypatch: pytest.MonkeyPatch) -> Non
     }
     cluster = req.cluster.model_copy(update={"quotas": quotas})
     req = PlanRequest.model_validate(req.model_copy(update={"cluster": cluster}).model_dump())
-    _as_searching(req, monkeypatch)
+    same_passes(req, PASSES, _searching, monkeypatch)
 
 
 def test_the_skips_skip(monkeypatch: pytest.MonkeyPatch) -> None:
