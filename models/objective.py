@@ -44,9 +44,9 @@ def same_placement(a: Sequence[Placement], b: Sequence[Placement]) -> bool:
     """True when two placement lists name the same GPUs / instances (order-free)."""
     if len(a) != len(b):
         return False
-    if a == b or all(map(operator.is_, a, b)):
-        # equal lists, or the very same objects (a running job kept as it runs): the
-        # list compares them in C, without a key per placement
+    if a == b:
+        # equal lists (the very same objects too: a running job kept as it runs): the
+        # list compares them in C, identity first, without a key per placement
         return True
 
     def key(p: Placement) -> tuple[str, int, str, int]:
