@@ -1277,9 +1277,15 @@ class NoPlace:
 
     def hopeless(self, info: JobInfo) -> bool:
         """Whether `place(info)` is known to fail (on any of its models)."""
-        key = self.g.demand_key(info)
-        return key is not None and key in self.full and \
-            (not info.current or info.name in self.stuck)
+        return self.hopeless_as(info, self.g.demand_key(info))
+
+    def hopeless_as(self, info: JobInfo, key: tuple[int] | None) -> bool:
+        """`hopeless` of `info`, whose demand key is `key`."""
+        return key is not None and key in self.full and self._cannot_stay(info)
+
+    def _cannot_stay(self, info: JobInfo) -> bool:
+        """Whether `info` is not running, or its `place` failed already."""
+        return not info.current or info.name in self.stuck
 
     def place(self, info: JobInfo, models: list[str]) -> bool:
         """`Greedy.place(info, models)`, not searching the models known to hold no place
@@ -1291,7 +1297,7 @@ class NoPlace:
         tried = self.models.get(key)
         if tried:
             models = [m for m in models if m not in tried]
-            if not models and (not info.current or info.name in self.stuck):
+            if not models and self._cannot_stay(info):
                 return False
         if self.g.place(info, models):
             return True
@@ -1360,7 +1366,6 @@ def _guarantee_phase(g: Greedy, pending: list[JobInfo], deadline: float | None,
     the reason `time_limit`. Whether it was cut."""
     stop = _stopper(g, pending, deadline)
     placed = g.state.placed
-    full, stuck = known.full, known.stuck
     n = 0
     # the jobs of the last sweep not placed in it, with their demand keys
     left: list[tuple[JobInfo, tuple[int] | None]] = []
@@ -1374,10 +1379,9 @@ def _guarantee_phase(g: Greedy, pending: list[JobInfo], deadline: float | None,
             if stop(n):
                 return True
             n += 1
-            if key is not None and (key in served or (key in full and (
-                    not info.current or info.name in stuck))):
+            if key is not None and (key in served or known.hopeless_as(info, key)):
                 left.append((info, key))
-                continue   # no model to raise, or no place (`NoPlace.hopeless`)
+                continue   # no model to raise, or no place
             models = guarantee_models(g, info, own, within)
             if not models:
                 if key is not None:
